@@ -1,0 +1,55 @@
+//! kms-actor: the KMS actor on the in-process bus (DESIGN §5).
+//!
+//! [`KmsActor::spawn`] subscribes to the request topic (`"kms.requests"` by
+//! default) and returns a [`KmsHandle`]; other actors hold a [`KmsClient`]
+//! and call `verify`, `verify_with_public_key`, `sign`, `create_key`,
+//! `rotate` and `attest`. Verify requests are drained from the topic after
+//! each wake and verified as batches with `kms_core::ed25519::verify_batch`
+//! on a dedicated, named `rayon::ThreadPool` (`kms-verify-<i>`); each answer
+//! is sent from the pool thread on the request's own reply channel.
+//!
+//! Why batch: one multiscalar multiplication over a batch costs less per
+//! signature than verifying one at a time, and at low load nothing waits,
+//! because a batch goes out as soon as a pool thread is idle.
+//!
+//! Contract: every request gets exactly one answer — a result or a typed
+//! [`kms_core::KmsError`] — and a caller never hangs.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), kms_core::KmsError> {
+//! use kms_actor::{KmsActor, KmsConfig};
+//! use kms_bus::Bus;
+//! use kms_core::Keystore;
+//!
+//! let bus = Bus::new();
+//! let handle = KmsActor::spawn(KmsConfig { threads: 1, ..KmsConfig::default() }, Keystore::new(), &bus)?;
+//! let kms = handle.client();
+//! let key = kms.create_key("acme", "tokens").await?;
+//! let (signer, signature) = kms.sign(&key, &b"token"[..]).await?;
+//! kms.verify(&signer, &b"token"[..], signature).await?;
+//! assert!(kms.verify(&signer, &b"forged"[..], signature).await.is_err());
+//! handle.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Not built yet: adaptive coalescing toward a `target_batch` with a
+//! `max_wait`, a separate priority lane, metrics.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod actor;
+mod batch;
+mod client;
+mod config;
+mod pool;
+mod reply;
+mod request;
+mod stats;
+
+pub use actor::{KmsActor, KmsHandle};
+pub use client::KmsClient;
+pub use config::{KmsConfig, DEFAULT_REQUEST_TOPIC};
+pub use request::Request;
+pub use stats::KmsStats;

@@ -1,0 +1,69 @@
+//! [`Request`]: what travels on the request topic. Built only by
+//! [`crate::KmsClient`]; each carries its own [`Reply`].
+
+use bytes::Bytes;
+use kms_core::{Attestation, KeyId};
+
+use crate::reply::Reply;
+
+/// One request to the KMS actor. Its fields are private: requests are made
+/// by [`crate::KmsClient`], which also waits for the answer.
+#[derive(Clone)]
+pub struct Request {
+    pub(crate) op: Op,
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match &self.op {
+            Op::Verify(_) => "verify",
+            Op::Sign { .. } => "sign",
+            Op::CreateKey { .. } => "create_key",
+            Op::Rotate { .. } => "rotate",
+            Op::Attest { .. } => "attest",
+        };
+        f.debug_struct("Request").field("op", &name).finish_non_exhaustive()
+    }
+}
+
+/// The operations.
+#[derive(Clone)]
+pub(crate) enum Op {
+    Verify(VerifyRequest),
+    Sign {
+        key: KeyId,
+        message: Bytes,
+        reply: Reply<(KeyId, [u8; 64])>,
+    },
+    CreateKey {
+        tenant: String,
+        purpose: String,
+        reply: Reply<KeyId>,
+    },
+    Rotate {
+        key: KeyId,
+        reply: Reply<KeyId>,
+    },
+    Attest {
+        key: KeyId,
+        reply: Reply<Attestation>,
+    },
+}
+
+/// A verify request: what to verify, and where the verdict goes.
+#[derive(Clone)]
+pub(crate) struct VerifyRequest {
+    pub(crate) by: VerifyBy,
+    pub(crate) message: Bytes,
+    pub(crate) signature: [u8; 64],
+    pub(crate) reply: Reply<()>,
+}
+
+/// Which public key a verify request names.
+#[derive(Clone)]
+pub(crate) enum VerifyBy {
+    /// A raw 32-byte public key from outside.
+    PublicKey([u8; 32]),
+    /// A key version in the keystore.
+    Key(KeyId),
+}

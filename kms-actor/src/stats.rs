@@ -1,0 +1,56 @@
+//! [`KmsStats`]: counters an embedding program can read while the actor runs.
+//!
+//! All counters are monotonic and updated with `Relaxed` ordering: each is
+//! an independent tally, read for reporting only, and never used to order
+//! other memory operations.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Live counters of one actor.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) batches: AtomicU64,
+    pub(crate) batched_requests: AtomicU64,
+    pub(crate) other_requests: AtomicU64,
+    pub(crate) lagged_requests: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> KmsStats {
+        KmsStats {
+            batches: self.batches.load(Ordering::Relaxed),
+            batched_requests: self.batched_requests.load(Ordering::Relaxed),
+            other_requests: self.other_requests.load(Ordering::Relaxed),
+            lagged_requests: self.lagged_requests.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A snapshot of the actor's counters (counts since spawn).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KmsStats {
+    /// Verify batches dispatched to the pool.
+    pub batches: u64,
+    /// Verify requests dispatched in those batches.
+    pub batched_requests: u64,
+    /// Sign, create, rotate and attest requests served.
+    pub other_requests: u64,
+    /// Requests lost to a lagging request topic before the actor read them
+    /// (their callers got [`kms_core::KmsError::Dropped`]).
+    pub lagged_requests: u64,
+}
+
+impl KmsStats {
+    /// Mean verify requests per batch (0.0 before the first batch).
+    pub fn mean_batch_size(&self) -> f64 {
+        if self.batches == 0 {
+            0.0
+        } else {
+            self.batched_requests as f64 / self.batches as f64
+        }
+    }
+}

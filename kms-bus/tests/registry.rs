@@ -1,0 +1,108 @@
+//! `Bus::topic`: naming, typing and configuration rules.
+
+mod common;
+
+use kms_bus::{Backend, Bus, BusError, Overflow, TopicConfig};
+
+#[test]
+fn type_mismatch_on_a_name_is_an_error() {
+    let bus = Bus::new();
+    bus.topic::<u32>("a", TopicConfig::default()).unwrap();
+    let err = bus.topic::<String>("a", TopicConfig::default()).unwrap_err();
+    match &err {
+        BusError::TypeMismatch {
+            name,
+            existing,
+            requested,
+        } => {
+            assert_eq!(name, "a");
+            assert_eq!(*existing, "u32");
+            assert!(requested.contains("String"), "{requested}");
+        }
+        other => panic!("expected TypeMismatch, got {other:?}"),
+    }
+    assert_eq!(err.code(), "bus.type_mismatch");
+    assert!(!err.is_retryable());
+    // The original topic is untouched.
+    assert!(bus.topic::<u32>("a", TopicConfig::default()).is_ok());
+}
+
+#[test]
+fn same_name_same_type_returns_the_shared_topic() {
+    let bus = Bus::new();
+    let clone = bus.clone();
+    let a = bus.topic::<u64>("shared", TopicConfig::default()).unwrap();
+    let b = clone.topic::<u64>("shared", TopicConfig::default()).unwrap();
+    assert_eq!(bus.topic_count(), 1);
+
+    let mut sub = a.subscribe().unwrap();
+    assert_eq!(b.subscriber_count(), 1);
+    let publisher = b.publisher();
+    assert_eq!(a.publisher_count(), 1);
+    publisher.publish(42).unwrap();
+    assert_eq!(sub.try_recv().unwrap(), 42);
+}
+
+#[test]
+fn different_names_are_different_topics() {
+    let bus = Bus::new();
+    let a = bus.topic::<u64>("a", TopicConfig::default()).unwrap();
+    let b = bus.topic::<u64>("b", TopicConfig::default()).unwrap();
+    let _sub = a.subscribe().unwrap();
+    assert_eq!(b.subscriber_count(), 0);
+    assert!(matches!(
+        b.publisher().publish(1),
+        Err(kms_bus::PublishError::NoSubscribers(1))
+    ));
+}
+
+#[test]
+fn config_mismatch_is_an_error() {
+    let bus = Bus::new();
+    bus.topic::<u32>("c", common::config(8, Overflow::Lag))
+        .unwrap();
+    for other in [
+        common::config(16, Overflow::Lag),
+        common::config(8, Overflow::Reject),
+    ] {
+        let err = bus.topic::<u32>("c", other).unwrap_err();
+        assert_eq!(
+            err,
+            BusError::ConfigMismatch {
+                name: "c".to_owned()
+            }
+        );
+        assert_eq!(err.code(), "bus.config_mismatch");
+    }
+    let topic = bus.topic::<u32>("c", common::config(8, Overflow::Lag)).unwrap();
+    assert_eq!(topic.config(), common::config(8, Overflow::Lag));
+    assert_eq!(topic.name(), "c");
+}
+
+#[test]
+fn capacity_zero_and_too_large_are_invalid() {
+    let bus = Bus::new();
+    for capacity in [0, TopicConfig::MAX_CAPACITY + 1, usize::MAX] {
+        let err = bus
+            .topic::<u32>("z", common::config(capacity, Overflow::Lag))
+            .unwrap_err();
+        assert!(
+            matches!(err, BusError::InvalidConfig { .. }),
+            "capacity {capacity}: {err:?}"
+        );
+        assert_eq!(err.code(), "bus.invalid_config");
+    }
+    // Nothing was registered by the failed attempts.
+    assert_eq!(bus.topic_count(), 0);
+    assert!(bus
+        .topic::<u32>("z", common::config(TopicConfig::MAX_CAPACITY, Overflow::Lag))
+        .is_ok());
+}
+
+#[test]
+fn default_config_is_classic_lag_1024() {
+    let config = TopicConfig::default();
+    assert_eq!(config.capacity, 1024);
+    assert_eq!(config.backend, Backend::Classic);
+    assert_eq!(config.overflow, Overflow::Lag);
+}

@@ -1,0 +1,154 @@
+//! Rules 1–3 of DESIGN §3.2: canonical decoding and the small-order check,
+//! plus the challenge hash `k`. Everything here is shared by single and batch
+//! verification so that both apply exactly the same rule.
+
+use curve25519_dalek::edwards::{CompressedEdwardsY, EdwardsPoint};
+use curve25519_dalek::scalar::Scalar;
+use sha2::{Digest, Sha512};
+
+use super::error::{Component, SignatureError};
+
+/// A signature that passed rules 1–3, ready for the equation (rule 4).
+#[derive(Clone, Copy)]
+pub(crate) struct Prepared {
+    /// The public key `A`, canonical and not of small order.
+    pub a: EdwardsPoint,
+    /// The commitment `R`, canonical and not of small order.
+    pub r: EdwardsPoint,
+    /// `s < ℓ`.
+    pub s: Scalar,
+    /// The challenge `k = SHA-512(R ‖ A ‖ M) mod ℓ` (RFC 8032 §5.1.7 step 2).
+    pub k: Scalar,
+}
+
+/// Applies rules 1–3 and computes `k`.
+///
+/// # Errors
+/// The first failing rule, in the order documented on [`SignatureError`].
+pub(crate) fn prepare(
+    public_key: &[u8; 32],
+    message: &[u8],
+    signature: &[u8; 64],
+) -> Result<Prepared, SignatureError> {
+    let (r_bytes, s_bytes) = split(signature);
+    let s = Option::<Scalar>::from(Scalar::from_canonical_bytes(s_bytes))
+        .ok_or(SignatureError::NonCanonicalScalar)?;
+    let a = decode_point(public_key, Component::PublicKey)?;
+    let r = decode_point(&r_bytes, Component::R)?;
+    if a.is_small_order() {
+        return Err(SignatureError::SmallOrder(Component::PublicKey));
+    }
+    if r.is_small_order() {
+        return Err(SignatureError::SmallOrder(Component::R));
+    }
+    let k = challenge(&r_bytes, public_key, message);
+    Ok(Prepared { a, r, s, k })
+}
+
+/// Splits a 64-byte signature into `R` (bytes 0..32) and `s` (bytes 32..64).
+fn split(signature: &[u8; 64]) -> ([u8; 32], [u8; 32]) {
+    let mut r = [0u8; 32];
+    let mut s = [0u8; 32];
+    r.copy_from_slice(&signature[..32]);
+    s.copy_from_slice(&signature[32..]);
+    (r, s)
+}
+
+/// The challenge `SHA-512(R ‖ A ‖ M) mod ℓ` (RFC 8032 §5.1.7 step 2).
+fn challenge(r: &[u8; 32], a: &[u8; 32], message: &[u8]) -> Scalar {
+    let mut h = Sha512::new();
+    h.update(r);
+    h.update(a);
+    h.update(message);
+    let wide: [u8; 64] = h.finalize().into();
+    Scalar::from_bytes_mod_order_wide(&wide)
+}
+
+/// Decodes a point per RFC 8032 §5.1.3, rejecting non-canonical encodings.
+///
+/// curve25519-dalek's `decompress` reduces `y` mod p and ignores the sign bit
+/// when `x = 0`; both are non-canonical encodings that §5.1.3 rejects, so
+/// they are checked here on the bytes before decompressing.
+///
+/// # Errors
+/// [`SignatureError::NonCanonicalPoint`] or [`SignatureError::UndecodablePoint`].
+fn decode_point(bytes: &[u8; 32], which: Component) -> Result<EdwardsPoint, SignatureError> {
+    if !y_is_canonical(bytes) || x_zero_with_sign_bit(bytes) {
+        return Err(SignatureError::NonCanonicalPoint(which));
+    }
+    CompressedEdwardsY(*bytes)
+        .decompress()
+        .ok_or(SignatureError::UndecodablePoint(which))
+}
+
+/// Whether the 255-bit little-endian `y` (sign bit masked off) is below
+/// p = 2^255 - 19. The only values ≥ p are `p..=2^255-1`: bytes 1..31 all
+/// `0xff`, byte 31 `0x7f` after masking, and byte 0 ≥ `0xed`.
+fn y_is_canonical(bytes: &[u8; 32]) -> bool {
+    let high_all_ones = bytes[31] & 0x7f == 0x7f && bytes[1..31].iter().all(|&b| b == 0xff);
+    !(high_all_ones && bytes[0] >= 0xed)
+}
+
+/// Whether the encoding sets the sign bit on a point with `x = 0`. On
+/// edwards25519, `x = 0` exactly when `y = 1` or `y = p - 1`
+/// (from `-x² + y² = 1 + d x² y²`).
+fn x_zero_with_sign_bit(bytes: &[u8; 32]) -> bool {
+    const Y_ONE: [u8; 32] = {
+        let mut b = [0u8; 32];
+        b[0] = 1;
+        b
+    };
+    const Y_MINUS_ONE: [u8; 32] = {
+        let mut b = [0xffu8; 32];
+        b[0] = 0xec;
+        b[31] = 0x7f;
+        b
+    };
+    if bytes[31] & 0x80 == 0 {
+        return false;
+    }
+    let mut y = *bytes;
+    y[31] &= 0x7f;
+    y == Y_ONE || y == Y_MINUS_ONE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use curve25519_dalek::constants::ED25519_BASEPOINT_POINT;
+
+    #[test]
+    fn y_equal_to_p_is_non_canonical() {
+        let mut p = [0xffu8; 32];
+        p[0] = 0xed;
+        p[31] = 0x7f;
+        assert_eq!(
+            decode_point(&p, Component::R).err(),
+            Some(SignatureError::NonCanonicalPoint(Component::R))
+        );
+        let mut below = p;
+        below[0] = 0xec; // p - 1: canonical, y = -1, the point of order 2
+        assert!(decode_point(&below, Component::R).is_ok());
+    }
+
+    #[test]
+    fn identity_with_sign_bit_is_non_canonical() {
+        let mut one = [0u8; 32];
+        one[0] = 1;
+        assert!(decode_point(&one, Component::PublicKey).is_ok());
+        one[31] = 0x80;
+        assert_eq!(
+            decode_point(&one, Component::PublicKey).err(),
+            Some(SignatureError::NonCanonicalPoint(Component::PublicKey))
+        );
+    }
+
+    #[test]
+    fn basepoint_round_trips() {
+        let b = ED25519_BASEPOINT_POINT.compress().to_bytes();
+        assert_eq!(
+            decode_point(&b, Component::PublicKey).map(|p| p.compress().to_bytes()),
+            Ok(b)
+        );
+    }
+}

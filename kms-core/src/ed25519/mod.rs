@@ -1,0 +1,79 @@
+//! Ed25519 verification under the criteria of DESIGN §3.2, one rule for
+//! single and batch verification.
+//!
+//! A signature `(R, s)` on message `M` under public key `A` is valid iff
+//! 1. `s < ℓ` (RFC 8032 §5.1.7),
+//! 2. `A` and `R` are canonical encodings of curve points (`y < p`; `x = 0`
+//!    with the sign bit set is rejected; RFC 8032 §5.1.3),
+//! 3. neither `A` nor `R` has small order (`[8]P ≠ 𝒪`),
+//! 4. `[8][s]B = [8]R + [8][k]A` with `k = SHA-512(R ‖ A ‖ M) mod ℓ`.
+//!
+//! Invariant: [`verify_batch`]`(items)[i] == `[`verify`]`(items[i])` for
+//! every `i`, whatever shares the batch.
+//!
+//! ```
+//! use kms_core::ed25519::{verify, verify_batch, BatchItem, SignatureError};
+//! // RFC 8032 §7.1 TEST 1 (empty message).
+//! let pk: [u8; 32] = *b"\xd7\x5a\x98\x01\x82\xb1\x0a\xb7\xd5\x4b\xfe\xd3\xc9\x64\x07\x3a\
+//!                       \x0e\xe1\x72\xf3\xda\xa6\x23\x25\xaf\x02\x1a\x68\xf7\x07\x51\x1a";
+//! let sig: [u8; 64] = *b"\xe5\x56\x43\x00\xc3\x60\xac\x72\x90\x86\xe2\xcc\x80\x6e\x82\x8a\
+//!                       \x84\x87\x7f\x1e\xb8\xe5\xd9\x74\xd8\x73\xe0\x65\x22\x49\x01\x55\
+//!                       \x5f\xb8\x82\x15\x90\xa3\x3b\xac\xc6\x1e\x39\x70\x1c\xf9\xb4\x6b\
+//!                       \xd2\x5b\xf5\xf0\x59\x5b\xbe\x24\x65\x51\x41\x43\x8e\x7a\x10\x0b";
+//! assert_eq!(verify(&pk, b"", &sig), Ok(()));
+//! let items = [
+//!     BatchItem { public_key: &pk, message: b"", signature: &sig },
+//!     BatchItem { public_key: &pk, message: b"tampered", signature: &sig },
+//! ];
+//! assert_eq!(verify_batch(&items), vec![Ok(()), Err(SignatureError::Equation)]);
+//! ```
+
+mod batch;
+mod coefficients;
+mod decode;
+mod equation;
+mod error;
+
+pub use error::{Component, SignatureError};
+
+/// One signature to check in a batch: borrowed public key (32 bytes),
+/// message (any length) and signature (64 bytes: `R ‖ s`).
+#[derive(Debug, Clone, Copy)]
+pub struct BatchItem<'a> {
+    /// The public key `A`, 32 bytes (RFC 8032 §5.1.5 encoding).
+    pub public_key: &'a [u8; 32],
+    /// The signed message.
+    pub message: &'a [u8],
+    /// The signature `R ‖ s`, 64 bytes.
+    pub signature: &'a [u8; 64],
+}
+
+/// Verifies one signature under the criteria of DESIGN §3.2.
+///
+/// # Errors
+/// The first rule that fails, as a [`SignatureError`].
+pub fn verify(
+    public_key: &[u8; 32],
+    message: &[u8],
+    signature: &[u8; 64],
+) -> Result<(), SignatureError> {
+    let prepared = decode::prepare(public_key, message, signature)?;
+    equation::check_one(&prepared)
+}
+
+/// Verifies many signatures at once; one verdict per item, in order, and
+/// verdict `i` equals [`verify`]`(items[i])`.
+///
+/// Items failing rules 1–3 get their verdict without entering the equation.
+/// The rest are checked together as one random linear combination of their
+/// cofactored equations, with independent 128-bit coefficients from the
+/// operating system's CSPRNG (DESIGN §3.3), in one multiscalar
+/// multiplication. If the combination fails, bisection finds exactly which
+/// items are invalid. If the random source is unavailable, each item is
+/// checked on its own (same verdicts, no randomness needed).
+///
+/// Cost: one multiscalar multiplication of `2n + 1` points when all `n`
+/// items are valid; a lone item costs the same as [`verify`].
+pub fn verify_batch(items: &[BatchItem<'_>]) -> Vec<Result<(), SignatureError>> {
+    batch::verify_batch(items)
+}

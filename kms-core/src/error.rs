@@ -1,0 +1,112 @@
+//! [`KmsError`]: the one error type of the KMS, shared by the keystore and
+//! the actor (DESIGN §3.5).
+//!
+//! Each variant has a stable machine code ([`KmsError::code`]) and says
+//! whether retrying the same request may succeed ([`KmsError::is_retryable`]).
+
+use thiserror::Error;
+
+use crate::ed25519::SignatureError;
+use crate::key_id::KeyIdParseError;
+
+/// Everything a KMS operation can fail with.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum KmsError {
+    /// The signature is invalid; the inner error names the rule it broke
+    /// (DESIGN §3.2). Not retryable.
+    #[error("invalid signature: {0}")]
+    InvalidSignature(#[from] SignatureError),
+    /// A key id, tenant or purpose is malformed. Not retryable.
+    #[error(transparent)]
+    InvalidKeyId(#[from] KeyIdParseError),
+    /// No key with this UUID, tenant, purpose and algorithm exists. Not retryable.
+    #[error("unknown key: {key}")]
+    UnknownKey {
+        /// The key id as given, in its text form.
+        key: String,
+    },
+    /// The key exists but this version does not (it was never created).
+    /// Not retryable.
+    #[error("unknown version {version} of key {key} (head is v{head})")]
+    UnknownVersion {
+        /// The key id as given.
+        key: String,
+        /// The version asked for.
+        version: u32,
+        /// The key's newest version.
+        head: u32,
+    },
+    /// An argument has the wrong length or shape, e.g. a 31-byte public key.
+    /// Not retryable.
+    #[error("invalid {what}: {reason}")]
+    InvalidArgument {
+        /// What was wrong (`"public key"`, `"signature"`, ...).
+        what: &'static str,
+        /// Why, in words.
+        reason: String,
+    },
+    /// The key has reached the highest version number (4294967295). Not retryable.
+    #[error("key {key} cannot be rotated further")]
+    VersionsExhausted {
+        /// The key id.
+        key: String,
+    },
+    /// The operating system's random source failed. Retryable.
+    #[error("the operating system's random source failed")]
+    EntropyUnavailable,
+    /// The request queue is full (the request topic rejected it). Retryable,
+    /// after backing off.
+    #[error("the KMS is overloaded; retry later")]
+    Overloaded,
+    /// The request was accepted and then lost before an answer (overwritten
+    /// on a lagging queue). Retryable.
+    #[error("the request was dropped before it was answered; retry")]
+    Dropped,
+    /// The KMS is shutting down and no longer takes or finishes this request.
+    /// Not retryable on this instance.
+    #[error("the KMS is shutting down")]
+    ShuttingDown,
+    /// The configuration given to the KMS is invalid. Not retryable.
+    #[error("invalid configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong.
+        reason: String,
+    },
+    /// A bug or an unexpected failure inside the KMS (e.g. a panic in a
+    /// verify batch). Not retryable.
+    #[error("internal error: {reason}")]
+    Internal {
+        /// What failed.
+        reason: String,
+    },
+}
+
+impl KmsError {
+    /// A stable machine-readable code, e.g. `"kms.overloaded"`. Codes never
+    /// change meaning; new variants get new codes.
+    pub fn code(&self) -> &'static str {
+        match self {
+            KmsError::InvalidSignature(_) => "kms.invalid_signature",
+            KmsError::InvalidKeyId(_) => "kms.invalid_key_id",
+            KmsError::UnknownKey { .. } => "kms.unknown_key",
+            KmsError::UnknownVersion { .. } => "kms.unknown_version",
+            KmsError::InvalidArgument { .. } => "kms.invalid_argument",
+            KmsError::VersionsExhausted { .. } => "kms.versions_exhausted",
+            KmsError::EntropyUnavailable => "kms.entropy_unavailable",
+            KmsError::Overloaded => "kms.overloaded",
+            KmsError::Dropped => "kms.dropped",
+            KmsError::ShuttingDown => "kms.shutting_down",
+            KmsError::InvalidConfig { .. } => "kms.invalid_config",
+            KmsError::Internal { .. } => "kms.internal",
+        }
+    }
+
+    /// Whether the same request may succeed if sent again later.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            KmsError::EntropyUnavailable | KmsError::Overloaded | KmsError::Dropped
+        )
+    }
+}

@@ -1,0 +1,23 @@
+//! kms-core: keys, key ids, the keystore, Ed25519 single and batch
+//! verification, and the KMS error type. No async runtime, no bus.
+//!
+//! * [`ed25519`]: verification under DESIGN §3.2 — one rule for
+//!   [`ed25519::verify`] and [`ed25519::verify_batch`].
+//! * [`KeyId`]: `kms:<tenant>:<purpose>:<alg>:<uuid>:v<version>`.
+//! * [`Keystore`]: in-memory versioned keys; only the head signs, every
+//!   version verifies; secrets are zeroized on drop and never printed.
+//! * [`KmsError`]: one error enum with stable codes and `is_retryable`.
+//!
+//! Not supported (yet): sealing, durable storage, key import, algorithms
+//! other than Ed25519, Ed25519ph and Ed25519ctx.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod ed25519;
+mod error;
+mod key_id;
+mod keystore;
+
+pub use error::KmsError;
+pub use key_id::{Alg, KeyId, KeyIdField, KeyIdParseError, MAX_NAME_LEN};
+pub use keystore::{Attestation, Keystore, VersionInfo};
