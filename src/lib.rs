@@ -1,1 +1,12 @@
-//! facade
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+/// Keys, key ids, the keystore, Ed25519 verification, [`core::KmsError`].
+pub use kms_core as core;
+
+/// The in-process bus: typed topics, publishers, subscribers.
+pub use kms_bus as bus;
+
+/// The KMS actor, its client and handle.
+pub use kms_actor as actor;

@@ -28,7 +28,7 @@
 //! returned to the caller and dropped after the lock is released, so a
 //! payload's `Drop` never runs under the lock (it may even use this topic).
 //! Hence a panic under the lock leaves the ring consistent, and
-//! [`lock`](crate::sync::lock) may recover a poisoned guard.
+//! [`lock`] may recover a poisoned guard.
 
 use crate::config::Overflow;
 use crate::error::RejectCause;
@@ -219,7 +219,11 @@ impl<T: Clone> Classic<T> {
     ///
     /// `closed` is evaluated while the ring lock is held, and only when
     /// nothing is left to read; it returns whether no publisher is alive.
-    pub(crate) fn try_recv(&self, next: &mut u64, closed: impl FnOnce() -> bool) -> ReadOrClosed<T> {
+    pub(crate) fn try_recv(
+        &self,
+        next: &mut u64,
+        closed: impl FnOnce() -> bool,
+    ) -> ReadOrClosed<T> {
         let mut ring = lock(&self.ring);
         match ring.read(next) {
             Read::Empty if closed() => ReadOrClosed::Closed,

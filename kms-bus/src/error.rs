@@ -54,9 +54,9 @@ impl BusError {
     /// that the same call repeated will hit again.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::TypeMismatch { .. } | Self::ConfigMismatch { .. } | Self::InvalidConfig { .. } => {
-                false
-            }
+            Self::TypeMismatch { .. }
+            | Self::ConfigMismatch { .. }
+            | Self::InvalidConfig { .. } => false,
         }
     }
 }
@@ -86,6 +86,7 @@ impl fmt::Display for RejectCause {
 /// `Debug` does not require `T: Debug`: it prints the variant and counts, not
 /// the payloads.
 #[non_exhaustive]
+#[derive(Clone, PartialEq, Eq)]
 pub enum PublishError<T> {
     /// An [`Overflow::Reject`](crate::Overflow::Reject) topic had no free
     /// slot (its oldest message is still unread by some subscriber). The

@@ -70,7 +70,10 @@ impl<T> Publisher<T> {
     /// messages before it were published in order (`published` of them) and
     /// it and every message after it are handed back in order in
     /// `rejected`, with the `cause`. `published` may be 0.
-    pub fn publish_batch(&self, msgs: impl IntoIterator<Item = T>) -> Result<usize, PublishError<T>> {
+    pub fn publish_batch(
+        &self,
+        msgs: impl IntoIterator<Item = T>,
+    ) -> Result<usize, PublishError<T>> {
         let msgs: Vec<T> = msgs.into_iter().collect();
         if msgs.is_empty() {
             return Ok(0);

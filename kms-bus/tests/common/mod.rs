@@ -33,11 +33,8 @@ pub fn config(capacity: usize, overflow: Overflow) -> TopicConfig {
     }
 }
 
-/// A fresh bus and a topic `name` on it.
-pub fn topic<T: Clone + Send + 'static>(
-    capacity: usize,
-    overflow: Overflow,
-) -> kms_bus::Topic<T> {
+/// A topic named "test" on a fresh bus.
+pub fn topic<T: Clone + Send + 'static>(capacity: usize, overflow: Overflow) -> kms_bus::Topic<T> {
     Bus::new()
         .topic::<T>("test", config(capacity, overflow))
         .expect("valid config on a fresh bus")
