@@ -31,7 +31,9 @@ fn inputs(n: usize) -> Inputs {
         let mut seed = [0u8; 32];
         seed[..8].copy_from_slice(&(k as u64 + 1).to_le_bytes());
         let key = SigningKey::from_bytes(&seed);
-        let message = format!("token {k}: a typical claims set of about a hundred bytes, signed once").into_bytes();
+        let message =
+            format!("token {k}: a typical claims set of about a hundred bytes, signed once")
+                .into_bytes();
         let signature = key.sign(&message);
         i.public_keys.push(key.verifying_key().to_bytes());
         i.signatures.push(signature.to_bytes());
@@ -68,12 +70,16 @@ fn batch(c: &mut Criterion) {
         let messages: Vec<&[u8]> = i.messages.iter().map(Vec::as_slice).collect();
         let mut group = c.benchmark_group(format!("batch/{n}"));
         group.throughput(Throughput::Elements(n as u64));
-        group.bench_with_input(BenchmarkId::new("ours", "verify_batch"), &items, |b, items| {
-            b.iter(|| {
-                let verdicts = verify_batch(items);
-                assert!(verdicts.iter().all(Result::is_ok));
-            })
-        });
+        group.bench_with_input(
+            BenchmarkId::new("ours", "verify_batch"),
+            &items,
+            |b, items| {
+                b.iter(|| {
+                    let verdicts = verify_batch(items);
+                    assert!(verdicts.iter().all(Result::is_ok));
+                })
+            },
+        );
         group.bench_function(BenchmarkId::new("dalek", "verify_batch"), |b| {
             b.iter(|| {
                 ed25519_dalek::verify_batch(&messages, &i.dalek_signatures, &i.dalek_keys)

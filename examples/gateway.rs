@@ -78,7 +78,11 @@ fn parse_options() -> Result<Options, String> {
             "--tokens" => o.tokens = value,
             "--ingress" => o.ingress = value.max(1),
             "--forged-per-mille" => o.forged_per_mille = value.min(1000),
-            _ => return Err(format!("unknown flag {flag}; flags: --tokens N --ingress N --forged-per-mille N")),
+            _ => {
+                return Err(format!(
+                    "unknown flag {flag}; flags: --tokens N --ingress N --forged-per-mille N"
+                ))
+            }
         }
     }
     Ok(o)
@@ -117,7 +121,10 @@ async fn run(options: Options) -> Result<bool, String> {
     let handle = KmsActor::spawn(config, keystore.clone(), &bus).map_err(|e| e.to_string())?;
     let kms = handle.client();
 
-    eprintln!("gateway: preparing vectors and {} tokens...", options.tokens);
+    eprintln!(
+        "gateway: preparing vectors and {} tokens...",
+        options.tokens
+    );
     let mut jobs = vector_jobs()?;
     let vectors = jobs.len();
     jobs.extend(token_jobs(&kms, &keystore, &options).await?);
@@ -151,7 +158,9 @@ async fn run(options: Options) -> Result<bool, String> {
                 let (verdict, retries) = verify(&kms, job).await;
                 local.retries += retries;
                 let micros = sent.elapsed().as_micros();
-                local.latencies_us.push(u32::try_from(micros).unwrap_or(u32::MAX));
+                local
+                    .latencies_us
+                    .push(u32::try_from(micros).unwrap_or(u32::MAX));
                 match verdict {
                     Ok(valid) if valid == job.expect_valid => local.matched += 1,
                     Ok(valid) => local.mismatches.push(format!(
@@ -172,7 +181,8 @@ async fn run(options: Options) -> Result<bool, String> {
         }));
     }
     for task in tasks {
-        task.await.map_err(|e| format!("ingress task failed: {e}"))?;
+        task.await
+            .map_err(|e| format!("ingress task failed: {e}"))?;
     }
     let elapsed = started.elapsed();
     progress.finish_and_clear();
@@ -184,7 +194,10 @@ async fn run(options: Options) -> Result<bool, String> {
     let requests = jobs.len();
     let all_match = tally.mismatches.is_empty() && tally.matched == requests;
     println!("gateway report");
-    println!("  requests            {requests} ({vectors} test vectors, {} tokens)", requests - vectors);
+    println!(
+        "  requests            {requests} ({vectors} test vectors, {} tokens)",
+        requests - vectors
+    );
     println!(
         "  verdicts            {} as expected, {} differ",
         tally.matched,
@@ -206,11 +219,17 @@ async fn run(options: Options) -> Result<bool, String> {
         stats.batches,
         stats.mean_batch_size()
     );
-    println!("  retries             {} (overloaded or dropped, retried)", tally.retries);
+    println!(
+        "  retries             {} (overloaded or dropped, retried)",
+        tally.retries
+    );
     for m in tally.mismatches.iter().take(20) {
         println!("  MISMATCH {m}");
     }
-    println!("  result              {}", if all_match { "PASS" } else { "FAIL" });
+    println!(
+        "  result              {}",
+        if all_match { "PASS" } else { "FAIL" }
+    );
     Ok(all_match)
 }
 
@@ -251,7 +270,10 @@ fn vector_jobs() -> Result<Vec<Job>, String> {
             .ok_or_else(|| format!("no expected verdict for {} {}", case.suite, case.id))?;
         let Some((pk, sig)) = case.fixed() else {
             if expect_valid {
-                return Err(format!("{} {} has a wrong length but is expected valid", case.suite, case.id));
+                return Err(format!(
+                    "{} {} has a wrong length but is expected valid",
+                    case.suite, case.id
+                ));
             }
             continue;
         };
@@ -278,7 +300,11 @@ async fn token_jobs(
     let mut keys = Vec::new();
     for tenant in ["acme", "globex", "initech", "umbrella"] {
         for purpose in ["tokens", "passports"] {
-            keys.push(kms.create_key(tenant, purpose).await.map_err(|e| e.to_string())?);
+            keys.push(
+                kms.create_key(tenant, purpose)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            );
         }
     }
     let keystore = keystore.clone();
@@ -315,14 +341,21 @@ async fn token_jobs(
     Ok(jobs)
 }
 
-fn token(keystore: &Keystore, keys: &[KeyId], i: usize, forged_per_mille: usize) -> Result<Job, String> {
+fn token(
+    keystore: &Keystore,
+    keys: &[KeyId],
+    i: usize,
+    forged_per_mille: usize,
+) -> Result<Job, String> {
     let key = &keys[i % keys.len()];
     let claims = format!(
         r#"{{"sub":"user-{i}","aud":"{}","iat":{},"scope":"read write"}}"#,
         key.purpose(),
         1_700_000_000 + i
     );
-    let (signer, mut signature) = keystore.sign(key, claims.as_bytes()).map_err(|e| e.to_string())?;
+    let (signer, mut signature) = keystore
+        .sign(key, claims.as_bytes())
+        .map_err(|e| e.to_string())?;
     let mut message = claims.into_bytes();
     // Deterministic spread of forgeries: a multiplicative hash of i.
     let forged = (i.wrapping_mul(2_654_435_761) >> 7) % 1000 < forged_per_mille;

@@ -55,12 +55,12 @@ fn parse_args() -> Result<Args, String> {
             Some("--single") => single = true,
             Some("--expect") => expect = true,
             Some("--verdicts") => {
-                verdicts = Some(PathBuf::from(
-                    args.next().ok_or("--verdicts needs a file")?,
-                ))
+                verdicts = Some(PathBuf::from(args.next().ok_or("--verdicts needs a file")?))
             }
             Some("-h" | "--help") => return Err(USAGE.to_owned()),
-            Some(flag) if flag.starts_with("--") => return Err(format!("unknown flag {flag}\n{USAGE}")),
+            Some(flag) if flag.starts_with("--") => {
+                return Err(format!("unknown flag {flag}\n{USAGE}"))
+            }
             _ if file.is_none() => file = Some(PathBuf::from(arg)),
             _ => return Err(format!("more than one FILE given\n{USAGE}")),
         }
@@ -89,7 +89,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let table = match args.verdicts.as_deref().map(ExpectedVerdicts::load).transpose() {
+    let table = match args
+        .verdicts
+        .as_deref()
+        .map(ExpectedVerdicts::load)
+        .transpose()
+    {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: {e}");
@@ -112,7 +117,11 @@ fn main() -> ExitCode {
 
     let (mut valid, mut mismatched, mut unchecked) = (0usize, 0usize, 0usize);
     for (case, verdict) in cases.iter().zip(&verdicts) {
-        println!("{}\t{}", case.id, if *verdict { "valid" } else { "invalid" });
+        println!(
+            "{}\t{}",
+            case.id,
+            if *verdict { "valid" } else { "invalid" }
+        );
         valid += usize::from(*verdict);
         let expected = case
             .file_expectation
@@ -120,7 +129,12 @@ fn main() -> ExitCode {
         match expected {
             Some(e) if e != *verdict => {
                 mismatched += 1;
-                eprintln!("MISMATCH {} {}: expected {}", case.suite, case.id, verdict_word(e));
+                eprintln!(
+                    "MISMATCH {} {}: expected {}",
+                    case.suite,
+                    case.id,
+                    verdict_word(e)
+                );
             }
             Some(_) => {}
             None => unchecked += 1,

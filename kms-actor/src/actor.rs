@@ -173,7 +173,7 @@ impl KmsActor {
     /// never wait behind verify batches.
     fn accept(&mut self, request: Request) {
         let ks = &self.keystore;
-        let served = match request.op {
+        match request.op {
             Op::Verify(v) => {
                 self.pending.push(v);
                 return;
@@ -190,9 +190,8 @@ impl KmsActor {
             } => reply.send(ks.create_ed25519(&tenant, &purpose)),
             Op::Rotate { key, reply } => reply.send(ks.rotate(&key)),
             Op::Attest { key, reply } => reply.send(ks.attest(&key)),
-        };
+        }
         Counters::add(&self.shared.counters.other_requests, 1);
-        served
     }
 
     /// Hands the pending verify requests to the pool as one batch.

@@ -15,8 +15,11 @@ use tokio::sync::oneshot;
 /// What a caller waits on.
 pub(crate) type Answer<T> = oneshot::Receiver<Result<T, KmsError>>;
 
+/// The sending half, taken out of the slot when the answer is sent.
+type Slot<T> = Mutex<Option<oneshot::Sender<Result<T, KmsError>>>>;
+
 /// The answer handle of one request.
-pub(crate) struct Reply<T>(Arc<Mutex<Option<oneshot::Sender<Result<T, KmsError>>>>>);
+pub(crate) struct Reply<T>(Arc<Slot<T>>);
 
 impl<T> Clone for Reply<T> {
     fn clone(&self) -> Self {

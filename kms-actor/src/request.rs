@@ -22,7 +22,9 @@ impl std::fmt::Debug for Request {
             Op::Rotate { .. } => "rotate",
             Op::Attest { .. } => "attest",
         };
-        f.debug_struct("Request").field("op", &name).finish_non_exhaustive()
+        f.debug_struct("Request")
+            .field("op", &name)
+            .finish_non_exhaustive()
     }
 }
 

@@ -46,7 +46,9 @@ async fn concurrent_clients_get_exactly_their_own_verdicts() {
                 }
                 let by_key = kms.verify(&signer, message.clone(), signature).await;
                 let public_key = kms.attest(&signer).await.expect("attest").versions[0].public_key;
-                let by_pk = kms.verify_with_public_key(public_key, message, signature).await;
+                let by_pk = kms
+                    .verify_with_public_key(public_key, message, signature)
+                    .await;
                 for verdict in [by_key, by_pk] {
                     if forged {
                         assert!(
@@ -64,7 +66,10 @@ async fn concurrent_clients_get_exactly_their_own_verdicts() {
     }
     let mut total = 0;
     for t in tasks {
-        total += tokio::time::timeout(HANG, t).await.expect("no hang").expect("task");
+        total += tokio::time::timeout(HANG, t)
+            .await
+            .expect("no hang")
+            .expect("task");
     }
     assert_eq!(total, 16 * 64 * 2);
     let stats = handle.stats();
@@ -82,7 +87,9 @@ async fn a_burst_is_coalesced_into_batches() {
     let handle = KmsActor::spawn(config(1), ks, &bus).expect("spawn");
     let kms = handle.client();
     let calls = (0..512).map(|_| kms.verify(&signer, &b"m"[..], signature));
-    let verdicts = tokio::time::timeout(HANG, join_all(calls)).await.expect("no hang");
+    let verdicts = tokio::time::timeout(HANG, join_all(calls))
+        .await
+        .expect("no hang");
     assert!(verdicts.iter().all(|v| v.is_ok()));
     let stats = handle.stats();
     assert_eq!(stats.batched_requests, 512);
@@ -109,7 +116,9 @@ async fn overload_on_a_reject_topic_is_a_retryable_overloaded() {
     let handle = KmsActor::spawn(cfg, ks, &bus).expect("spawn");
     let kms = handle.client();
     let calls = (0..100).map(|_| kms.verify(&signer, &b"m"[..], signature));
-    let verdicts = tokio::time::timeout(HANG, join_all(calls)).await.expect("no hang");
+    let verdicts = tokio::time::timeout(HANG, join_all(calls))
+        .await
+        .expect("no hang");
     let ok = verdicts.iter().filter(|v| v.is_ok()).count();
     let overloaded = verdicts
         .iter()
@@ -136,7 +145,9 @@ async fn requests_lost_to_lag_are_answered_dropped() {
     let handle = KmsActor::spawn(cfg, ks, &bus).expect("spawn");
     let kms = handle.client();
     let calls = (0..100).map(|_| kms.verify(&signer, &b"m"[..], signature));
-    let verdicts = tokio::time::timeout(HANG, join_all(calls)).await.expect("no hang");
+    let verdicts = tokio::time::timeout(HANG, join_all(calls))
+        .await
+        .expect("no hang");
     let ok = verdicts.iter().filter(|v| v.is_ok()).count();
     let dropped: Vec<usize> = verdicts
         .iter()
@@ -145,7 +156,11 @@ async fn requests_lost_to_lag_are_answered_dropped() {
         .map(|(i, _)| i)
         .collect();
     assert_eq!(ok, 16, "the newest 16 survive");
-    assert_eq!(dropped, (0..84).collect::<Vec<_>>(), "the oldest 84 were overwritten");
+    assert_eq!(
+        dropped,
+        (0..84).collect::<Vec<_>>(),
+        "the oldest 84 were overwritten"
+    );
     assert_eq!(handle.stats().lagged_requests, 84);
     handle.shutdown().await;
 }
@@ -184,9 +199,14 @@ async fn shutdown_answers_every_request_in_flight() {
         tokio::task::yield_now().await;
     }
     let kms = handle.client();
-    tokio::time::timeout(HANG, handle.shutdown()).await.expect("shutdown completes");
+    tokio::time::timeout(HANG, handle.shutdown())
+        .await
+        .expect("shutdown completes");
     for t in tasks {
-        let (ok, shutting_down) = tokio::time::timeout(HANG, t).await.expect("no hang").expect("task");
+        let (ok, shutting_down) = tokio::time::timeout(HANG, t)
+            .await
+            .expect("no hang")
+            .expect("task");
         assert!(ok > 0 && shutting_down > 0);
     }
     assert_eq!(
@@ -212,7 +232,10 @@ async fn queued_requests_are_answered_not_abandoned_at_shutdown() {
         .await
         .expect("no hang");
     assert_eq!(verdicts.len(), 300);
-    assert!(verdicts.iter().all(|v| v.is_ok()), "queued before shutdown, so answered");
+    assert!(
+        verdicts.iter().all(|v| v.is_ok()),
+        "queued before shutdown, so answered"
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -221,18 +244,27 @@ async fn bad_requests_get_typed_errors() {
     let handle = KmsActor::spawn(config(1), Keystore::new(), &bus).expect("spawn");
     let kms = handle.client();
     let key = kms.create_key("acme", "tokens").await.expect("create");
-    let stranger = Keystore::new().create_ed25519("acme", "tokens").expect("create");
+    let stranger = Keystore::new()
+        .create_ed25519("acme", "tokens")
+        .expect("create");
     assert!(matches!(
         kms.verify(&stranger, &b"m"[..], [0; 64]).await,
         Err(KmsError::UnknownKey { .. })
     ));
-    assert!(matches!(kms.sign(&stranger, &b"m"[..]).await, Err(KmsError::UnknownKey { .. })));
-    assert!(matches!(kms.create_key("a:b", "tokens").await, Err(KmsError::InvalidKeyId(_))));
+    assert!(matches!(
+        kms.sign(&stranger, &b"m"[..]).await,
+        Err(KmsError::UnknownKey { .. })
+    ));
+    assert!(matches!(
+        kms.create_key("a:b", "tokens").await,
+        Err(KmsError::InvalidKeyId(_))
+    ));
     let mut small_order_r = [0u8; 64];
     small_order_r[0] = 1; // R = identity
     let pk = kms.attest(&key).await.expect("attest").versions[0].public_key;
     assert_eq!(
-        kms.verify_with_public_key(pk, &b"m"[..], small_order_r).await,
+        kms.verify_with_public_key(pk, &b"m"[..], small_order_r)
+            .await,
         Err(KmsError::InvalidSignature(SignatureError::SmallOrder(
             kms_core::ed25519::Component::R
         )))
@@ -246,16 +278,27 @@ async fn bad_requests_get_typed_errors() {
 async fn spawn_rejects_bad_config_and_taken_topic_names() {
     let bus = Bus::new();
     for cfg in [
-        KmsConfig { threads: 0, ..KmsConfig::default() },
-        KmsConfig { max_batch: 0, ..KmsConfig::default() },
-        KmsConfig { max_batch: 64, queue_capacity: 32, ..KmsConfig::default() },
+        KmsConfig {
+            threads: 0,
+            ..KmsConfig::default()
+        },
+        KmsConfig {
+            max_batch: 0,
+            ..KmsConfig::default()
+        },
+        KmsConfig {
+            max_batch: 64,
+            queue_capacity: 32,
+            ..KmsConfig::default()
+        },
     ] {
         assert!(matches!(
             KmsActor::spawn(cfg, Keystore::new(), &bus),
             Err(KmsError::InvalidConfig { .. })
         ));
     }
-    bus.topic::<u64>("taken", kms_bus::TopicConfig::default()).expect("topic");
+    bus.topic::<u64>("taken", kms_bus::TopicConfig::default())
+        .expect("topic");
     let cfg = KmsConfig {
         request_topic: "taken".to_owned(),
         ..config(1)

@@ -75,7 +75,10 @@ impl KeyId {
         check_name(KeyIdField::Tenant, tenant)?;
         check_name(KeyIdField::Purpose, purpose)?;
         if version == 0 {
-            return Err(KeyIdParseError::new(KeyIdField::Version, "versions start at 1"));
+            return Err(KeyIdParseError::new(
+                KeyIdField::Version,
+                "versions start at 1",
+            ));
         }
         Ok(KeyId {
             tenant: tenant.to_owned(),
@@ -273,16 +276,46 @@ mod tests {
     #[test]
     fn names_the_wrong_field() {
         let cases = [
-            ("kmz:acme:tokens:ed25519:67e55044-10b1-426f-9247-bb680e5fe0c8:v3", KeyIdField::Prefix),
-            ("kms::tokens:ed25519:67e55044-10b1-426f-9247-bb680e5fe0c8:v3", KeyIdField::Tenant),
-            ("kms:acme:tok ens:ed25519:67e55044-10b1-426f-9247-bb680e5fe0c8:v3", KeyIdField::Purpose),
-            ("kms:acme:tokens:rsa:67e55044-10b1-426f-9247-bb680e5fe0c8:v3", KeyIdField::Alg),
-            ("kms:acme:tokens:ed25519:67E55044-10B1-426F-9247-BB680E5FE0C8:v3", KeyIdField::Uuid),
-            ("kms:acme:tokens:ed25519:67e55044-10b1-426f-9247-bb680e5fe0c8:v0", KeyIdField::Version),
-            ("kms:acme:tokens:ed25519:67e55044-10b1-426f-9247-bb680e5fe0c8:v03", KeyIdField::Version),
-            ("kms:acme:tokens:ed25519:67e55044-10b1-426f-9247-bb680e5fe0c8:3", KeyIdField::Version),
-            ("kms:acme:tokens:ed25519:67e55044-10b1-426f-9247-bb680e5fe0c8:v3:x", KeyIdField::Version),
-            ("kms:acme:tokens:ed25519:67e55044-10b1-426f-9247-bb680e5fe0c8:v99999999999", KeyIdField::Version),
+            (
+                "kmz:acme:tokens:ed25519:67e55044-10b1-426f-9247-bb680e5fe0c8:v3",
+                KeyIdField::Prefix,
+            ),
+            (
+                "kms::tokens:ed25519:67e55044-10b1-426f-9247-bb680e5fe0c8:v3",
+                KeyIdField::Tenant,
+            ),
+            (
+                "kms:acme:tok ens:ed25519:67e55044-10b1-426f-9247-bb680e5fe0c8:v3",
+                KeyIdField::Purpose,
+            ),
+            (
+                "kms:acme:tokens:rsa:67e55044-10b1-426f-9247-bb680e5fe0c8:v3",
+                KeyIdField::Alg,
+            ),
+            (
+                "kms:acme:tokens:ed25519:67E55044-10B1-426F-9247-BB680E5FE0C8:v3",
+                KeyIdField::Uuid,
+            ),
+            (
+                "kms:acme:tokens:ed25519:67e55044-10b1-426f-9247-bb680e5fe0c8:v0",
+                KeyIdField::Version,
+            ),
+            (
+                "kms:acme:tokens:ed25519:67e55044-10b1-426f-9247-bb680e5fe0c8:v03",
+                KeyIdField::Version,
+            ),
+            (
+                "kms:acme:tokens:ed25519:67e55044-10b1-426f-9247-bb680e5fe0c8:3",
+                KeyIdField::Version,
+            ),
+            (
+                "kms:acme:tokens:ed25519:67e55044-10b1-426f-9247-bb680e5fe0c8:v3:x",
+                KeyIdField::Version,
+            ),
+            (
+                "kms:acme:tokens:ed25519:67e55044-10b1-426f-9247-bb680e5fe0c8:v99999999999",
+                KeyIdField::Version,
+            ),
             ("kms:acme:tokens", KeyIdField::Alg),
         ];
         for (text, field) in cases {

@@ -81,7 +81,11 @@ pub struct Keystore {
 
 impl fmt::Debug for Keystore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let count = self.keys.read().unwrap_or_else(PoisonError::into_inner).len();
+        let count = self
+            .keys
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
         f.debug_struct("Keystore").field("keys", &count).finish()
     }
 }
@@ -135,7 +139,12 @@ impl Keystore {
     /// # Errors
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`], or
     /// [`KmsError::InvalidSignature`] naming the rule that failed.
-    pub fn verify(&self, key: &KeyId, message: &[u8], signature: &[u8; 64]) -> Result<(), KmsError> {
+    pub fn verify(
+        &self,
+        key: &KeyId,
+        message: &[u8],
+        signature: &[u8; 64],
+    ) -> Result<(), KmsError> {
         let public_key = self.public_key(key)?;
         ed25519::verify(&public_key, message, signature).map_err(KmsError::from)
     }
@@ -241,7 +250,10 @@ fn check_version(record: &KeyRecord, key: &KeyId) -> Result<(), KmsError> {
     version_of(&versions, key).map(|_| ())
 }
 
-fn version_of<'a>(versions: &'a [Arc<KeyVersion>], key: &KeyId) -> Result<&'a KeyVersion, KmsError> {
+fn version_of<'a>(
+    versions: &'a [Arc<KeyVersion>],
+    key: &KeyId,
+) -> Result<&'a KeyVersion, KmsError> {
     key.version()
         .checked_sub(1)
         .and_then(|index| versions.get(usize::try_from(index).ok()?))

@@ -3,7 +3,7 @@
 //!
 //! * [`ed25519`]: verification under DESIGN §3.2 — one rule for
 //!   [`ed25519::verify`] and [`ed25519::verify_batch`].
-//! * [`KeyId`]: `kms:<tenant>:<purpose>:<alg>:<uuid>:v<version>`.
+//! * [`KeyId`], written `kms:<tenant>:<purpose>:<alg>:<uuid>:v<version>`.
 //! * [`Keystore`]: in-memory versioned keys; only the head signs, every
 //!   version verifies; secrets are zeroized on drop and never printed.
 //! * [`KmsError`]: one error enum with stable codes and `is_retryable`.

@@ -121,9 +121,9 @@ fn build(seed: [u8; 32], message: Vec<u8>, kind: &Kind) -> Owned {
                 0xde, 0x14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
             ];
             let mut carry = 0u16;
-            for i in 0..32 {
-                let sum = u16::from(o.signature[32 + i]) + u16::from(L[i]) + carry;
-                o.signature[32 + i] = sum as u8;
+            for (byte, l) in o.signature[32..].iter_mut().zip(L) {
+                let sum = u16::from(*byte) + u16::from(l) + carry;
+                *byte = sum as u8;
                 carry = sum >> 8;
             }
             o

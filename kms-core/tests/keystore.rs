@@ -32,7 +32,10 @@ fn rotation_keeps_old_versions_verifying_and_only_the_head_signs() {
     assert_eq!(signer, v2, "the head signs even when v1 is named");
     assert_eq!(ks.verify(&v1, b"m", &sig1), Ok(()));
     assert_eq!(ks.verify(&v2, b"m", &sig2), Ok(()));
-    assert!(ks.verify(&v1, b"m", &sig2).is_err(), "v2's signature is not v1's");
+    assert!(
+        ks.verify(&v1, b"m", &sig2).is_err(),
+        "v2's signature is not v1's"
+    );
     assert_ne!(ks.public_key(&v1).ok(), ks.public_key(&v2).ok());
 
     let att = ks.attest(&v1).expect("attest");
@@ -57,12 +60,23 @@ fn unknown_keys_and_versions_are_typed_errors() {
     let err = ks.sign(&other_tenant, b"m").expect_err("other tenant");
     assert_eq!(err.code(), "kms.unknown_key");
     assert!(!err.is_retryable());
-    let v9: KeyId = id.to_string().replace(":v1", ":v9").parse().expect("well-formed");
+    let v9: KeyId = id
+        .to_string()
+        .replace(":v1", ":v9")
+        .parse()
+        .expect("well-formed");
     assert!(matches!(
         ks.verify(&v9, b"m", &[0; 64]),
-        Err(KmsError::UnknownVersion { version: 9, head: 1, .. })
+        Err(KmsError::UnknownVersion {
+            version: 9,
+            head: 1,
+            ..
+        })
     ));
-    assert!(matches!(ks.rotate(&v9), Err(KmsError::UnknownVersion { .. })));
+    assert!(matches!(
+        ks.rotate(&v9),
+        Err(KmsError::UnknownVersion { .. })
+    ));
 }
 
 #[test]
@@ -99,8 +113,15 @@ fn clones_share_keys_across_threads() {
             std::thread::spawn(move || ks.rotate(&id).expect("rotate").version())
         })
         .collect();
-    let mut versions: Vec<u32> = handles.into_iter().map(|h| h.join().expect("join")).collect();
+    let mut versions: Vec<u32> = handles
+        .into_iter()
+        .map(|h| h.join().expect("join"))
+        .collect();
     versions.sort_unstable();
-    assert_eq!(versions, vec![2, 3, 4, 5], "each rotation got its own version");
+    assert_eq!(
+        versions,
+        vec![2, 3, 4, 5],
+        "each rotation got its own version"
+    );
     assert_eq!(ks.attest(&id).expect("attest").versions.len(), 5);
 }

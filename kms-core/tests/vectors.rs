@@ -58,7 +58,11 @@ fn every_vector_gets_its_expected_verdict_from_verify() {
             wrong.push(format!("{} {}: {:?}", case.suite, case.id, single(case)));
         }
     }
-    assert!(wrong.is_empty(), "{} wrong verdicts: {wrong:#?}", wrong.len());
+    assert!(
+        wrong.is_empty(),
+        "{} wrong verdicts: {wrong:#?}",
+        wrong.len()
+    );
 }
 
 #[test]
@@ -66,7 +70,11 @@ fn wrong_length_cases_are_all_expected_invalid() {
     let loaded = load();
     assert!(!loaded.wrong_length.is_empty());
     for (case, expected) in &loaded.wrong_length {
-        assert!(!expected, "{} {} has a wrong length yet is expected valid", case.suite, case.id);
+        assert!(
+            !expected,
+            "{} {} has a wrong length yet is expected valid",
+            case.suite, case.id
+        );
     }
 }
 
@@ -158,7 +166,11 @@ fn one_invalid_among_many_valid_fails_alone() {
         .map(|(c, _)| c)
         .take(3)
         .collect();
-    assert_eq!(invalid.len(), 3, "need invalid cases that fail only the equation");
+    assert_eq!(
+        invalid.len(),
+        3,
+        "need invalid cases that fail only the equation"
+    );
     for (slot, bad) in [0usize, 97, 199].into_iter().zip(&invalid) {
         let mut members = valid.clone();
         members[slot] = bad;

@@ -37,11 +37,7 @@ pub(crate) fn check_one(p: &Prepared) -> Result<(), SignatureError> {
 /// is.
 pub(crate) fn combination_holds(items: &[Prepared], z: &[Scalar]) -> bool {
     debug_assert_eq!(items.len(), z.len());
-    let b_coefficient = -items
-        .iter()
-        .zip(z)
-        .map(|(p, z)| z * p.s)
-        .sum::<Scalar>();
+    let b_coefficient = -items.iter().zip(z).map(|(p, z)| z * p.s).sum::<Scalar>();
     let scalars = iter::once(b_coefficient)
         .chain(z.iter().copied())
         .chain(items.iter().zip(z).map(|(p, z)| z * p.k));
