@@ -25,6 +25,7 @@
 //! well, 1 a verdict differs from its expectation, 2 bad usage or a
 //! malformed file (the message names the line or case).
 
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -116,12 +117,15 @@ fn main() -> ExitCode {
     let elapsed = started.elapsed();
 
     let (mut valid, mut mismatched, mut unchecked) = (0usize, 0usize, 0usize);
+    let mut stdout = Some(BufWriter::new(std::io::stdout().lock()));
     for (case, verdict) in cases.iter().zip(&verdicts) {
-        println!(
-            "{}\t{}",
-            case.id,
-            if *verdict { "valid" } else { "invalid" }
-        );
+        // A closed stdout (e.g. piped into `head`) stops the listing, not
+        // the checking.
+        if let Some(out) = stdout.as_mut() {
+            if writeln!(out, "{}\t{}", case.id, verdict_word(*verdict)).is_err() {
+                stdout = None;
+            }
+        }
         valid += usize::from(*verdict);
         let expected = case
             .file_expectation
@@ -139,6 +143,9 @@ fn main() -> ExitCode {
             Some(_) => {}
             None => unchecked += 1,
         }
+    }
+    if let Some(mut out) = stdout {
+        let _ = out.flush();
     }
     eprintln!(
         "{}: {} cases, {} valid, {} invalid, {} differ from expectation, {} without expectation; {} in {:.1} ms",
