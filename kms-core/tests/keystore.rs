@@ -125,3 +125,24 @@ fn clones_share_keys_across_threads() {
     );
     assert_eq!(ks.attest(&id).expect("attest").versions.len(), 5);
 }
+
+#[test]
+fn wrong_lengths_are_invalid_argument_errors() {
+    use kms_core::ed25519::{public_key_from_slice, signature_from_slice};
+    assert!(public_key_from_slice(&[7; 32]).is_ok());
+    assert!(signature_from_slice(&[7; 64]).is_ok());
+    for (len, result) in [
+        (31, public_key_from_slice(&[0; 31]).map(|_| ())),
+        (33, public_key_from_slice(&[0; 33]).map(|_| ())),
+        (0, signature_from_slice(&[]).map(|_| ())),
+        (65, signature_from_slice(&[0; 65]).map(|_| ())),
+    ] {
+        match result {
+            Err(e @ KmsError::InvalidArgument { .. }) => {
+                assert_eq!(e.code(), "kms.invalid_argument");
+                assert!(e.to_string().contains(&format!("got {len}")), "{e}");
+            }
+            other => panic!("length {len}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+}

@@ -36,6 +36,43 @@ mod error;
 
 pub use error::{Component, SignatureError};
 
+use crate::KmsError;
+
+/// Length of an Ed25519 public key, in bytes (RFC 8032 §5.1.5).
+pub const PUBLIC_KEY_LENGTH: usize = 32;
+
+/// Length of an Ed25519 signature `R ‖ s`, in bytes (RFC 8032 §5.1.6).
+pub const SIGNATURE_LENGTH: usize = 64;
+
+/// Views `bytes` (from the wire, a file, a header) as a 32-byte public key.
+///
+/// # Errors
+/// [`KmsError::InvalidArgument`] with `what = "public key"` when `bytes` is
+/// not exactly [`PUBLIC_KEY_LENGTH`] bytes long.
+pub fn public_key_from_slice(bytes: &[u8]) -> Result<&[u8; PUBLIC_KEY_LENGTH], KmsError> {
+    bytes
+        .try_into()
+        .map_err(|_| length_error("public key", PUBLIC_KEY_LENGTH, bytes.len()))
+}
+
+/// Views `bytes` as a 64-byte signature.
+///
+/// # Errors
+/// [`KmsError::InvalidArgument`] with `what = "signature"` when `bytes` is
+/// not exactly [`SIGNATURE_LENGTH`] bytes long.
+pub fn signature_from_slice(bytes: &[u8]) -> Result<&[u8; SIGNATURE_LENGTH], KmsError> {
+    bytes
+        .try_into()
+        .map_err(|_| length_error("signature", SIGNATURE_LENGTH, bytes.len()))
+}
+
+fn length_error(what: &'static str, expected: usize, actual: usize) -> KmsError {
+    KmsError::InvalidArgument {
+        what,
+        reason: format!("expected {expected} bytes, got {actual}"),
+    }
+}
+
 /// One signature to check in a batch: borrowed public key (32 bytes),
 /// message (any length) and signature (64 bytes: `R ‖ s`).
 #[derive(Debug, Clone, Copy)]
