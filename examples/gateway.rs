@@ -26,7 +26,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use indicatif::{ProgressBar, ProgressStyle};
+
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use kms::actor::{KmsActor, KmsClient, KmsConfig};
 use kms::bus::Bus;
 use kms::core::{KeyId, Keystore, KmsError};
@@ -133,9 +134,15 @@ async fn run(options: Options) -> Result<bool, String> {
     let progress = ProgressBar::new(jobs.len() as u64);
     progress.set_style(
         ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} verifies ({per_sec}, eta {eta})",
+            "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} verifies ({rate}, eta {eta})",
         )
-        .map_err(|e| e.to_string())?,
+        .map_err(|e| e.to_string())?
+        .with_key(
+            "rate",
+            |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.0} verifies/s", state.per_sec());
+            },
+        ),
     );
     let next = Arc::new(AtomicUsize::new(0));
     let tally = Arc::new(Mutex::new(Tally::default()));
