@@ -8,13 +8,26 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use kms_core::ed25519::{verify_batch, BatchItem};
+use kms_core::ed25519::{verify_batch, BatchItem, SignatureError};
 use kms_core::{Keystore, KmsError};
 
 use crate::request::{VerifyBy, VerifyRequest};
 
+/// One verdict per item, in order: `kms_core::ed25519::verify_batch`'s shape.
+type Verdicts = Vec<Result<(), SignatureError>>;
+
 /// Verifies `requests` as one batch and answers each.
 pub(crate) fn run(requests: Vec<VerifyRequest>, keystore: &Keystore) {
+    run_with(requests, keystore, verify_batch);
+}
+
+/// [`run`] with the batch verifier passed in, so the failure path (a verifier
+/// that panics) is tested on this same code.
+fn run_with(
+    requests: Vec<VerifyRequest>,
+    keystore: &Keystore,
+    verifier: impl FnOnce(&[BatchItem<'_>]) -> Verdicts,
+) {
     let mut ready = Vec::with_capacity(requests.len());
     for request in requests {
         if request.reply.is_abandoned() {
@@ -41,7 +54,7 @@ pub(crate) fn run(requests: Vec<VerifyRequest>, keystore: &Keystore) {
                 signature: &r.signature,
             })
             .collect();
-        verify_batch(&items)
+        verifier(&items)
     }));
     match verdicts {
         Ok(verdicts) => {
@@ -56,5 +69,67 @@ pub(crate) fn run(requests: Vec<VerifyRequest>, keystore: &Keystore) {
                 }));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reply::Reply;
+    use crate::request::VerifyBy;
+
+    fn request(reply: Reply<()>) -> VerifyRequest {
+        VerifyRequest {
+            by: VerifyBy::PublicKey([1; 32]),
+            message: bytes::Bytes::from_static(b"m"),
+            signature: [0; 64],
+            reply,
+        }
+    }
+
+    #[test]
+    fn a_panicking_batch_answers_every_request_internal() {
+        let (replies, answers): (Vec<_>, Vec<_>) = (0..5).map(|_| Reply::new()).unzip();
+        let requests = replies.into_iter().map(request).collect();
+        run_with(requests, &Keystore::new(), |_| {
+            panic!("injected verifier fault")
+        });
+        for mut answer in answers {
+            match answer.try_recv() {
+                Ok(Err(KmsError::Internal { reason })) => assert!(reason.contains("panicked")),
+                other => panic!("expected Internal, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_keys_are_answered_alone_and_abandoned_requests_skipped() {
+        let ks = Keystore::new();
+        let stranger = Keystore::new()
+            .create_ed25519("acme", "tokens")
+            .expect("create");
+        let (unknown, mut unknown_answer) = Reply::new();
+        let (abandoned, abandoned_answer) = Reply::new();
+        drop(abandoned_answer);
+        let (kept, mut kept_answer) = Reply::new();
+        let mut requests = vec![request(unknown), request(abandoned), request(kept)];
+        requests[0].by = VerifyBy::Key(stranger);
+        let mut seen = 0;
+        run_with(requests, &ks, |items| {
+            seen = items.len();
+            verify_batch(items)
+        });
+        assert_eq!(
+            seen, 1,
+            "only the live request with a known key is verified"
+        );
+        assert!(matches!(
+            unknown_answer.try_recv(),
+            Ok(Err(KmsError::UnknownKey { .. }))
+        ));
+        assert!(matches!(
+            kept_answer.try_recv(),
+            Ok(Err(KmsError::InvalidSignature(_)))
+        ));
     }
 }
