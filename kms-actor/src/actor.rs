@@ -100,11 +100,22 @@ impl KmsActor {
         let requests = topic.subscribe().map_err(|e| KmsError::InvalidConfig {
             reason: format!("request topic `{}`: {e}", config.request_topic),
         })?;
+        // The actor must be the topic's only subscriber: a second reader
+        // would run every request twice, and one that never reads would
+        // fill a Reject topic or strand requests at shutdown.
+        if topic.subscriber_count() != 1 {
+            return Err(KmsError::InvalidConfig {
+                reason: format!(
+                    "request topic `{}` is already served by another actor",
+                    config.request_topic
+                ),
+            });
+        }
         let pool = VerifyPool::new(config.threads)?;
         let shared = Arc::new(Shared::default());
         let client = KmsClient::new(topic.publisher(), Arc::clone(&shared));
         let actor = KmsActor {
-            pending: Vec::with_capacity(config.max_batch),
+            pending: Vec::new(),
             drained: Vec::with_capacity(config.max_batch),
             config,
             keystore,
@@ -169,8 +180,10 @@ impl KmsActor {
         }
     }
 
-    /// Queues a verify request, or serves any other request at once: those
-    /// never wait behind verify batches.
+    /// Queues a verify request, or serves any other request at once, so
+    /// those never wait for a verify batch to run. (They can still wait to
+    /// be read: while `pending` is full and every pool thread is busy, the
+    /// actor reads nothing. A separate priority lane is not built yet.)
     fn accept(&mut self, request: Request) {
         let ks = &self.keystore;
         match request.op {
@@ -196,7 +209,7 @@ impl KmsActor {
 
     /// Hands the pending verify requests to the pool as one batch.
     fn dispatch(&mut self) {
-        let batch = std::mem::replace(&mut self.pending, Vec::with_capacity(self.config.max_batch));
+        let batch = std::mem::take(&mut self.pending);
         Counters::add(&self.shared.counters.batches, 1);
         Counters::add(&self.shared.counters.batched_requests, batch.len() as u64);
         let keystore = self.keystore.clone();

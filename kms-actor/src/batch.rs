@@ -3,14 +3,17 @@
 //!
 //! Failure paths, in order: a request whose key id is unknown gets that
 //! error and does not enter the batch; a request whose caller has gone is
-//! skipped; if `verify_batch` panics, every request in the batch gets
-//! [`KmsError::Internal`]. Every request gets exactly one answer.
+//! skipped; if anything in the batch panics (or the verifier returns the
+//! wrong number of verdicts), every request not yet answered gets
+//! [`KmsError::Internal`]. Every request gets exactly one answer: a
+//! [`Reply`] sends at most once, so the fallback cannot answer twice.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use kms_core::ed25519::{verify_batch, BatchItem, SignatureError};
 use kms_core::{Keystore, KmsError};
 
+use crate::reply::Reply;
 use crate::request::{VerifyBy, VerifyRequest};
 
 /// One verdict per item, in order: `kms_core::ed25519::verify_batch`'s shape.
@@ -21,13 +24,38 @@ pub(crate) fn run(requests: Vec<VerifyRequest>, keystore: &Keystore) {
     run_with(requests, keystore, verify_batch);
 }
 
-/// [`run`] with the batch verifier passed in, so the failure path (a verifier
-/// that panics) is tested on this same code.
+/// [`run`] with the batch verifier passed in, so the failure paths (a
+/// verifier that panics or miscounts) are tested on this same code.
 fn run_with(
     requests: Vec<VerifyRequest>,
     keystore: &Keystore,
     verifier: impl FnOnce(&[BatchItem<'_>]) -> Verdicts,
 ) {
+    // Clones share each request's one reply slot (an `Arc` each), so the
+    // fallback below can still answer after `requests` moved into the job.
+    let replies: Vec<Reply<()>> = requests.iter().map(|r| r.reply.clone()).collect();
+    let failure = match catch_unwind(AssertUnwindSafe(|| answer(requests, keystore, verifier))) {
+        Ok(Ok(())) => return,
+        Ok(Err(reason)) => reason,
+        Err(_) => "the verify batch panicked".to_owned(),
+    };
+    for reply in &replies {
+        reply.send(Err(KmsError::Internal {
+            reason: failure.clone(),
+        }));
+    }
+}
+
+/// Resolves keys, verifies, and answers every request.
+///
+/// # Errors
+/// A reason, with nothing answered from the verdicts, when the verifier
+/// returns a number of verdicts other than one per item.
+fn answer(
+    requests: Vec<VerifyRequest>,
+    keystore: &Keystore,
+    verifier: impl FnOnce(&[BatchItem<'_>]) -> Verdicts,
+) -> Result<(), String> {
     let mut ready = Vec::with_capacity(requests.len());
     for request in requests {
         if request.reply.is_abandoned() {
@@ -45,31 +73,26 @@ fn run_with(
         };
         ready.push((public_key, request));
     }
-    let verdicts = catch_unwind(AssertUnwindSafe(|| {
-        let items: Vec<BatchItem<'_>> = ready
-            .iter()
-            .map(|(public_key, r)| BatchItem {
-                public_key,
-                message: &r.message,
-                signature: &r.signature,
-            })
-            .collect();
-        verifier(&items)
-    }));
-    match verdicts {
-        Ok(verdicts) => {
-            for ((_, request), verdict) in ready.iter().zip(verdicts) {
-                request.reply.send(verdict.map_err(KmsError::from));
-            }
-        }
-        Err(_) => {
-            for (_, request) in &ready {
-                request.reply.send(Err(KmsError::Internal {
-                    reason: "the verify batch panicked".to_owned(),
-                }));
-            }
-        }
+    let items: Vec<BatchItem<'_>> = ready
+        .iter()
+        .map(|(public_key, r)| BatchItem {
+            public_key,
+            message: &r.message,
+            signature: &r.signature,
+        })
+        .collect();
+    let verdicts = verifier(&items);
+    if verdicts.len() != ready.len() {
+        return Err(format!(
+            "the verifier returned {} verdicts for {} items",
+            verdicts.len(),
+            ready.len()
+        ));
     }
+    for ((_, request), verdict) in ready.iter().zip(verdicts) {
+        request.reply.send(verdict.map_err(KmsError::from));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -99,6 +122,19 @@ mod tests {
                 Ok(Err(KmsError::Internal { reason })) => assert!(reason.contains("panicked")),
                 other => panic!("expected Internal, got {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn a_miscounting_verifier_answers_internal_not_dropped() {
+        let (replies, answers): (Vec<_>, Vec<_>) = (0..3).map(|_| Reply::new()).unzip();
+        let requests = replies.into_iter().map(request).collect();
+        run_with(requests, &Keystore::new(), |_| vec![Ok(())]);
+        for mut answer in answers {
+            assert!(matches!(
+                answer.try_recv(),
+                Ok(Err(KmsError::Internal { .. }))
+            ));
         }
     }
 

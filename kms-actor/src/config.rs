@@ -3,6 +3,10 @@
 use kms_bus::Overflow;
 use kms_core::KmsError;
 
+/// The largest `max_batch` accepted (count): beyond it a batch's memory
+/// and latency grow with no gain in throughput.
+pub const MAX_BATCH_LIMIT: usize = 4096;
+
 /// Name of the bus topic the actor takes requests from by default.
 pub const DEFAULT_REQUEST_TOPIC: &str = "kms.requests";
 
@@ -12,7 +16,8 @@ pub struct KmsConfig {
     /// Threads in the dedicated verify pool (count, ≥ 1). Default: the
     /// number of available cores.
     pub threads: usize,
-    /// Most verify requests in one batch (count, ≥ 1). Default: 256.
+    /// Most verify requests in one batch (count, 1..=[`MAX_BATCH_LIMIT`]).
+    /// Default: 256.
     pub max_batch: usize,
     /// Name of the request topic on the bus. Default: `"kms.requests"`.
     pub request_topic: String,
@@ -39,13 +44,15 @@ impl KmsConfig {
     /// Checks that the numbers make sense.
     ///
     /// # Errors
-    /// [`KmsError::InvalidConfig`] for zero threads, a zero `max_batch`, or a
-    /// queue smaller than `max_batch`.
+    /// [`KmsError::InvalidConfig`] for zero threads, a `max_batch` of 0 or
+    /// above [`MAX_BATCH_LIMIT`], or a queue smaller than `max_batch`.
     pub fn validate(&self) -> Result<(), KmsError> {
         let reason = if self.threads == 0 {
             "threads must be at least 1"
         } else if self.max_batch == 0 {
             "max_batch must be at least 1"
+        } else if self.max_batch > MAX_BATCH_LIMIT {
+            "max_batch must be at most 4096"
         } else if self.queue_capacity < self.max_batch {
             "queue_capacity must be at least max_batch"
         } else {

@@ -50,6 +50,5 @@ mod stats;
 
 pub use actor::{KmsActor, KmsHandle};
 pub use client::KmsClient;
-pub use config::{KmsConfig, DEFAULT_REQUEST_TOPIC};
-pub use request::Request;
+pub use config::{KmsConfig, DEFAULT_REQUEST_TOPIC, MAX_BATCH_LIMIT};
 pub use stats::KmsStats;

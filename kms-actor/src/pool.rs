@@ -54,6 +54,10 @@ impl VerifyPool {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("kms-verify-{i}"))
+            // Jobs catch their own panics (`batch::run`) and answer their
+            // requests `Internal`; this handler only keeps an escaped panic
+            // from aborting the process (rayon's default for `spawn`).
+            .panic_handler(|_| {})
             .exit_handler(move |_| {
                 // The receiver lives until `join`; a failed send means
                 // nobody is joining any more.

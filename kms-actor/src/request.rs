@@ -6,10 +6,11 @@ use kms_core::{Attestation, KeyId};
 
 use crate::reply::Reply;
 
-/// One request to the KMS actor. Its fields are private: requests are made
-/// by [`crate::KmsClient`], which also waits for the answer.
+/// One request to the KMS actor, made by [`crate::KmsClient`], which also
+/// waits for the answer. Crate-private, so nothing outside this crate can
+/// subscribe to the request topic, read requests or replay them.
 #[derive(Clone)]
-pub struct Request {
+pub(crate) struct Request {
     pub(crate) op: Op,
 }
 

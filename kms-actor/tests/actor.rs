@@ -305,3 +305,23 @@ fn spawn_outside_a_runtime_is_an_error_not_a_panic() {
     let result = KmsActor::spawn(config(1), Keystore::new(), &Bus::new());
     assert!(matches!(result, Err(KmsError::Internal { .. })));
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_second_actor_on_the_same_topic_is_refused_until_the_first_is_gone() {
+    let bus = Bus::new();
+    let first = KmsActor::spawn(config(1), Keystore::new(), &bus).expect("spawn");
+    match KmsActor::spawn(config(1), Keystore::new(), &bus) {
+        Err(KmsError::InvalidConfig { reason }) => assert!(reason.contains("already served")),
+        Err(e) => panic!("expected InvalidConfig, got {e:?}"),
+        Ok(_) => panic!("a second actor was allowed on the same request topic"),
+    }
+    first.shutdown().await;
+    let second = KmsActor::spawn(config(1), Keystore::new(), &bus).expect("spawn after shutdown");
+    let key = second
+        .client()
+        .create_key("acme", "tokens")
+        .await
+        .expect("serves");
+    assert_eq!(key.version(), 1);
+    second.shutdown().await;
+}
