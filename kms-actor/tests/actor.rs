@@ -11,12 +11,22 @@
 use std::time::Duration;
 
 use futures::future::join_all;
-use kms_actor::{KmsActor, KmsConfig};
+use kms_actor::{KmsActor, KmsConfig, KmsHandle};
 use kms_bus::{Bus, Overflow};
 use kms_core::ed25519::SignatureError;
-use kms_core::{Keystore, KmsError};
+use kms_core::{KeyId, Keystore, KmsError};
 
 const HANG: Duration = Duration::from_secs(60);
+
+/// An actor over a keystore with one key, that key's head id, and a valid
+/// signature by it on `b"m"`.
+fn actor_with_signature(config: KmsConfig) -> (KmsHandle, KeyId, [u8; 64]) {
+    let ks = Keystore::new();
+    let key = ks.create_ed25519("acme", "tokens").expect("create");
+    let (signer, signature) = ks.sign(&key, b"m").expect("sign");
+    let handle = KmsActor::spawn(config, ks, &Bus::new()).expect("spawn");
+    (handle, signer, signature)
+}
 
 fn config(threads: usize) -> KmsConfig {
     KmsConfig {
@@ -80,11 +90,7 @@ async fn concurrent_clients_get_exactly_their_own_verdicts() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_burst_is_coalesced_into_batches() {
-    let bus = Bus::new();
-    let ks = Keystore::new();
-    let key = ks.create_ed25519("acme", "tokens").expect("create");
-    let (signer, signature) = ks.sign(&key, b"m").expect("sign");
-    let handle = KmsActor::spawn(config(1), ks, &bus).expect("spawn");
+    let (handle, signer, signature) = actor_with_signature(config(1));
     let kms = handle.client();
     let calls = (0..512).map(|_| kms.verify(&signer, &b"m"[..], signature));
     let verdicts = tokio::time::timeout(HANG, join_all(calls))
@@ -103,10 +109,6 @@ async fn a_burst_is_coalesced_into_batches() {
 /// An actor with one thread, batches of 8 and a 16-slot request topic with
 /// the given overflow, and 100 verify requests published before it runs.
 async fn flood(overflow: Overflow) -> (Vec<Result<(), KmsError>>, kms_actor::KmsStats) {
-    let bus = Bus::new();
-    let ks = Keystore::new();
-    let key = ks.create_ed25519("acme", "tokens").expect("create");
-    let (signer, signature) = ks.sign(&key, b"m").expect("sign");
     let cfg = KmsConfig {
         threads: 1,
         max_batch: 8,
@@ -114,7 +116,7 @@ async fn flood(overflow: Overflow) -> (Vec<Result<(), KmsError>>, kms_actor::Kms
         overflow,
         ..KmsConfig::default()
     };
-    let handle = KmsActor::spawn(cfg, ks, &bus).expect("spawn");
+    let (handle, signer, signature) = actor_with_signature(cfg);
     let kms = handle.client();
     let calls = (0..100).map(|_| kms.verify(&signer, &b"m"[..], signature));
     let verdicts = tokio::time::timeout(HANG, join_all(calls))
@@ -158,11 +160,7 @@ async fn requests_lost_to_lag_are_answered_dropped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_answers_every_request_in_flight() {
-    let bus = Bus::new();
-    let ks = Keystore::new();
-    let key = ks.create_ed25519("acme", "tokens").expect("create");
-    let (signer, signature) = ks.sign(&key, b"m").expect("sign");
-    let handle = KmsActor::spawn(config(2), ks, &bus).expect("spawn");
+    let (handle, signer, signature) = actor_with_signature(config(2));
     let mut tasks = Vec::new();
     for _ in 0..8 {
         let kms = handle.client();
@@ -208,11 +206,7 @@ async fn shutdown_answers_every_request_in_flight() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn queued_requests_are_answered_not_abandoned_at_shutdown() {
-    let bus = Bus::new();
-    let ks = Keystore::new();
-    let key = ks.create_ed25519("acme", "tokens").expect("create");
-    let (signer, signature) = ks.sign(&key, b"m").expect("sign");
-    let handle = KmsActor::spawn(config(1), ks, &bus).expect("spawn");
+    let (handle, signer, signature) = actor_with_signature(config(1));
     let kms = handle.client();
     // Publish 300 requests (first poll), then shut down before the actor runs.
     let calls = join_all((0..300).map(|_| kms.verify(&signer, &b"m"[..], signature)));

@@ -98,6 +98,17 @@ enum Expect {
     Closed,
 }
 
+/// What a real `try_recv` returned, in the model's terms.
+fn observed(real: Result<Msg, TryRecvError>) -> Expect {
+    match real {
+        Ok(m) => Expect::Msg(m.seq),
+        Err(TryRecvError::Lagged(n)) => Expect::Lagged(n),
+        Err(TryRecvError::Empty) => Expect::Empty,
+        Err(TryRecvError::Closed) => Expect::Closed,
+        Err(e) => panic!("unexpected {e:?}"),
+    }
+}
+
 struct Harness {
     capacity: usize,
     overflow: Overflow,
@@ -242,13 +253,7 @@ impl Harness {
                 let i = i % self.subs.len();
                 let real = self.subs[i].real.try_recv();
                 let expect = self.model_read(i);
-                let got = match real {
-                    Ok(m) => Expect::Msg(m.seq),
-                    Err(TryRecvError::Lagged(n)) => Expect::Lagged(n),
-                    Err(TryRecvError::Empty) => Expect::Empty,
-                    Err(TryRecvError::Closed) => Expect::Closed,
-                    Err(e) => panic!("unexpected {e:?}"),
-                };
+                let got = observed(real);
                 assert_eq!(got, expect, "try_recv of subscriber {i}");
             }
             Op::Recv(i) => {
@@ -358,13 +363,7 @@ impl Harness {
             loop {
                 let real = self.subs[i].real.try_recv();
                 let expect = self.model_read(i);
-                let got = match real {
-                    Ok(m) => Expect::Msg(m.seq),
-                    Err(TryRecvError::Lagged(n)) => Expect::Lagged(n),
-                    Err(TryRecvError::Empty) => Expect::Empty,
-                    Err(TryRecvError::Closed) => Expect::Closed,
-                    Err(e) => panic!("unexpected {e:?}"),
-                };
+                let got = observed(real);
                 assert_eq!(got, expect);
                 if got == Expect::Closed {
                     break;
