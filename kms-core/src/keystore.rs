@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use std::time::SystemTime;
 
 use ed25519_dalek::{Signer, SigningKey};
@@ -68,6 +68,14 @@ struct KeyRecord {
     id: KeyId,
     /// `versions[i]` is version `i + 1`; never empty; append-only.
     versions: RwLock<Vec<Arc<KeyVersion>>>,
+}
+
+impl KeyRecord {
+    /// Read access to the versions. A poisoned lock still guards a whole
+    /// list: the only write is one `push`.
+    fn versions(&self) -> RwLockReadGuard<'_, Vec<Arc<KeyVersion>>> {
+        self.versions.read().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// An in-memory keystore of versioned Ed25519 keys. Cheap to clone (clones
@@ -127,8 +135,15 @@ impl Keystore {
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`].
     pub fn sign(&self, key: &KeyId, message: &[u8]) -> Result<(KeyId, [u8; 64]), KmsError> {
         let record = self.record(key)?;
-        check_version(&record, key)?;
-        let head = head(&record)?;
+        // Clone the head out so the lock is not held while signing.
+        let head = {
+            let versions = record.versions();
+            version_of(&versions, key)?;
+            versions.last().cloned()
+        }
+        .ok_or_else(|| KmsError::Internal {
+            reason: format!("key {} has no version", record.id),
+        })?;
         let signature = head.signing_key.sign(message).to_bytes();
         Ok((record.id.with_version(head.info.version), signature))
     }
@@ -158,7 +173,7 @@ impl Keystore {
     /// [`KmsError::EntropyUnavailable`].
     pub fn rotate(&self, key: &KeyId) -> Result<KeyId, KmsError> {
         let record = self.record(key)?;
-        check_version(&record, key)?;
+        version_of(&record.versions(), key)?;
         // Generate outside the lock; the version number is fixed under it.
         let mut fresh = new_version(0)?;
         let mut versions = record
@@ -183,14 +198,11 @@ impl Keystore {
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`].
     pub fn attest(&self, key: &KeyId) -> Result<Attestation, KmsError> {
         let record = self.record(key)?;
-        check_version(&record, key)?;
-        let versions: Vec<VersionInfo> = record
-            .versions
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(|v| v.info.clone())
-            .collect();
+        let versions: Vec<VersionInfo> = {
+            let versions = record.versions();
+            version_of(&versions, key)?;
+            versions.iter().map(|v| v.info.clone()).collect()
+        };
         let head_version = versions.last().map_or(1, |v| v.version);
         Ok(Attestation {
             head: record.id.with_version(head_version),
@@ -205,10 +217,7 @@ impl Keystore {
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`].
     pub fn public_key(&self, key: &KeyId) -> Result<[u8; 32], KmsError> {
         let record = self.record(key)?;
-        let versions = record
-            .versions
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+        let versions = record.versions();
         version_of(&versions, key).map(|v| v.info.public_key)
     }
 
@@ -225,29 +234,6 @@ impl Keystore {
                 key: key.to_string(),
             })
     }
-}
-
-/// The head version (the last one), cloned out so the lock is held briefly.
-///
-/// # Errors
-/// [`KmsError::Internal`] if the record has no version, which the
-/// append-only invariant rules out.
-fn head(record: &KeyRecord) -> Result<Arc<KeyVersion>, KmsError> {
-    let versions = record
-        .versions
-        .read()
-        .unwrap_or_else(PoisonError::into_inner);
-    versions.last().cloned().ok_or_else(|| KmsError::Internal {
-        reason: format!("key {} has no version", record.id),
-    })
-}
-
-fn check_version(record: &KeyRecord, key: &KeyId) -> Result<(), KmsError> {
-    let versions = record
-        .versions
-        .read()
-        .unwrap_or_else(PoisonError::into_inner);
-    version_of(&versions, key).map(|_| ())
 }
 
 fn version_of<'a>(
