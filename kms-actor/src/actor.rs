@@ -164,12 +164,12 @@ impl KmsActor {
             }
             match self.requests.drain(&mut self.drained, room) {
                 Ok(_) => {
-                    let drained = std::mem::take(&mut self.drained);
-                    let mut scratch = drained;
-                    for request in scratch.drain(..) {
+                    // Taken out and put back: `accept` needs `&mut self`.
+                    let mut drained = std::mem::take(&mut self.drained);
+                    for request in drained.drain(..) {
                         self.accept(request);
                     }
-                    self.drained = scratch;
+                    self.drained = drained;
                 }
                 Err(TryRecvError::Lagged(n)) => {
                     Counters::add(&self.shared.counters.lagged_requests, n);

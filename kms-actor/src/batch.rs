@@ -13,7 +13,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use kms_core::ed25519::{verify_batch, BatchItem, SignatureError};
 use kms_core::{Keystore, KmsError};
 
-use crate::reply::Reply;
 use crate::request::{VerifyBy, VerifyRequest};
 
 /// One verdict per item, in order: `kms_core::ed25519::verify_batch`'s shape.
@@ -31,16 +30,15 @@ fn run_with(
     keystore: &Keystore,
     verifier: impl FnOnce(&[BatchItem<'_>]) -> Verdicts,
 ) {
-    // Clones share each request's one reply slot (an `Arc` each), so the
-    // fallback below can still answer after `requests` moved into the job.
-    let replies: Vec<Reply<()>> = requests.iter().map(|r| r.reply.clone()).collect();
-    let failure = match catch_unwind(AssertUnwindSafe(|| answer(requests, keystore, verifier))) {
+    // `answer` only borrows the requests, so after a panic they are still
+    // here for the fallback.
+    let failure = match catch_unwind(AssertUnwindSafe(|| answer(&requests, keystore, verifier))) {
         Ok(Ok(())) => return,
         Ok(Err(reason)) => reason,
         Err(_) => "the verify batch panicked".to_owned(),
     };
-    for reply in &replies {
-        reply.send(Err(KmsError::Internal {
+    for request in &requests {
+        request.reply.send(Err(KmsError::Internal {
             reason: failure.clone(),
         }));
     }
@@ -52,7 +50,7 @@ fn run_with(
 /// A reason, with nothing answered from the verdicts, when the verifier
 /// returns a number of verdicts other than one per item.
 fn answer(
-    requests: Vec<VerifyRequest>,
+    requests: &[VerifyRequest],
     keystore: &Keystore,
     verifier: impl FnOnce(&[BatchItem<'_>]) -> Verdicts,
 ) -> Result<(), String> {
