@@ -173,16 +173,9 @@ fn verdict_word(valid: bool) -> &'static str {
     }
 }
 
-/// The case's key and signature as the API's fixed-size arrays, or `None`
-/// when a length is wrong (then the verdict is `invalid` without a request).
-fn fixed(case: &Case) -> Option<(&[u8; 32], &[u8; 64])> {
-    let public_key = ed25519::public_key_from_slice(&case.public_key).ok()?;
-    let signature = ed25519::signature_from_slice(&case.signature).ok()?;
-    Some((public_key, signature))
-}
-
 fn verify_single(case: &Case) -> bool {
-    fixed(case).is_some_and(|(pk, sig)| ed25519::verify(pk, &case.message, sig).is_ok())
+    case.fixed()
+        .is_some_and(|(pk, sig)| ed25519::verify(pk, &case.message, sig).is_ok())
 }
 
 /// Sends every case to the actor (up to 256 in flight) and collects the
@@ -202,7 +195,7 @@ fn verify_through_actor(cases: &[Case]) -> Result<Vec<bool>, String> {
             .map(|case| {
                 let kms = kms.clone();
                 async move {
-                    let Some((pk, sig)) = fixed(case) else {
+                    let Some((pk, sig)) = case.fixed() else {
                         return Ok(false);
                     };
                     loop {
