@@ -17,6 +17,7 @@ use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use std::time::SystemTime;
 
+use curve25519_dalek::edwards::EdwardsPoint;
 use ed25519_dalek::{Signer, SigningKey};
 use uuid::Uuid;
 
@@ -49,6 +50,9 @@ pub struct VersionInfo {
 /// One version of a key: its secret and what is public about it.
 struct KeyVersion {
     info: VersionInfo,
+    /// `info.public_key` decoded, once, when the version was made: verifying
+    /// under a keystore key never decodes `A` again.
+    point: EdwardsPoint,
     /// Zeroized on drop by ed25519-dalek (`zeroize` feature).
     signing_key: SigningKey,
 }
@@ -160,8 +164,10 @@ impl Keystore {
         message: &[u8],
         signature: &[u8; 64],
     ) -> Result<(), KmsError> {
-        let public_key = self.public_key(key)?;
-        ed25519::verify(&public_key, message, signature).map_err(KmsError::from)
+        let record = self.record(key)?;
+        let version = Arc::clone(version_of(&record.versions(), key)?);
+        ed25519::verify_with_point(&version.point, &version.info.public_key, message, signature)
+            .map_err(KmsError::from)
     }
 
     /// Adds a new head version to the key `key` names (any existing version
@@ -239,11 +245,10 @@ impl Keystore {
 fn version_of<'a>(
     versions: &'a [Arc<KeyVersion>],
     key: &KeyId,
-) -> Result<&'a KeyVersion, KmsError> {
+) -> Result<&'a Arc<KeyVersion>, KmsError> {
     key.version()
         .checked_sub(1)
         .and_then(|index| versions.get(usize::try_from(index).ok()?))
-        .map(|v| v.as_ref())
         .ok_or_else(|| KmsError::UnknownVersion {
             key: key.to_string(),
             version: key.version(),
@@ -263,12 +268,14 @@ fn new_version(version: u32) -> Result<KeyVersion, KmsError> {
     let mut seed = zeroize::Zeroizing::new([0u8; 32]);
     getrandom::fill(&mut *seed).map_err(|_| KmsError::EntropyUnavailable)?;
     let signing_key = SigningKey::from_bytes(&seed);
+    let verifying_key = signing_key.verifying_key();
     Ok(KeyVersion {
         info: VersionInfo {
             version,
-            public_key: signing_key.verifying_key().to_bytes(),
+            public_key: verifying_key.to_bytes(),
             created_at: SystemTime::now(),
         },
+        point: verifying_key.to_edwards(),
         signing_key,
     })
 }

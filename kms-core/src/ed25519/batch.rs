@@ -1,94 +1,143 @@
-//! Batch verification (DESIGN §3.3): prechecks per item, one random linear
-//! combination of the cofactored equations, and exact per-item verdicts when
-//! the combination fails.
+//! Batch verification of one chunk (DESIGN §3.3): prechecks per item, items
+//! grouped by public key, one random linear combination of the cofactored
+//! equations (or several smaller ones when failures are frequent), and exact
+//! per-item verdicts when a combination fails.
 //!
-//! Invariant: `verify_batch(items)[i] == verify(items[i])` for every `i`,
+//! Invariant: the verdict written for item `i` equals `verify(items[i])`,
 //! whatever else is in the batch. Rules 1–3 and `k` are computed by the same
 //! code as single verification ([`super::decode::prepare`]); an item reaches
-//! the combined equation only if it passed them, and an item is reported
-//! invalid only after its own equation failed ([`super::equation::check_one`]).
-//! An item is reported valid either by its own equation or by a combination
+//! a combination only if it passed them, and an item is reported invalid
+//! only after its own equation failed ([`super::equation::check_one`]). An
+//! item is reported valid either by its own equation or by a combination
 //! that holds. A combination containing an invalid item holds with
 //! probability at most 2^-128 (DESIGN §3.2 rule 4 being cofactored); an item
 //! lies in at most `2·log2(n) + 1` of the combinations bisection checks, so
 //! the chance it is wrongly reported valid is at most that many times 2^-128.
 
+use std::collections::HashMap;
+
+use curve25519_dalek::edwards::EdwardsPoint;
 use curve25519_dalek::scalar::Scalar;
 
 use super::coefficients;
-use super::decode::{prepare, Prepared};
-use super::equation::{check_one, combination_holds};
+use super::decode::prepare;
+use super::equation::{check_one, combination_holds, Entry};
 use super::error::SignatureError;
+use super::policy::{self, Plan, PER_ITEM_BELOW};
 use super::BatchItem;
 
-/// At or below this many items, a failed combination is resolved by checking
-/// each item's own equation rather than bisecting further: below it the
-/// multiscalar call saves less than the extra combination costs.
-const PER_ITEM_BELOW: usize = 4;
+/// One verdict slot per item.
+pub(crate) type Verdict = Result<(), SignatureError>;
 
-/// See [`super::verify_batch`].
-pub(crate) fn verify_batch(items: &[BatchItem<'_>]) -> Vec<Result<(), SignatureError>> {
-    let mut verdicts = Vec::with_capacity(items.len());
-    let mut prepared = Vec::with_capacity(items.len());
-    let mut positions = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        match prepare(item.public_key, item.message, item.signature) {
-            Ok(p) => {
-                prepared.push(p);
-                positions.push(i);
-                verdicts.push(Ok(()));
+/// The items of a chunk that passed rules 1–3, grouped by public key.
+struct Grouped {
+    /// Distinct public keys, decoded, in order of first appearance.
+    keys: Vec<EdwardsPoint>,
+    /// Items that passed rules 1–3, sorted by `key` (stable), so each key's
+    /// items are one run in every sub-range.
+    entries: Vec<Entry>,
+}
+
+/// Writes `verify(items[i])` into `out[i]` for every item of a chunk, using
+/// combinations of at most `combine` items, or per-item checks when
+/// `combine` is `None`, and records the failures seen in [`policy`].
+/// `items` and `out` have the same length.
+pub(crate) fn verify_chunk(items: &[BatchItem<'_>], out: &mut [Verdict], plan: Plan) {
+    debug_assert_eq!(items.len(), out.len());
+    let grouped = prepare_all(items, out);
+    let checked = grouped.entries.len();
+    match plan {
+        Plan::PerItem => check_each(&grouped.keys, &grouped.entries, out),
+        Plan::Combine(size) => {
+            let chunks = checked.div_ceil(size.max(1)).max(1);
+            let size = checked.div_ceil(chunks).max(1);
+            for part in grouped.entries.chunks(size) {
+                combine(&grouped.keys, part, out);
             }
-            Err(e) => verdicts.push(Err(e)),
         }
     }
-    let mut equation_verdicts = vec![Ok(()); prepared.len()];
-    match prepared.len() {
-        0 => {}
-        1 => equation_verdicts[0] = check_one(&prepared[0]),
-        n => match coefficients::draw(n) {
-            Some(z) => resolve_unknown(&prepared, &z, &mut equation_verdicts),
-            None => check_each(&prepared, &mut equation_verdicts),
-        },
-    }
-    for (pos, verdict) in positions.into_iter().zip(equation_verdicts) {
-        verdicts[pos] = verdict;
-    }
-    verdicts
+    let invalid = grouped
+        .entries
+        .iter()
+        .filter(|e| out[e.position] == Err(SignatureError::Equation))
+        .count();
+    policy::record(checked, invalid);
 }
 
-/// Verdicts for `items` when nothing is known about them yet.
-fn resolve_unknown(items: &[Prepared], z: &[Scalar], out: &mut [Result<(), SignatureError>]) {
-    if items.len() <= PER_ITEM_BELOW {
-        check_each(items, out);
-    } else if !combination_holds(items, z) {
-        resolve_failed(items, z, out);
+/// Rules 1–3 and `k` for every item; failures go straight to `out`.
+fn prepare_all(items: &[BatchItem<'_>], out: &mut [Verdict]) -> Grouped {
+    let mut keys = Vec::new();
+    let mut key_numbers: HashMap<&[u8; 32], usize> = HashMap::new();
+    let mut entries = Vec::with_capacity(items.len());
+    for (position, item) in items.iter().enumerate() {
+        match prepare(item.public_key, item.message, item.signature) {
+            Ok(p) => {
+                let key = *key_numbers.entry(item.public_key).or_insert_with(|| {
+                    keys.push(p.a);
+                    keys.len() - 1
+                });
+                entries.push(Entry {
+                    position,
+                    key,
+                    terms: p.terms,
+                });
+                out[position] = Ok(());
+            }
+            Err(e) => out[position] = Err(e),
+        }
     }
+    entries.sort_by_key(|e| e.key);
+    Grouped { keys, entries }
 }
 
-/// Verdicts for `items` whose combination is known to fail: bisect, and
-/// when the left half's combination holds the right half must hold an
-/// invalid item (its combination equals the whole minus the left), so it is
-/// not checked as a whole again.
-fn resolve_failed(items: &[Prepared], z: &[Scalar], out: &mut [Result<(), SignatureError>]) {
-    if items.len() <= PER_ITEM_BELOW {
-        check_each(items, out);
+/// Verdicts for `entries` (all currently `Ok` in `out`) by one combination,
+/// resolved when it fails.
+fn combine(keys: &[EdwardsPoint], entries: &[Entry], out: &mut [Verdict]) {
+    if entries.len() <= 1 {
+        check_each(keys, entries, out);
         return;
     }
-    let mid = items.len() / 2;
-    let (left, right) = items.split_at(mid);
-    let (z_left, z_right) = z.split_at(mid);
-    let (out_left, out_right) = out.split_at_mut(mid);
-    if left.len() > PER_ITEM_BELOW && combination_holds(left, z_left) {
-        resolve_failed(right, z_right, out_right);
-    } else {
-        resolve_failed(left, z_left, out_left);
-        resolve_unknown(right, z_right, out_right);
+    match coefficients::draw(entries.len()) {
+        Some(z) => resolve_unknown(keys, entries, &z, out),
+        // No randomness: each item on its own needs none.
+        None => check_each(keys, entries, out),
     }
 }
 
-/// Each item's own equation.
-fn check_each(items: &[Prepared], out: &mut [Result<(), SignatureError>]) {
-    for (p, o) in items.iter().zip(out.iter_mut()) {
-        *o = check_one(p);
+/// Verdicts for `entries` when nothing is known about them yet.
+fn resolve_unknown(keys: &[EdwardsPoint], entries: &[Entry], z: &[Scalar], out: &mut [Verdict]) {
+    if entries.len() <= PER_ITEM_BELOW {
+        check_each(keys, entries, out);
+    } else if !combination_holds(keys, entries, z) {
+        resolve_failed(keys, entries, z, out);
+    }
+}
+
+/// Verdicts for `entries` whose combination is known to fail: per-item
+/// checks when the cost model says a flood is likelier than a few bad items,
+/// else bisection. When the left half's combination holds, the right half
+/// must hold an invalid item (its combination equals the whole minus the
+/// left), so it is not checked as a whole again.
+fn resolve_failed(keys: &[EdwardsPoint], entries: &[Entry], z: &[Scalar], out: &mut [Verdict]) {
+    let distinct = 1 + entries.windows(2).filter(|w| w[0].key != w[1].key).count();
+    if !policy::prefer_bisection(entries.len(), distinct, policy::invalid_share()) {
+        check_each(keys, entries, out);
+        return;
+    }
+    let mid = entries.len() / 2;
+    let (left, right) = entries.split_at(mid);
+    let (z_left, z_right) = z.split_at(mid);
+    if left.len() > PER_ITEM_BELOW && combination_holds(keys, left, z_left) {
+        resolve_failed(keys, right, z_right, out);
+    } else {
+        resolve_failed(keys, left, z_left, out);
+        resolve_unknown(keys, right, z_right, out);
+    }
+}
+
+/// Each entry's own equation.
+fn check_each(keys: &[EdwardsPoint], entries: &[Entry], out: &mut [Verdict]) {
+    for e in entries {
+        out[e.position] = check_one(&keys[e.key], &e.terms);
     }
 }

@@ -2,47 +2,111 @@
 //! plus the challenge hash `k`. Everything here is shared by single and batch
 //! verification so that both apply exactly the same rule.
 
+use std::sync::LazyLock;
+
+use curve25519_dalek::constants::EIGHT_TORSION;
 use curve25519_dalek::edwards::{CompressedEdwardsY, EdwardsPoint};
 use curve25519_dalek::scalar::Scalar;
 use sha2::{Digest, Sha512};
 
+use super::equation::Terms;
 use super::error::{Component, SignatureError};
+use super::key_cache;
 
 /// A signature that passed rules 1–3, ready for the equation (rule 4).
 #[derive(Clone, Copy)]
 pub(crate) struct Prepared {
     /// The public key `A`, canonical and not of small order.
     pub a: EdwardsPoint,
-    /// The commitment `R`, canonical and not of small order.
-    pub r: EdwardsPoint,
-    /// `s < ℓ`.
-    pub s: Scalar,
-    /// The challenge `k = SHA-512(R ‖ A ‖ M) mod ℓ` (RFC 8032 §5.1.7 step 2).
-    pub k: Scalar,
+    /// `R`, `s` and the challenge `k = SHA-512(R ‖ A ‖ M) mod ℓ`
+    /// (RFC 8032 §5.1.7 step 2).
+    pub terms: Terms,
 }
 
-/// Applies rules 1–3 and computes `k`.
+/// Applies rules 1–3 and computes `k`. A public key found in the key cache
+/// passed rules 2–3 before and is not decoded again.
 ///
 /// # Errors
-/// The first failing rule, in the order documented on [`SignatureError`].
+/// The first failing rule, in the order documented on [`SignatureError`]:
+/// `s`, then the encodings of `A` and `R`, then the orders of `A` and `R`.
 pub(crate) fn prepare(
     public_key: &[u8; 32],
     message: &[u8],
     signature: &[u8; 64],
 ) -> Result<Prepared, SignatureError> {
     let (r_bytes, s_bytes) = split(signature);
-    let s = Option::<Scalar>::from(Scalar::from_canonical_bytes(s_bytes))
-        .ok_or(SignatureError::NonCanonicalScalar)?;
-    let a = decode_point(public_key, Component::PublicKey)?;
+    let s = canonical_scalar(s_bytes)?;
+    let (a, a_small, a_fresh) = match key_cache::get(public_key) {
+        Some(a) => (a, false, false),
+        None => {
+            let a = decode_point(public_key, Component::PublicKey)?;
+            (a, has_small_order(public_key), true)
+        }
+    };
     let r = decode_point(&r_bytes, Component::R)?;
-    if a.is_small_order() {
+    if a_small {
         return Err(SignatureError::SmallOrder(Component::PublicKey));
     }
-    if r.is_small_order() {
+    if a_fresh {
+        key_cache::insert(*public_key, a);
+    }
+    if has_small_order(&r_bytes) {
         return Err(SignatureError::SmallOrder(Component::R));
     }
     let k = challenge(&r_bytes, public_key, message);
-    Ok(Prepared { a, r, s, k })
+    Ok(Prepared {
+        a,
+        terms: Terms { r, s, k },
+    })
+}
+
+/// As [`prepare`], for a public key already known to pass rules 2–3 (a
+/// keystore key, whose point was decoded when the key was made): `a` must be
+/// the point `public_key` encodes.
+///
+/// # Errors
+/// As [`prepare`], for the rules on `s` and `R`.
+pub(crate) fn prepare_with_point(
+    a: &EdwardsPoint,
+    public_key: &[u8; 32],
+    message: &[u8],
+    signature: &[u8; 64],
+) -> Result<Prepared, SignatureError> {
+    debug_assert_eq!(a.compress().as_bytes(), public_key);
+    let (r_bytes, s_bytes) = split(signature);
+    let s = canonical_scalar(s_bytes)?;
+    let r = decode_point(&r_bytes, Component::R)?;
+    if has_small_order(&r_bytes) {
+        return Err(SignatureError::SmallOrder(Component::R));
+    }
+    let k = challenge(&r_bytes, public_key, message);
+    Ok(Prepared {
+        a: *a,
+        terms: Terms { r, s, k },
+    })
+}
+
+/// Rule 1: `s < ℓ` (RFC 8032 §5.1.7).
+fn canonical_scalar(s_bytes: [u8; 32]) -> Result<Scalar, SignatureError> {
+    Option::<Scalar>::from(Scalar::from_canonical_bytes(s_bytes))
+        .ok_or(SignatureError::NonCanonicalScalar)
+}
+
+/// The canonical encodings of the eight points of small order
+/// (curve25519-dalek's `EIGHT_TORSION`, compressed).
+static SMALL_ORDER_ENCODINGS: LazyLock<[[u8; 32]; 8]> =
+    LazyLock::new(|| EIGHT_TORSION.map(|t| t.compress().to_bytes()));
+
+/// Rule 3 on an encoding that passed rule 2: whether the point has small
+/// order (`[8]P = 𝒪`).
+///
+/// Every point has exactly one canonical encoding and rule 2 admits only
+/// canonical ones, so a canonical encoding names a point of small order iff
+/// it is one of the eight in [`SMALL_ORDER_ENCODINGS`]. Comparing bytes
+/// replaces three point doublings per point (`EdwardsPoint::is_small_order`);
+/// a unit test checks the two agree.
+fn has_small_order(canonical: &[u8; 32]) -> bool {
+    SMALL_ORDER_ENCODINGS.contains(canonical)
 }
 
 /// Splits a 64-byte signature into `R` (bytes 0..32) and `s` (bytes 32..64).
@@ -141,6 +205,26 @@ mod tests {
             decode_point(&one, Component::PublicKey).err(),
             Some(SignatureError::NonCanonicalPoint(Component::PublicKey))
         );
+    }
+
+    #[test]
+    fn small_order_by_bytes_agrees_with_the_point() {
+        use curve25519_dalek::scalar::Scalar;
+        let mut distinct = SMALL_ORDER_ENCODINGS.to_vec();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 8);
+        for t in EIGHT_TORSION {
+            let bytes = t.compress().to_bytes();
+            let p = decode_point(&bytes, Component::R).expect("canonical");
+            assert!(p.is_small_order());
+            assert!(has_small_order(&bytes));
+            // A prime-order point plus torsion is not small order.
+            let q = ED25519_BASEPOINT_POINT * Scalar::from(5u64) + t;
+            let q_bytes = q.compress().to_bytes();
+            assert!(!q.is_small_order());
+            assert!(!has_small_order(&q_bytes));
+        }
     }
 
     #[test]

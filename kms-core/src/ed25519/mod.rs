@@ -28,13 +28,20 @@
 //! assert_eq!(verify_batch(&items), vec![Ok(()), Err(SignatureError::Equation)]);
 //! ```
 
+mod backend;
 mod batch;
 mod coefficients;
 mod decode;
 mod equation;
 mod error;
+mod key_cache;
+mod parallel;
+mod policy;
 
+pub use backend::{curve_backend, CurveBackend};
 pub use error::{Component, SignatureError};
+pub use key_cache::KEY_CACHE_CAPACITY;
+pub use parallel::PARALLEL_MIN_ITEMS;
 
 use crate::KmsError;
 
@@ -95,23 +102,49 @@ pub fn verify(
     signature: &[u8; 64],
 ) -> Result<(), SignatureError> {
     let prepared = decode::prepare(public_key, message, signature)?;
-    equation::check_one(&prepared)
+    equation::check_one(&prepared.a, &prepared.terms)
+}
+
+/// As [`verify`], for a public key whose point is already decoded and known
+/// to pass rules 2–3 (a keystore key): skips decoding `A`. `a` must be the
+/// point `public_key` encodes.
+pub(crate) fn verify_with_point(
+    a: &curve25519_dalek::edwards::EdwardsPoint,
+    public_key: &[u8; 32],
+    message: &[u8],
+    signature: &[u8; 64],
+) -> Result<(), SignatureError> {
+    let prepared = decode::prepare_with_point(a, public_key, message, signature)?;
+    equation::check_one(&prepared.a, &prepared.terms)
 }
 
 /// Verifies many signatures at once; one verdict per item, in order, and
 /// verdict `i` equals [`verify`]`(items[i])`.
 ///
-/// Items failing rules 1–3 get their verdict without entering the equation.
-/// The rest are checked together as one random linear combination of their
-/// cofactored equations, with independent 128-bit coefficients from the
-/// operating system's CSPRNG (DESIGN §3.3), in one multiscalar
-/// multiplication. If the combination fails, bisection finds exactly which
-/// items are invalid. If the random source is unavailable, each item is
-/// checked on its own (same verdicts, no randomness needed).
+/// How (DESIGN §3.3):
+/// * Items failing rules 1–3 get their verdict without entering the
+///   equation. Public keys that passed rules 2–3 before come from a bounded
+///   process-wide cache ([`KEY_CACHE_CAPACITY`] keys) instead of being
+///   decoded again.
+/// * The rest are checked together as one random linear combination of
+///   their cofactored equations, with independent 128-bit coefficients from
+///   the operating system's CSPRNG, in one multiscalar multiplication of
+///   `1 + (distinct keys) + n` points: items under the same key share one
+///   `A` term.
+/// * A failed combination finds exactly which items are invalid, by
+///   bisection or by checking each item, whichever the cost model expects
+///   to be cheaper given how often items have been failing lately. When
+///   failures are frequent the batch is checked as several smaller
+///   combinations, down to one equation per item, so forged signatures cost
+///   their neighbours little.
+/// * Called on a rayon pool thread (the actor's verify pool), a batch of at
+///   least 2 × [`PARALLEL_MIN_ITEMS`] items is split into one part per pool
+///   thread; each part decodes, hashes and combines its own items. Called
+///   from any other thread, everything runs on that thread.
+/// * If the random source is unavailable, each item is checked on its own
+///   (same verdicts, no randomness needed).
 ///
-/// Cost when all `n` items pass rules 1–3 and are valid: for `n` ≤ 4, each
-/// item's own equation (as [`verify`]); above that, one multiscalar
-/// multiplication of `2n + 1` points.
+/// A batch of one item costs what [`verify`] costs.
 pub fn verify_batch(items: &[BatchItem<'_>]) -> Vec<Result<(), SignatureError>> {
-    batch::verify_batch(items)
+    parallel::verify_batch(items)
 }

@@ -1,0 +1,200 @@
+//! Adaptive failure handling (DESIGN §3.3): how large the combinations are
+//! and how a failed one finds its invalid items, steered by how often items
+//! have been failing lately.
+//!
+//! Invariant: nothing here affects a verdict, only the cost of reaching it.
+//! Every path (one combination, smaller combinations, bisection, per-item
+//! checks) reports an item invalid only when its own equation fails and
+//! valid only when its own equation or a random combination containing it
+//! holds.
+//!
+//! The cost model counts in units of one item's own equation
+//! (`equation::check_one`, a double-scalar multiplication). A combination of
+//! `p` points costs about [`COMBINATION_FIXED`] + [`COMBINATION_PER_POINT`]
+//! × `p` (curve25519-dalek's Straus/Pippenger multiscalar multiplication: a
+//! shared run of doublings plus additions per point). Decoding and hashing
+//! cost the same on every path and are left out. The constants were measured
+//! on this project's bench machine (docs/PERFORMANCE.md); being off by a
+//! factor changes which path runs near the crossover, never a verdict.
+//!
+//! The share of failing items is a process-wide exponentially weighted
+//! average over the items that reached the equation, so when an attacker
+//! sprays forged signatures, batches shrink (down to per-item checks), and
+//! when the flood stops they grow back within a few batches.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Fixed cost of one multiscalar multiplication, in single-equation units.
+pub(crate) const COMBINATION_FIXED: f64 = 0.6;
+/// Cost per point of a multiscalar multiplication, in single-equation units.
+pub(crate) const COMBINATION_PER_POINT: f64 = 0.2;
+/// At or below this many items a failed group is resolved by each item's
+/// own equation: bisecting further saves less than a combination costs.
+pub(crate) const PER_ITEM_BELOW: usize = 4;
+/// Smallest combination worth making when failures are frequent.
+const SMALLEST_BATCH: usize = 8;
+/// Items of memory in the failure average: a batch of this many items moves
+/// the estimate halfway to what it observed.
+const MEMORY_ITEMS: f64 = 256.0;
+/// Fixed-point scale of [`INVALID_SHARE`].
+const SCALE: f64 = (1u32 << 24) as f64;
+
+/// Recent share of items failing their equation, times 2^24.
+///
+/// Relaxed loads and stores: the value only steers cost, no other memory is
+/// published through it, and a lost update between two concurrent batches
+/// only drops one observation from the average.
+static INVALID_SHARE: AtomicU32 = AtomicU32::new(0);
+
+/// How to check the items of one batch that passed rules 1–3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// Combinations of at most this many items each.
+    Combine(usize),
+    /// Each item's own equation; no combination.
+    PerItem,
+}
+
+/// The recent share of items failing their equation, in `[0, 1]`.
+pub(crate) fn invalid_share() -> f64 {
+    f64::from(INVALID_SHARE.load(Ordering::Relaxed)) / SCALE
+}
+
+/// Records that `invalid` of `checked` items failed their own equation.
+pub(crate) fn record(checked: usize, invalid: usize) {
+    if checked == 0 {
+        return;
+    }
+    let next = updated_share(invalid_share(), checked, invalid);
+    INVALID_SHARE.store((next * SCALE) as u32, Ordering::Relaxed);
+}
+
+/// The average after observing `invalid` failures in `checked` items.
+fn updated_share(previous: f64, checked: usize, invalid: usize) -> f64 {
+    let observed = invalid as f64 / checked as f64;
+    let weight = checked as f64 / (checked as f64 + MEMORY_ITEMS);
+    (previous + (observed - previous) * weight).clamp(0.0, 1.0)
+}
+
+/// The plan for `n` items at the current failure share.
+pub(crate) fn plan(n: usize) -> Plan {
+    plan_for(n, invalid_share())
+}
+
+/// The plan for `n` items when a share `f` of items fails: the combination
+/// size with the lowest expected cost per item, or per-item checks when no
+/// size beats one equation per item. Assumes distinct keys (two points per
+/// item), the case least favourable to combining.
+pub(crate) fn plan_for(n: usize, f: f64) -> Plan {
+    if n <= 1 {
+        return Plan::PerItem;
+    }
+    let mut best = (1.0, Plan::PerItem);
+    let mut size = n;
+    loop {
+        let cost = expected_cost_per_item(size, f, 2.0);
+        if cost < best.0 {
+            best = (cost, Plan::Combine(size));
+        }
+        if size <= SMALLEST_BATCH {
+            break;
+        }
+        size = size.div_ceil(2).max(SMALLEST_BATCH);
+    }
+    best.1
+}
+
+/// Whether a failed combination of `m` items under `keys` distinct keys is
+/// cheaper to resolve by bisection than by checking every item, when a
+/// share `f` of items fails. At least one item is invalid.
+pub(crate) fn prefer_bisection(m: usize, keys: usize, f: f64) -> bool {
+    if m <= PER_ITEM_BELOW {
+        return false;
+    }
+    let m_f = m as f64;
+    let points_per_item = (m_f + keys as f64) / m_f;
+    let invalid = (f * m_f).max(1.0);
+    bisection_cost(m_f, invalid, points_per_item) < m_f
+}
+
+/// Cost of one combination of `points` points.
+fn combination_cost(points: f64) -> f64 {
+    COMBINATION_FIXED + COMBINATION_PER_POINT * points
+}
+
+/// Expected cost per item of combinations of `size` items when a share `f`
+/// fails: the combination, plus resolving it when it fails.
+fn expected_cost_per_item(size: usize, f: f64, points_per_item: f64) -> f64 {
+    let s = size as f64;
+    let p_fail = 1.0 - (1.0 - f).powf(s);
+    let resolve = if p_fail > 0.0 {
+        let invalid_given_fail = (f * s / p_fail).max(1.0);
+        bisection_cost(s, invalid_given_fail, points_per_item).min(s)
+    } else {
+        0.0
+    };
+    (combination_cost(points_per_item * s + 1.0) + p_fail * resolve) / s
+}
+
+/// Cost of bisecting a failed group of `m` items holding `invalid` invalid
+/// ones: at each level every failed group checks its left half (the right
+/// half's verdict follows), until groups are small enough to check item by
+/// item.
+fn bisection_cost(m: f64, invalid: f64, points_per_item: f64) -> f64 {
+    let mut cost = 0.0;
+    let mut group = m;
+    let mut failed_groups: f64 = 1.0;
+    while group > PER_ITEM_BELOW as f64 {
+        cost += failed_groups * combination_cost(points_per_item * group / 2.0 + 1.0);
+        group /= 2.0;
+        failed_groups = (failed_groups * 2.0).min(invalid);
+    }
+    cost + failed_groups * group
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_calm_batch_is_one_combination() {
+        for n in [2, 8, 64, 256, 1024, 4096] {
+            assert_eq!(plan_for(n, 0.0), Plan::Combine(n), "n = {n}");
+        }
+    }
+
+    #[test]
+    fn batches_shrink_as_failures_grow_and_end_per_item() {
+        let mut last = usize::MAX;
+        for f in [0.0, 0.001, 0.01, 0.05] {
+            match plan_for(1024, f) {
+                Plan::Combine(size) => {
+                    assert!(size <= last, "f = {f}: {size} > {last}");
+                    last = size;
+                }
+                Plan::PerItem => panic!("f = {f}: per item too early"),
+            }
+        }
+        assert!(last < 1024);
+        assert_eq!(plan_for(1024, 0.5), Plan::PerItem);
+        assert_eq!(plan_for(1024, 1.0), Plan::PerItem);
+    }
+
+    #[test]
+    fn one_bad_item_is_bisected_a_flood_is_checked_per_item() {
+        assert!(prefer_bisection(256, 256, 0.0));
+        assert!(prefer_bisection(256, 1, 0.004));
+        assert!(!prefer_bisection(256, 256, 0.5));
+        assert!(!prefer_bisection(PER_ITEM_BELOW, 1, 0.0));
+    }
+
+    #[test]
+    fn the_average_moves_toward_what_it_observes() {
+        let up = updated_share(0.0, 256, 256);
+        assert!((up - 0.5).abs() < 1e-9);
+        let down = updated_share(1.0, 256, 0);
+        assert!((down - 0.5).abs() < 1e-9);
+        assert!(updated_share(0.3, 10, 10) > 0.3);
+        assert!(updated_share(0.3, 10, 0) < 0.3);
+    }
+}
