@@ -33,8 +33,7 @@ pub(crate) type Verdict = Result<(), SignatureError>;
 struct Grouped {
     /// Distinct public keys, decoded, in order of first appearance.
     keys: Vec<EdwardsPoint>,
-    /// Items that passed rules 1–3, sorted by `key` (stable), so each key's
-    /// items are one run in every sub-range.
+    /// Items that passed rules 1–3, in batch order.
     entries: Vec<Entry>,
 }
 
@@ -86,7 +85,6 @@ fn prepare_all(items: &[BatchItem<'_>], out: &mut [Verdict]) -> Grouped {
             Err(e) => out[position] = Err(e),
         }
     }
-    entries.sort_by_key(|e| e.key);
     Grouped { keys, entries }
 }
 
@@ -119,8 +117,11 @@ fn resolve_unknown(keys: &[EdwardsPoint], entries: &[Entry], z: &[Scalar], out: 
 /// must hold an invalid item (its combination equals the whole minus the
 /// left), so it is not checked as a whole again.
 fn resolve_failed(keys: &[EdwardsPoint], entries: &[Entry], z: &[Scalar], out: &mut [Verdict]) {
-    let distinct = 1 + entries.windows(2).filter(|w| w[0].key != w[1].key).count();
-    if !policy::prefer_bisection(entries.len(), distinct, policy::invalid_share()) {
+    if !policy::prefer_bisection(
+        entries.len(),
+        distinct_keys(keys, entries),
+        policy::invalid_share(),
+    ) {
         check_each(keys, entries, out);
         return;
     }
@@ -135,9 +136,103 @@ fn resolve_failed(keys: &[EdwardsPoint], entries: &[Entry], z: &[Scalar], out: &
     }
 }
 
+/// How many distinct keys `entries` use.
+fn distinct_keys(keys: &[EdwardsPoint], entries: &[Entry]) -> usize {
+    let mut seen = vec![false; keys.len()];
+    entries
+        .iter()
+        .filter(|e| !std::mem::replace(&mut seen[e.key], true))
+        .count()
+}
+
 /// Each entry's own equation.
 fn check_each(keys: &[EdwardsPoint], entries: &[Entry], out: &mut [Verdict]) {
     for e in entries {
         out[e.position] = check_one(&keys[e.key], &e.terms);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ed25519::verify;
+    use ed25519_dalek::{Signer, SigningKey};
+
+    /// `n` items under three keys; items at `forged` signed over another
+    /// message.
+    fn owned(n: usize, forged: &[usize]) -> Vec<([u8; 32], Vec<u8>, [u8; 64])> {
+        (0..n)
+            .map(|i| {
+                let key = SigningKey::from_bytes(&[(i % 3) as u8 + 1; 32]);
+                let message = format!("item {i}").into_bytes();
+                let signed = if forged.contains(&i) {
+                    b"something else".to_vec()
+                } else {
+                    message.clone()
+                };
+                let signature = key.sign(&signed).to_bytes();
+                (key.verifying_key().to_bytes(), message, signature)
+            })
+            .collect()
+    }
+
+    /// Every plan gives every item its single verdict, forged items
+    /// included, whether the combination holds or bisection must find them.
+    #[test]
+    fn every_plan_gives_the_single_verdicts() {
+        for forged in [&[][..], &[0], &[77], &[0, 77, 199], &[5, 6, 7, 8, 9, 150]] {
+            let owned = owned(200, forged);
+            let items: Vec<BatchItem<'_>> = owned
+                .iter()
+                .map(|(public_key, message, signature)| BatchItem {
+                    public_key,
+                    message,
+                    signature,
+                })
+                .collect();
+            for plan in [
+                Plan::Combine(200),
+                Plan::Combine(64),
+                Plan::Combine(8),
+                Plan::PerItem,
+            ] {
+                let mut out = vec![Err(SignatureError::Equation); items.len()];
+                verify_chunk(&items, &mut out, plan);
+                for (i, (item, verdict)) in items.iter().zip(&out).enumerate() {
+                    let single = verify(item.public_key, item.message, item.signature);
+                    assert_eq!(*verdict, single, "{plan:?}, item {i}");
+                    assert_eq!(verdict.is_ok(), !forged.contains(&i), "{plan:?}, item {i}");
+                }
+            }
+        }
+    }
+
+    /// The grouped combination itself holds for honest items under shared
+    /// keys, at sizes on both sides of the padding range, and fails with
+    /// one forged item in it.
+    #[test]
+    fn the_grouped_combination_holds_exactly_for_honest_batches() {
+        for n in [5, 60, 150, 200] {
+            for forged in [None, Some(n / 2)] {
+                let owned = owned(n, forged.as_slice());
+                let items: Vec<BatchItem<'_>> = owned
+                    .iter()
+                    .map(|(public_key, message, signature)| BatchItem {
+                        public_key,
+                        message,
+                        signature,
+                    })
+                    .collect();
+                let mut out = vec![Ok(()); n];
+                let grouped = prepare_all(&items, &mut out);
+                assert_eq!(grouped.keys.len(), 3);
+                let z = coefficients::draw(n).expect("OS random source");
+                assert_eq!(
+                    combination_holds(&grouped.keys, &grouped.entries, &z),
+                    forged.is_none(),
+                    "n = {n}, forged = {forged:?}"
+                );
+            }
+        }
     }
 }

@@ -9,13 +9,16 @@
 //! holds.
 //!
 //! The cost model counts in units of one item's own equation
-//! (`equation::check_one`, a double-scalar multiplication). A combination of
-//! `p` points costs about [`COMBINATION_FIXED`] + [`COMBINATION_PER_POINT`]
-//! × `p` (curve25519-dalek's Straus/Pippenger multiscalar multiplication: a
-//! shared run of doublings plus additions per point). Decoding and hashing
-//! cost the same on every path and are left out. The constants were measured
-//! on this project's bench machine (docs/PERFORMANCE.md); being off by a
-//! factor changes which path runs near the crossover, never a verdict.
+//! (`equation::check_one`, a variable-time double-scalar multiplication,
+//! 6.6 µs here). A combination of `p` points costs what curve25519-dalek's
+//! multiscalar multiplication costs: Straus below [`PIPPENGER_FROM`] points
+//! ([`STRAUS_FIXED`] + [`STRAUS_PER_POINT`] × `p`), Pippenger from there
+//! ([`PIPPENGER_FIXED`] + [`PIPPENGER_PER_POINT`] × `max(p, 190)`, since
+//! `equation::combination_holds` pads such sums to 190 points). Decoding and
+//! hashing cost the same on every path and are left out. The constants
+//! were measured with the AVX-512 IFMA backend on this project's bench
+//! machine (docs/PERFORMANCE.md); being off by a factor changes which path
+//! runs near a crossover, never a verdict.
 //!
 //! The share of failing items is a process-wide exponentially weighted
 //! average over the items that reached the equation, so when an attacker
@@ -24,10 +27,19 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Fixed cost of one multiscalar multiplication, in single-equation units.
-pub(crate) const COMBINATION_FIXED: f64 = 0.6;
-/// Cost per point of a multiscalar multiplication, in single-equation units.
-pub(crate) const COMBINATION_PER_POINT: f64 = 0.2;
+/// Straus: fixed cost, in single-equation units (10 µs measured).
+const STRAUS_FIXED: f64 = 1.5;
+/// Straus: cost per point, in single-equation units (1.6 µs measured).
+const STRAUS_PER_POINT: f64 = 0.24;
+/// Pippenger: fixed cost, in single-equation units (60 µs measured).
+const PIPPENGER_FIXED: f64 = 9.0;
+/// Pippenger: cost per point, in single-equation units (1.12 µs measured).
+const PIPPENGER_PER_POINT: f64 = 0.167;
+/// From this many points a sum runs as Pippenger (see
+/// `equation::PAD_TO_PIPPENGER_FROM`).
+const PIPPENGER_FROM: f64 = super::equation::PAD_TO_PIPPENGER_FROM as f64;
+/// curve25519-dalek runs Pippenger from this many points (edwards.rs).
+const DALEK_PIPPENGER_FROM: f64 = super::equation::DALEK_PIPPENGER_FROM as f64;
 /// At or below this many items a failed group is resolved by each item's
 /// own equation: bisecting further saves less than a combination costs.
 pub(crate) const PER_ITEM_BELOW: usize = 4;
@@ -119,7 +131,11 @@ pub(crate) fn prefer_bisection(m: usize, keys: usize, f: f64) -> bool {
 
 /// Cost of one combination of `points` points.
 fn combination_cost(points: f64) -> f64 {
-    COMBINATION_FIXED + COMBINATION_PER_POINT * points
+    if points < PIPPENGER_FROM {
+        STRAUS_FIXED + STRAUS_PER_POINT * points
+    } else {
+        PIPPENGER_FIXED + PIPPENGER_PER_POINT * points.max(DALEK_PIPPENGER_FROM)
+    }
 }
 
 /// Expected cost per item of combinations of `size` items when a share `f`
@@ -157,8 +173,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn two_items_are_cheaper_checked_on_their_own() {
+        assert_eq!(plan_for(2, 0.0), Plan::PerItem);
+    }
+
+    #[test]
     fn a_calm_batch_is_one_combination() {
-        for n in [2, 8, 64, 256, 1024, 4096] {
+        for n in [8, 64, 256, 1024, 4096] {
             assert_eq!(plan_for(n, 0.0), Plan::Combine(n), "n = {n}");
         }
     }
@@ -166,7 +187,7 @@ mod tests {
     #[test]
     fn batches_shrink_as_failures_grow_and_end_per_item() {
         let mut last = usize::MAX;
-        for f in [0.0, 0.001, 0.01, 0.05] {
+        for f in [0.0, 0.001, 0.01, 0.02] {
             match plan_for(1024, f) {
                 Plan::Combine(size) => {
                     assert!(size <= last, "f = {f}: {size} > {last}");
@@ -176,6 +197,7 @@ mod tests {
             }
         }
         assert!(last < 1024);
+        assert_eq!(plan_for(1024, 0.1), Plan::PerItem);
         assert_eq!(plan_for(1024, 0.5), Plan::PerItem);
         assert_eq!(plan_for(1024, 1.0), Plan::PerItem);
     }

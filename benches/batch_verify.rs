@@ -1,0 +1,292 @@
+//! Batch verification, ours beside its peers on the same inputs in the same
+//! groups. Every implementation produces a verdict per item, the way its
+//! users get one: the all-or-nothing batch APIs (ed25519-dalek
+//! `verify_batch`, ed25519-zebra `batch::Verifier`) fall back to checking
+//! each item on its own when the batch fails.
+//!
+//! * `keys/{distinct,16,1}/N` for N ∈ {1, 8, 64, 256, 1024}, all valid, one
+//!   thread: ours, dalek `verify_batch`, looped dalek `verify_strict`, zebra
+//!   `batch::Verifier`; at N = 1 also our single `verify`.
+//! * `invalid/{0,1,100}%/{distinct,1}/256`, one thread: the same four plus
+//!   our `verify` in a loop. Invalid items are honest signatures over a
+//!   message changed afterwards, spread evenly through the batch.
+//! * `threads/{1,2}/{distinct,16}/1024`: everything runs inside a rayon
+//!   pool of that many threads. Ours splits the batch itself; the peers,
+//!   which do not, are split in two halves with `rayon::join` when the pool
+//!   has two threads.
+//!
+//! Public keys repeat across iterations, as they do at a gateway, so ours
+//! finds them in its key cache after the first iteration; dalek's
+//! `VerifyingKey` is decoded once, outside the timed loop, the same way.
+//!
+//! Run: `cargo bench --bench batch_verify`. Results: `docs/PERFORMANCE.md`.
+
+use std::time::Duration;
+
+use criterion::{BenchmarkGroup, Criterion, Throughput};
+use ed25519_dalek::{Signer, SigningKey};
+use kms::core::ed25519::{curve_backend, verify, verify_batch, BatchItem};
+
+/// Which public keys the items are signed under.
+#[derive(Clone, Copy)]
+enum Keys {
+    Distinct,
+    Sixteen,
+    One,
+}
+
+impl Keys {
+    fn name(self) -> &'static str {
+        match self {
+            Keys::Distinct => "distinct",
+            Keys::Sixteen => "16",
+            Keys::One => "1",
+        }
+    }
+
+    fn key_of(self, item: usize) -> usize {
+        match self {
+            Keys::Distinct => item,
+            Keys::Sixteen => item % 16,
+            Keys::One => 0,
+        }
+    }
+}
+
+/// `n` signatures, `invalid` of them over a message changed after signing.
+struct Inputs {
+    public_keys: Vec<[u8; 32]>,
+    messages: Vec<Vec<u8>>,
+    signatures: Vec<[u8; 64]>,
+    dalek_keys: Vec<ed25519_dalek::VerifyingKey>,
+    dalek_signatures: Vec<ed25519_dalek::Signature>,
+    zebra_keys: Vec<ed25519_zebra::VerificationKeyBytes>,
+    zebra_signatures: Vec<ed25519_zebra::Signature>,
+}
+
+fn signing_key(k: usize) -> SigningKey {
+    let mut seed = [0u8; 32];
+    seed[..8].copy_from_slice(&(k as u64 + 1).to_le_bytes());
+    SigningKey::from_bytes(&seed)
+}
+
+fn inputs(n: usize, keys: Keys, invalid: usize) -> Inputs {
+    let mut i = Inputs {
+        public_keys: Vec::new(),
+        messages: Vec::new(),
+        signatures: Vec::new(),
+        dalek_keys: Vec::new(),
+        dalek_signatures: Vec::new(),
+        zebra_keys: Vec::new(),
+        zebra_signatures: Vec::new(),
+    };
+    let forged = |item: usize| invalid > 0 && (item * invalid) % n < invalid;
+    for item in 0..n {
+        let key = signing_key(keys.key_of(item));
+        let mut message =
+            format!("token {item}: a typical claims set of about a hundred bytes, signed once")
+                .into_bytes();
+        let signature = key.sign(&message);
+        if forged(item) {
+            message[0] ^= 1;
+        }
+        i.public_keys.push(key.verifying_key().to_bytes());
+        i.signatures.push(signature.to_bytes());
+        i.dalek_keys.push(key.verifying_key());
+        i.dalek_signatures.push(signature);
+        i.zebra_keys.push(key.verifying_key().to_bytes().into());
+        i.zebra_signatures
+            .push(ed25519_zebra::Signature::from_bytes(&signature.to_bytes()));
+        i.messages.push(message);
+    }
+    let count = (0..n).filter(|&item| forged(item)).count();
+    assert_eq!(count, invalid, "forged items");
+    i
+}
+
+impl Inputs {
+    fn items(&self) -> Vec<BatchItem<'_>> {
+        (0..self.messages.len())
+            .map(|k| BatchItem {
+                public_key: &self.public_keys[k],
+                message: &self.messages[k],
+                signature: &self.signatures[k],
+            })
+            .collect()
+    }
+
+    fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Valid items among `range`, by ed25519-dalek `verify_batch`, falling
+    /// back to `verify_strict` per item when the batch fails.
+    fn dalek_batch(&self, range: std::ops::Range<usize>) -> usize {
+        let messages: Vec<&[u8]> = self.messages[range.clone()]
+            .iter()
+            .map(Vec::as_slice)
+            .collect();
+        let signatures = &self.dalek_signatures[range.clone()];
+        let keys = &self.dalek_keys[range.clone()];
+        if ed25519_dalek::verify_batch(&messages, signatures, keys).is_ok() {
+            range.len()
+        } else {
+            self.strict_loop(range)
+        }
+    }
+
+    /// Valid items among `range` by looped ed25519-dalek `verify_strict`.
+    fn strict_loop(&self, range: std::ops::Range<usize>) -> usize {
+        range
+            .filter(|&k| {
+                self.dalek_keys[k]
+                    .verify_strict(&self.messages[k], &self.dalek_signatures[k])
+                    .is_ok()
+            })
+            .count()
+    }
+
+    /// Valid items among `range` by ed25519-zebra `batch::Verifier`, falling
+    /// back to each item's own check when the batch fails.
+    fn zebra_batch(&self, range: std::ops::Range<usize>) -> usize {
+        let items: Vec<ed25519_zebra::batch::Item> = range
+            .clone()
+            .map(|k| {
+                (
+                    self.zebra_keys[k],
+                    self.zebra_signatures[k],
+                    &self.messages[k],
+                )
+                    .into()
+            })
+            .collect();
+        let mut verifier = ed25519_zebra::batch::Verifier::new();
+        for item in items.iter().cloned() {
+            verifier.queue(item);
+        }
+        if verifier.verify(rand::rng()).is_ok() {
+            items.len()
+        } else {
+            items
+                .into_iter()
+                .filter(|item| item.clone().verify_single().is_ok())
+                .count()
+        }
+    }
+}
+
+fn ours_batch(items: &[BatchItem<'_>]) -> usize {
+    verify_batch(items).iter().filter(|v| v.is_ok()).count()
+}
+
+fn ours_loop(items: &[BatchItem<'_>]) -> usize {
+    items
+        .iter()
+        .filter(|i| verify(i.public_key, i.message, i.signature).is_ok())
+        .count()
+}
+
+fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(move |i| format!("bench-{threads}-{i}"))
+        .build()
+        .expect("rayon pool")
+}
+
+/// Measures the four implementations on `inputs` inside `pool`; `valid` is
+/// the number of valid items every one must report.
+fn peers(
+    group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    inputs: &Inputs,
+    pool: &rayon::ThreadPool,
+    valid: usize,
+    with_loop: bool,
+) {
+    let items = inputs.items();
+    let n = inputs.len();
+    let split = pool.current_num_threads() > 1 && n > 1;
+    let halves = |f: &(dyn Fn(std::ops::Range<usize>) -> usize + Sync)| {
+        if split {
+            let (a, b) = rayon::join(|| f(0..n / 2), || f(n / 2..n));
+            a + b
+        } else {
+            f(0..n)
+        }
+    };
+    group.bench_function("ours/verify_batch", |b| {
+        b.iter(|| pool.install(|| assert_eq!(ours_batch(&items), valid)))
+    });
+    group.bench_function("dalek/verify_batch", |b| {
+        b.iter(|| pool.install(|| assert_eq!(halves(&|r| inputs.dalek_batch(r)), valid)))
+    });
+    group.bench_function("dalek/verify_strict_loop", |b| {
+        b.iter(|| pool.install(|| assert_eq!(halves(&|r| inputs.strict_loop(r)), valid)))
+    });
+    group.bench_function("zebra/batch_verifier", |b| {
+        b.iter(|| pool.install(|| assert_eq!(halves(&|r| inputs.zebra_batch(r)), valid)))
+    });
+    if with_loop {
+        group.bench_function("ours/verify_loop", |b| {
+            b.iter(|| pool.install(|| assert_eq!(ours_loop(&items), valid)))
+        });
+    }
+}
+
+fn configure(group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, n: usize) {
+    group
+        .throughput(Throughput::Elements(n as u64))
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(800))
+        .measurement_time(Duration::from_secs(2));
+}
+
+fn by_keys(c: &mut Criterion) {
+    let one = pool(1);
+    for keys in [Keys::Distinct, Keys::Sixteen, Keys::One] {
+        for n in [1usize, 8, 64, 256, 1024] {
+            let inputs = inputs(n, keys, 0);
+            let mut group = c.benchmark_group(format!("keys/{}/{n}", keys.name()));
+            configure(&mut group, n);
+            peers(&mut group, &inputs, &one, n, n == 1);
+            group.finish();
+        }
+    }
+}
+
+fn by_invalid_share(c: &mut Criterion) {
+    let one = pool(1);
+    let n = 256;
+    for keys in [Keys::Distinct, Keys::One] {
+        for (label, invalid) in [("0%", 0), ("1%", 3), ("100%", n)] {
+            let inputs = inputs(n, keys, invalid);
+            let mut group = c.benchmark_group(format!("invalid/{label}/{}/{n}", keys.name()));
+            configure(&mut group, n);
+            peers(&mut group, &inputs, &one, n - invalid, true);
+            group.finish();
+        }
+    }
+}
+
+fn by_threads(c: &mut Criterion) {
+    let n = 1024;
+    for keys in [Keys::Distinct, Keys::Sixteen] {
+        let inputs = inputs(n, keys, 0);
+        for threads in [1, 2] {
+            let pool = pool(threads);
+            let mut group = c.benchmark_group(format!("threads/{threads}/{}/{n}", keys.name()));
+            configure(&mut group, n);
+            peers(&mut group, &inputs, &pool, n, false);
+            group.finish();
+        }
+    }
+}
+
+fn main() {
+    println!("curve25519-dalek backend: {}", curve_backend());
+    let mut c = Criterion::default().configure_from_args();
+    by_keys(&mut c);
+    by_invalid_share(&mut c);
+    by_threads(&mut c);
+    c.final_summary();
+}
