@@ -4,14 +4,15 @@
 //! `verify_batch`, ed25519-zebra `batch::Verifier`) fall back to checking
 //! each item on its own when the batch fails.
 //!
-//! * `keys/{distinct,16,1}/N` for N ∈ {1, 8, 64, 256, 1024}, all valid, one
-//!   thread: ours, dalek `verify_batch`, looped dalek `verify_strict`, zebra
+//! * `keys/{distinct,16,1}/N` for N ∈ {1, 8, 64, 256, 1024}, all valid, on
+//!   the calling thread (one thread; ours does not split outside a pool): ours, dalek `verify_batch`, looped dalek `verify_strict`, zebra
 //!   `batch::Verifier`; at N = 1 also our single `verify`.
-//! * `invalid/{0,1,100}%/{distinct,1}/256`, one thread: the same four plus
+//! * `invalid/{0,1,100}%/{distinct,1}/256`, on the calling thread (1% is 3
+//!   items of 256): the same four plus
 //!   our `verify` in a loop. Invalid items are honest signatures over a
 //!   message changed afterwards, spread evenly through the batch.
 //! * `threads/{1,2}/{distinct,16}/1024`: everything runs inside a rayon
-//!   pool of that many threads. Ours splits the batch itself; the peers,
+//!   pool of that many threads (both groups pay the hand-off into the pool). Ours splits the batch itself; the peers,
 //!   which do not, are split in two halves with `rayon::join` when the pool
 //!   has two threads.
 //!
@@ -194,18 +195,23 @@ fn pool(threads: usize) -> rayon::ThreadPool {
         .expect("rayon pool")
 }
 
-/// Measures the four implementations on `inputs` inside `pool`; `valid` is
-/// the number of valid items every one must report.
+/// Measures the four implementations on `inputs`, on the calling thread
+/// (`pool` = `None`) or inside `pool`; `valid` is the number of valid items
+/// every one must report.
 fn peers(
     group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
     inputs: &Inputs,
-    pool: &rayon::ThreadPool,
+    pool: Option<&rayon::ThreadPool>,
     valid: usize,
     with_loop: bool,
 ) {
     let items = inputs.items();
     let n = inputs.len();
-    let split = pool.current_num_threads() > 1 && n > 1;
+    let split = pool.is_some_and(|p| p.current_num_threads() > 1) && n > 1;
+    let on_pool = |f: &(dyn Fn() + Sync)| match pool {
+        Some(pool) => pool.install(f),
+        None => f(),
+    };
     let halves = |f: &(dyn Fn(std::ops::Range<usize>) -> usize + Sync)| {
         if split {
             let (a, b) = rayon::join(|| f(0..n / 2), || f(n / 2..n));
@@ -215,20 +221,20 @@ fn peers(
         }
     };
     group.bench_function("ours/verify_batch", |b| {
-        b.iter(|| pool.install(|| assert_eq!(ours_batch(&items), valid)))
+        b.iter(|| on_pool(&|| assert_eq!(ours_batch(&items), valid)))
     });
     group.bench_function("dalek/verify_batch", |b| {
-        b.iter(|| pool.install(|| assert_eq!(halves(&|r| inputs.dalek_batch(r)), valid)))
+        b.iter(|| on_pool(&|| assert_eq!(halves(&|r| inputs.dalek_batch(r)), valid)))
     });
     group.bench_function("dalek/verify_strict_loop", |b| {
-        b.iter(|| pool.install(|| assert_eq!(halves(&|r| inputs.strict_loop(r)), valid)))
+        b.iter(|| on_pool(&|| assert_eq!(halves(&|r| inputs.strict_loop(r)), valid)))
     });
     group.bench_function("zebra/batch_verifier", |b| {
-        b.iter(|| pool.install(|| assert_eq!(halves(&|r| inputs.zebra_batch(r)), valid)))
+        b.iter(|| on_pool(&|| assert_eq!(halves(&|r| inputs.zebra_batch(r)), valid)))
     });
     if with_loop {
         group.bench_function("ours/verify_loop", |b| {
-            b.iter(|| pool.install(|| assert_eq!(ours_loop(&items), valid)))
+            b.iter(|| on_pool(&|| assert_eq!(ours_loop(&items), valid)))
         });
     }
 }
@@ -242,27 +248,25 @@ fn configure(group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, n
 }
 
 fn by_keys(c: &mut Criterion) {
-    let one = pool(1);
     for keys in [Keys::Distinct, Keys::Sixteen, Keys::One] {
         for n in [1usize, 8, 64, 256, 1024] {
             let inputs = inputs(n, keys, 0);
             let mut group = c.benchmark_group(format!("keys/{}/{n}", keys.name()));
             configure(&mut group, n);
-            peers(&mut group, &inputs, &one, n, n == 1);
+            peers(&mut group, &inputs, None, n, n == 1);
             group.finish();
         }
     }
 }
 
 fn by_invalid_share(c: &mut Criterion) {
-    let one = pool(1);
     let n = 256;
     for keys in [Keys::Distinct, Keys::One] {
         for (label, invalid) in [("0%", 0), ("1%", 3), ("100%", n)] {
             let inputs = inputs(n, keys, invalid);
             let mut group = c.benchmark_group(format!("invalid/{label}/{}/{n}", keys.name()));
             configure(&mut group, n);
-            peers(&mut group, &inputs, &one, n - invalid, true);
+            peers(&mut group, &inputs, None, n - invalid, true);
             group.finish();
         }
     }
@@ -276,7 +280,7 @@ fn by_threads(c: &mut Criterion) {
             let pool = pool(threads);
             let mut group = c.benchmark_group(format!("threads/{threads}/{}/{n}", keys.name()));
             configure(&mut group, n);
-            peers(&mut group, &inputs, &pool, n, false);
+            peers(&mut group, &inputs, Some(&pool), n, false);
             group.finish();
         }
     }

@@ -217,6 +217,10 @@ async fn run(options: Options) -> Result<bool, String> {
         elapsed.as_secs_f64()
     );
     println!(
+        "  curve backend       {} (curve25519-dalek)",
+        kms::core::ed25519::curve_backend()
+    );
+    println!(
         "  latency             p50 {} µs, p99 {} µs",
         percentile(&tally.latencies_us, 50),
         percentile(&tally.latencies_us, 99)

@@ -20,7 +20,7 @@ use curve25519_dalek::edwards::EdwardsPoint;
 use curve25519_dalek::scalar::Scalar;
 
 use super::coefficients;
-use super::decode::prepare;
+use super::decode::{prepare, prepare_terms};
 use super::equation::{check_one, combination_holds, Entry};
 use super::error::SignatureError;
 use super::policy::{self, Plan, PER_ITEM_BELOW};
@@ -63,22 +63,37 @@ pub(crate) fn verify_chunk(items: &[BatchItem<'_>], out: &mut [Verdict], plan: P
     policy::record(checked, invalid);
 }
 
-/// Rules 1–3 and `k` for every item; failures go straight to `out`.
+/// Rules 1–3 and `k` for every item; failures go straight to `out`. A key
+/// is looked up in the key cache (or decoded) once per chunk: later items
+/// under the same key reuse its number and skip the key's checks, which it
+/// already passed.
 fn prepare_all(items: &[BatchItem<'_>], out: &mut [Verdict]) -> Grouped {
     let mut keys = Vec::new();
     let mut key_numbers: HashMap<&[u8; 32], usize> = HashMap::new();
     let mut entries = Vec::with_capacity(items.len());
+    // The previous item's key and number: runs of one key skip the hash.
+    let mut last: Option<(&[u8; 32], usize)> = None;
     for (position, item) in items.iter().enumerate() {
-        match prepare(item.public_key, item.message, item.signature) {
-            Ok(p) => {
-                let key = *key_numbers.entry(item.public_key).or_insert_with(|| {
-                    keys.push(p.a);
-                    keys.len() - 1
-                });
+        let known = match last {
+            Some((bytes, key)) if bytes == item.public_key => Some(key),
+            _ => key_numbers.get(item.public_key).copied(),
+        };
+        let prepared = match known {
+            Some(key) => prepare_terms(item.public_key, item.message, item.signature)
+                .map(|terms| (key, terms)),
+            None => prepare(item.public_key, item.message, item.signature).map(|p| {
+                keys.push(p.a);
+                key_numbers.insert(item.public_key, keys.len() - 1);
+                (keys.len() - 1, p.terms)
+            }),
+        };
+        match prepared {
+            Ok((key, terms)) => {
+                last = Some((item.public_key, key));
                 entries.push(Entry {
                     position,
                     key,
-                    terms: p.terms,
+                    terms,
                 });
                 out[position] = Ok(());
             }

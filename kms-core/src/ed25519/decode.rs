@@ -73,6 +73,22 @@ pub(crate) fn prepare_with_point(
     signature: &[u8; 64],
 ) -> Result<Prepared, SignatureError> {
     debug_assert_eq!(a.compress().as_bytes(), public_key);
+    Ok(Prepared {
+        a: *a,
+        terms: prepare_terms(public_key, message, signature)?,
+    })
+}
+
+/// Rules 1–3 on `s` and `R`, and `k`, for a public key already known to
+/// pass rules 2–3 (earlier in the same batch, or a keystore key).
+///
+/// # Errors
+/// As [`prepare`], for the rules on `s` and `R`.
+pub(crate) fn prepare_terms(
+    public_key: &[u8; 32],
+    message: &[u8],
+    signature: &[u8; 64],
+) -> Result<Terms, SignatureError> {
     let (r_bytes, s_bytes) = split(signature);
     let s = canonical_scalar(s_bytes)?;
     let r = decode_point(&r_bytes, Component::R)?;
@@ -80,10 +96,7 @@ pub(crate) fn prepare_with_point(
         return Err(SignatureError::SmallOrder(Component::R));
     }
     let k = challenge(&r_bytes, public_key, message);
-    Ok(Prepared {
-        a: *a,
-        terms: Terms { r, s, k },
-    })
+    Ok(Terms { r, s, k })
 }
 
 /// Rule 1: `s < ℓ` (RFC 8032 §5.1.7).

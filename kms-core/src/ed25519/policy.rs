@@ -10,7 +10,7 @@
 //!
 //! The cost model counts in units of one item's own equation
 //! (`equation::check_one`, a variable-time double-scalar multiplication,
-//! 6.6 µs here). A combination of `p` points costs what curve25519-dalek's
+//! about 13 µs here). A combination of `p` points costs what curve25519-dalek's
 //! multiscalar multiplication costs: Straus below [`PIPPENGER_FROM`] points
 //! ([`STRAUS_FIXED`] + [`STRAUS_PER_POINT`] × `p`), Pippenger from there
 //! ([`PIPPENGER_FIXED`] + [`PIPPENGER_PER_POINT`] × `max(p, 190)`, since
@@ -27,14 +27,17 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+/// One item's own equation, in µs (measured: our `verify` loop at 18.8 µs
+/// per item, less 4.1 µs decoding `R` and 0.5 µs hashing, rounded).
+const EQUATION_US: f64 = 13.0;
 /// Straus: fixed cost, in single-equation units (10 µs measured).
-const STRAUS_FIXED: f64 = 1.5;
+const STRAUS_FIXED: f64 = 10.0 / EQUATION_US;
 /// Straus: cost per point, in single-equation units (1.6 µs measured).
-const STRAUS_PER_POINT: f64 = 0.24;
+const STRAUS_PER_POINT: f64 = 1.6 / EQUATION_US;
 /// Pippenger: fixed cost, in single-equation units (60 µs measured).
-const PIPPENGER_FIXED: f64 = 9.0;
+const PIPPENGER_FIXED: f64 = 60.0 / EQUATION_US;
 /// Pippenger: cost per point, in single-equation units (1.12 µs measured).
-const PIPPENGER_PER_POINT: f64 = 0.167;
+const PIPPENGER_PER_POINT: f64 = 1.12 / EQUATION_US;
 /// From this many points a sum runs as Pippenger (see
 /// `equation::PAD_TO_PIPPENGER_FROM`).
 const PIPPENGER_FROM: f64 = super::equation::PAD_TO_PIPPENGER_FROM as f64;
@@ -173,11 +176,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn two_items_are_cheaper_checked_on_their_own() {
-        assert_eq!(plan_for(2, 0.0), Plan::PerItem);
-    }
-
-    #[test]
     fn a_calm_batch_is_one_combination() {
         for n in [8, 64, 256, 1024, 4096] {
             assert_eq!(plan_for(n, 0.0), Plan::Combine(n), "n = {n}");
@@ -197,7 +195,7 @@ mod tests {
             }
         }
         assert!(last < 1024);
-        assert_eq!(plan_for(1024, 0.1), Plan::PerItem);
+        assert_eq!(plan_for(1024, 0.2), Plan::PerItem);
         assert_eq!(plan_for(1024, 0.5), Plan::PerItem);
         assert_eq!(plan_for(1024, 1.0), Plan::PerItem);
     }
