@@ -114,6 +114,30 @@ proptest! {
     }
 }
 
+/// Fixed sizes whose sums fall in and around the padded range (144–189
+/// points) and past the parallel split, with two forged items, in a pool
+/// and outside it.
+#[test]
+fn fixed_sizes_around_the_padding_match_single_and_zebra() {
+    use support::Kind;
+    let pool = two_threads();
+    for n in [60, 140, 160, 180, 190, 260] {
+        let items: Vec<Owned> = (0..n)
+            .map(|i| {
+                let kind = if i == 3 || i == n - 2 {
+                    Kind::FlipMessageBit(i)
+                } else {
+                    Kind::Honest
+                };
+                build([(i % 3) as u8; 32], format!("{n}/{i}").into_bytes(), &kind)
+            })
+            .collect();
+        let batch: Vec<BatchItem<'_>> = items.iter().map(Owned::item).collect();
+        check(&items, &verify_batch(&batch)).expect("calling thread");
+        check(&items, &pool.install(|| verify_batch(&batch))).expect("pool");
+    }
+}
+
 /// A forged flood followed by honest batches: every verdict stays exact
 /// while the failure policy moves from per-item checks back to large
 /// combinations.

@@ -46,7 +46,12 @@ pub(crate) fn verify_chunk(items: &[BatchItem<'_>], out: &mut [Verdict], plan: P
     let grouped = prepare_all(items, out);
     let checked = grouped.entries.len();
     match plan {
-        Plan::PerItem => check_each(&grouped.keys, &grouped.entries, out),
+        Plan::PerItem => check_each(
+            &grouped.keys,
+            &grouped.entries,
+            out,
+            &mut Evidence::default(),
+        ),
         Plan::Combine(size) => {
             let chunks = checked.div_ceil(size.max(1)).max(1);
             let size = checked.div_ceil(chunks).max(1);
@@ -103,26 +108,61 @@ fn prepare_all(items: &[BatchItem<'_>], out: &mut [Verdict]) -> Grouped {
     Grouped { keys, entries }
 }
 
+/// What the current combination's resolution has learned so far: items
+/// shown valid (by a combination that held or their own equation) and
+/// items shown invalid. With the process-wide share it decides between
+/// bisection and per-item checks, so the first batch of a flood switches to
+/// per-item checks after its first small group comes back all invalid,
+/// instead of bisecting every item down to a group of four.
+#[derive(Default)]
+struct Evidence {
+    valid: usize,
+    invalid: usize,
+}
+
+impl Evidence {
+    /// The failure share to plan with: the larger of the recent
+    /// process-wide share and the share seen in this batch.
+    fn share(&self) -> f64 {
+        let seen = self.valid + self.invalid;
+        let local = if seen == 0 {
+            0.0
+        } else {
+            self.invalid as f64 / seen as f64
+        };
+        policy::invalid_share().max(local)
+    }
+}
+
 /// Verdicts for `entries` (all currently `Ok` in `out`) by one combination,
 /// resolved when it fails.
 fn combine(keys: &[EdwardsPoint], entries: &[Entry], out: &mut [Verdict]) {
     if entries.len() <= 1 {
-        check_each(keys, entries, out);
+        check_each(keys, entries, out, &mut Evidence::default());
         return;
     }
+    let mut evidence = Evidence::default();
     match coefficients::draw(entries.len()) {
-        Some(z) => resolve_unknown(keys, entries, &z, out),
+        Some(z) => resolve_unknown(keys, entries, &z, out, &mut evidence),
         // No randomness: each item on its own needs none.
-        None => check_each(keys, entries, out),
+        None => check_each(keys, entries, out, &mut evidence),
     }
 }
 
 /// Verdicts for `entries` when nothing is known about them yet.
-fn resolve_unknown(keys: &[EdwardsPoint], entries: &[Entry], z: &[Scalar], out: &mut [Verdict]) {
+fn resolve_unknown(
+    keys: &[EdwardsPoint],
+    entries: &[Entry],
+    z: &[Scalar],
+    out: &mut [Verdict],
+    evidence: &mut Evidence,
+) {
     if entries.len() <= PER_ITEM_BELOW {
-        check_each(keys, entries, out);
-    } else if !combination_holds(keys, entries, z) {
-        resolve_failed(keys, entries, z, out);
+        check_each(keys, entries, out, evidence);
+    } else if combination_holds(keys, entries, z) {
+        evidence.valid += entries.len();
+    } else {
+        resolve_failed(keys, entries, z, out, evidence);
     }
 }
 
@@ -131,23 +171,32 @@ fn resolve_unknown(keys: &[EdwardsPoint], entries: &[Entry], z: &[Scalar], out: 
 /// else bisection. When the left half's combination holds, the right half
 /// must hold an invalid item (its combination equals the whole minus the
 /// left), so it is not checked as a whole again.
-fn resolve_failed(keys: &[EdwardsPoint], entries: &[Entry], z: &[Scalar], out: &mut [Verdict]) {
-    if !policy::prefer_bisection(
-        entries.len(),
-        distinct_keys(keys, entries),
-        policy::invalid_share(),
-    ) {
-        check_each(keys, entries, out);
+fn resolve_failed(
+    keys: &[EdwardsPoint],
+    entries: &[Entry],
+    z: &[Scalar],
+    out: &mut [Verdict],
+    evidence: &mut Evidence,
+) {
+    if entries.len() <= PER_ITEM_BELOW
+        || !policy::prefer_bisection(
+            entries.len(),
+            distinct_keys(keys, entries),
+            evidence.share(),
+        )
+    {
+        check_each(keys, entries, out, evidence);
         return;
     }
     let mid = entries.len() / 2;
     let (left, right) = entries.split_at(mid);
     let (z_left, z_right) = z.split_at(mid);
     if left.len() > PER_ITEM_BELOW && combination_holds(keys, left, z_left) {
-        resolve_failed(keys, right, z_right, out);
+        evidence.valid += left.len();
+        resolve_failed(keys, right, z_right, out, evidence);
     } else {
-        resolve_failed(keys, left, z_left, out);
-        resolve_unknown(keys, right, z_right, out);
+        resolve_failed(keys, left, z_left, out, evidence);
+        resolve_unknown(keys, right, z_right, out, evidence);
     }
 }
 
@@ -161,9 +210,20 @@ fn distinct_keys(keys: &[EdwardsPoint], entries: &[Entry]) -> usize {
 }
 
 /// Each entry's own equation.
-fn check_each(keys: &[EdwardsPoint], entries: &[Entry], out: &mut [Verdict]) {
+fn check_each(
+    keys: &[EdwardsPoint],
+    entries: &[Entry],
+    out: &mut [Verdict],
+    evidence: &mut Evidence,
+) {
     for e in entries {
-        out[e.position] = check_one(&keys[e.key], &e.terms);
+        let verdict = check_one(&keys[e.key], &e.terms);
+        if verdict.is_ok() {
+            evidence.valid += 1;
+        } else {
+            evidence.invalid += 1;
+        }
+        out[e.position] = verdict;
     }
 }
 

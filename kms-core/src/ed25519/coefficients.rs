@@ -4,9 +4,16 @@
 //! batch cannot choose or predict them: ChaCha12 (`rand::rngs::StdRng`, the
 //! generator behind rand's `ThreadRng`), one per thread, seeded from the
 //! operating system's random source (`getrandom` through
-//! `rand::rngs::SysRng`) and reseeded from it after every
-//! [`RESEED_AFTER_BYTES`] bytes, as `ThreadRng` does. Drawing in user space
-//! costs about 1 µs per 256 coefficients instead of a 10 µs system call.
+//! `rand::rngs::SysRng`). Before each draw, a generator that has produced
+//! [`RESEED_AFTER_BYTES`] or more is replaced by a freshly seeded one (one
+//! draw is at most 64 KiB: 4096 coefficients of 16 bytes). Drawing in user
+//! space costs about 1 µs per 256 coefficients instead of a 10 µs system
+//! call.
+//!
+//! As with `ThreadRng`, a process that forks keeps its generators' state in
+//! the child; this library starts no processes, and a host that forks after
+//! verifying gets coefficients the parent also drew, still unknown to
+//! whoever filled the batch.
 
 use std::cell::RefCell;
 
@@ -35,24 +42,27 @@ thread_local! {
 /// `n` independent uniformly random scalars in `[0, 2^128)`.
 ///
 /// Returns `None` when the operating system's random source fails when the
-/// generator needs (re)seeding; the caller then verifies each item on its
-/// own, which needs no randomness.
+/// generator needs (re)seeding, or when called while the thread's locals
+/// are being destroyed; the caller then verifies each item on its own,
+/// which needs no randomness.
 pub(crate) fn draw(n: usize) -> Option<Vec<Scalar>> {
     let mut bytes = vec![0u8; n * COEFFICIENT_BYTES];
-    GENERATOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let fresh = match slot.take() {
-            Some(g) if g.produced < RESEED_AFTER_BYTES => g,
-            _ => Generator {
-                rng: StdRng::try_from_rng(&mut SysRng).ok()?,
-                produced: 0,
-            },
-        };
-        let g = slot.insert(fresh);
-        g.rng.fill_bytes(&mut bytes);
-        g.produced += bytes.len();
-        Some(())
-    })?;
+    GENERATOR
+        .try_with(|cell| {
+            let mut slot = cell.borrow_mut();
+            let fresh = match slot.take() {
+                Some(g) if g.produced < RESEED_AFTER_BYTES => g,
+                _ => Generator {
+                    rng: StdRng::try_from_rng(&mut SysRng).ok()?,
+                    produced: 0,
+                },
+            };
+            let g = slot.insert(fresh);
+            g.rng.fill_bytes(&mut bytes);
+            g.produced += bytes.len();
+            Some(())
+        })
+        .ok()??;
     Some(
         bytes
             .chunks_exact(COEFFICIENT_BYTES)

@@ -44,8 +44,11 @@ pub(crate) const DALEK_PIPPENGER_FROM: usize = 190;
 /// Pippenger. Measured with the AVX-512 IFMA backend (docs/PERFORMANCE.md):
 /// Straus costs 469 µs for 160 points and 520 µs for 189, Pippenger on the
 /// same sums padded to 190 costs 267 µs and 291 µs; at 128 points Straus
-/// still wins (212 µs against 246 µs). A term `[0]𝒪` is `𝒪`, so padding
-/// leaves the sum unchanged.
+/// still wins (212 µs against 246 µs). Measured, Straus's cost per point
+/// grows with the number of points, so the linear
+/// Straus cost in `policy.rs`, fitted below 128 points, is not used above
+/// this threshold. A term `[0]𝒪` is `𝒪`, so padding leaves the sum
+/// unchanged.
 pub(crate) const PAD_TO_PIPPENGER_FROM: usize = 144;
 
 /// Checks `[8]([s]B - [k]A - R) = 𝒪` for one signature.

@@ -128,7 +128,8 @@ pub(crate) fn verify_with_point(
 ///   decoded again.
 /// * The rest are checked together as one random linear combination of
 ///   their cofactored equations, with independent 128-bit coefficients from
-///   the operating system's CSPRNG, in one multiscalar multiplication of
+///   a per-thread ChaCha12 generator seeded from the operating system's
+///   random source, in one multiscalar multiplication of
 ///   `1 + (distinct keys) + n` points: items under the same key share one
 ///   `A` term.
 /// * A failed combination finds exactly which items are invalid, by
@@ -138,8 +139,9 @@ pub(crate) fn verify_with_point(
 ///   combinations, down to one equation per item, so forged signatures cost
 ///   their neighbours little.
 /// * Called on a rayon pool thread (the actor's verify pool), a batch of at
-///   least 2 × [`PARALLEL_MIN_ITEMS`] items is split into one part per pool
-///   thread; each part decodes, hashes and combines its own items. Called
+///   least 2 × [`PARALLEL_MIN_ITEMS`] items is split into
+///   `min(pool threads, n / PARALLEL_MIN_ITEMS)` parts run in parallel;
+///   each part decodes, hashes and combines its own items. Called
 ///   from any other thread, everything runs on that thread.
 /// * If the random source is unavailable, each item is checked on its own
 ///   (same verdicts, no randomness needed).
