@@ -251,20 +251,24 @@ mod tests {
             .collect()
     }
 
+    fn borrowed(owned: &[([u8; 32], Vec<u8>, [u8; 64])]) -> Vec<BatchItem<'_>> {
+        owned
+            .iter()
+            .map(|(public_key, message, signature)| BatchItem {
+                public_key,
+                message,
+                signature,
+            })
+            .collect()
+    }
+
     /// Every plan gives every item its single verdict, forged items
     /// included, whether the combination holds or bisection must find them.
     #[test]
     fn every_plan_gives_the_single_verdicts() {
         for forged in [&[][..], &[0], &[77], &[0, 77, 199], &[5, 6, 7, 8, 9, 150]] {
             let owned = owned(200, forged);
-            let items: Vec<BatchItem<'_>> = owned
-                .iter()
-                .map(|(public_key, message, signature)| BatchItem {
-                    public_key,
-                    message,
-                    signature,
-                })
-                .collect();
+            let items = borrowed(&owned);
             for plan in [
                 Plan::Combine(200),
                 Plan::Combine(64),
@@ -290,14 +294,7 @@ mod tests {
         for n in [5, 60, 150, 200] {
             for forged in [None, Some(n / 2)] {
                 let owned = owned(n, forged.as_slice());
-                let items: Vec<BatchItem<'_>> = owned
-                    .iter()
-                    .map(|(public_key, message, signature)| BatchItem {
-                        public_key,
-                        message,
-                        signature,
-                    })
-                    .collect();
+                let items = borrowed(&owned);
                 let mut out = vec![Ok(()); n];
                 let grouped = prepare_all(&items, &mut out);
                 assert_eq!(grouped.keys.len(), 3);
