@@ -37,35 +37,27 @@ struct Grouped {
     entries: Vec<Entry>,
 }
 
-/// Writes `verify(items[i])` into `out[i]` for every item of a chunk, using
-/// combinations of at most `combine` items, or per-item checks when
-/// `combine` is `None`, and records the failures seen in [`policy`].
-/// `items` and `out` have the same length.
+/// Writes `verify(items[i])` into `out[i]` for every item of a chunk, as
+/// `plan` says (combinations of at most `Plan::Combine`'s size, evened out,
+/// or each item's own equation), and records in [`policy`] how many items
+/// failed their equation. `items` and `out` have the same length.
 pub(crate) fn verify_chunk(items: &[BatchItem<'_>], out: &mut [Verdict], plan: Plan) {
     debug_assert_eq!(items.len(), out.len());
     let grouped = prepare_all(items, out);
     let checked = grouped.entries.len();
+    let mut evidence = Evidence::default();
     match plan {
-        Plan::PerItem => check_each(
-            &grouped.keys,
-            &grouped.entries,
-            out,
-            &mut Evidence::default(),
-        ),
+        Plan::PerItem => check_each(&grouped.keys, &grouped.entries, out, &mut evidence),
         Plan::Combine(size) => {
             let chunks = checked.div_ceil(size.max(1)).max(1);
             let size = checked.div_ceil(chunks).max(1);
             for part in grouped.entries.chunks(size) {
-                combine(&grouped.keys, part, out);
+                combine(&grouped.keys, part, out, &mut evidence);
             }
         }
     }
-    let invalid = grouped
-        .entries
-        .iter()
-        .filter(|e| out[e.position] == Err(SignatureError::Equation))
-        .count();
-    policy::record(checked, invalid);
+    // Every `Equation` verdict comes from `check_each`, which counts it.
+    policy::record(checked, evidence.invalid);
 }
 
 /// Rules 1–3 and `k` for every item; failures go straight to `out`. A key
@@ -108,9 +100,8 @@ fn prepare_all(items: &[BatchItem<'_>], out: &mut [Verdict]) -> Grouped {
     Grouped { keys, entries }
 }
 
-/// What the current combination's resolution has learned so far: items
-/// shown valid (by a combination that held or their own equation) and
-/// items shown invalid. With the process-wide share it decides between
+/// What the chunk's checks have learned so far: items shown valid (by a
+/// combination that held or their own equation) and items shown invalid. With the process-wide share it decides between
 /// bisection and per-item checks, so the first batch of a flood switches to
 /// per-item checks after its first small group comes back all invalid,
 /// instead of bisecting every item down to a group of four.
@@ -136,16 +127,11 @@ impl Evidence {
 
 /// Verdicts for `entries` (all currently `Ok` in `out`) by one combination,
 /// resolved when it fails.
-fn combine(keys: &[EdwardsPoint], entries: &[Entry], out: &mut [Verdict]) {
-    if entries.len() <= 1 {
-        check_each(keys, entries, out, &mut Evidence::default());
-        return;
-    }
-    let mut evidence = Evidence::default();
+fn combine(keys: &[EdwardsPoint], entries: &[Entry], out: &mut [Verdict], evidence: &mut Evidence) {
     match coefficients::draw(entries.len()) {
-        Some(z) => resolve_unknown(keys, entries, &z, out, &mut evidence),
+        Some(z) => resolve_unknown(keys, entries, &z, out, evidence),
         // No randomness: each item on its own needs none.
-        None => check_each(keys, entries, out, &mut evidence),
+        None => check_each(keys, entries, out, evidence),
     }
 }
 

@@ -36,47 +36,19 @@ pub(crate) fn prepare(
 ) -> Result<Prepared, SignatureError> {
     let (r_bytes, s_bytes) = split(signature);
     let s = canonical_scalar(s_bytes)?;
-    let (a, a_small, a_fresh) = match key_cache::get(public_key) {
-        Some(a) => (a, false, false),
+    let (a, a_small) = match key_cache::get(public_key) {
+        Some(a) => (a, false),
         None => {
             let a = decode_point(public_key, Component::PublicKey)?;
-            (a, has_small_order(public_key), true)
+            let small = has_small_order(public_key);
+            if !small {
+                key_cache::insert(*public_key, a);
+            }
+            (a, small)
         }
     };
-    let r = decode_point(&r_bytes, Component::R)?;
-    if a_small {
-        return Err(SignatureError::SmallOrder(Component::PublicKey));
-    }
-    if a_fresh {
-        key_cache::insert(*public_key, a);
-    }
-    if has_small_order(&r_bytes) {
-        return Err(SignatureError::SmallOrder(Component::R));
-    }
-    let k = challenge(&r_bytes, public_key, message);
-    Ok(Prepared {
-        a,
-        terms: Terms { r, s, k },
-    })
-}
-
-/// As [`prepare`], for a public key already known to pass rules 2–3 (a
-/// keystore key, whose point was decoded when the key was made): `a` must be
-/// the point `public_key` encodes.
-///
-/// # Errors
-/// As [`prepare`], for the rules on `s` and `R`.
-pub(crate) fn prepare_with_point(
-    a: &EdwardsPoint,
-    public_key: &[u8; 32],
-    message: &[u8],
-    signature: &[u8; 64],
-) -> Result<Prepared, SignatureError> {
-    debug_assert_eq!(a.compress().as_bytes(), public_key);
-    Ok(Prepared {
-        a: *a,
-        terms: prepare_terms(public_key, message, signature)?,
-    })
+    let terms = commitment_terms(public_key, message, &r_bytes, s, a_small)?;
+    Ok(Prepared { a, terms })
 }
 
 /// Rules 1–3 on `s` and `R`, and `k`, for a public key already known to
@@ -91,11 +63,27 @@ pub(crate) fn prepare_terms(
 ) -> Result<Terms, SignatureError> {
     let (r_bytes, s_bytes) = split(signature);
     let s = canonical_scalar(s_bytes)?;
-    let r = decode_point(&r_bytes, Component::R)?;
-    if has_small_order(&r_bytes) {
+    commitment_terms(public_key, message, &r_bytes, s, false)
+}
+
+/// The rest of rules 2–3 once `s` and the encoding of `A` have passed: the
+/// encoding of `R`, then the order of `A` (`a_small`, already known), then
+/// the order of `R`; and `k`.
+fn commitment_terms(
+    public_key: &[u8; 32],
+    message: &[u8],
+    r_bytes: &[u8; 32],
+    s: Scalar,
+    a_small: bool,
+) -> Result<Terms, SignatureError> {
+    let r = decode_point(r_bytes, Component::R)?;
+    if a_small {
+        return Err(SignatureError::SmallOrder(Component::PublicKey));
+    }
+    if has_small_order(r_bytes) {
         return Err(SignatureError::SmallOrder(Component::R));
     }
-    let k = challenge(&r_bytes, public_key, message);
+    let k = challenge(r_bytes, public_key, message);
     Ok(Terms { r, s, k })
 }
 

@@ -114,8 +114,9 @@ pub(crate) fn verify_with_point(
     message: &[u8],
     signature: &[u8; 64],
 ) -> Result<(), SignatureError> {
-    let prepared = decode::prepare_with_point(a, public_key, message, signature)?;
-    equation::check_one(&prepared.a, &prepared.terms)
+    debug_assert_eq!(a.compress().as_bytes(), public_key);
+    let terms = decode::prepare_terms(public_key, message, signature)?;
+    equation::check_one(a, &terms)
 }
 
 /// Verifies many signatures at once; one verdict per item, in order, and

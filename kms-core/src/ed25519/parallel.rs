@@ -12,10 +12,8 @@
 use rayon::prelude::*;
 
 use super::batch::{verify_chunk, Verdict};
-use super::decode::prepare;
-use super::equation::check_one;
 use super::policy;
-use super::BatchItem;
+use super::{verify, BatchItem};
 
 /// Fewest items worth giving a thread of their own: below this the fixed
 /// cost of a second combination and of the fork-join outweighs the gain.
@@ -26,10 +24,7 @@ pub(crate) fn verify_batch(items: &[BatchItem<'_>]) -> Vec<Verdict> {
     let mut out = vec![Ok(()); items.len()];
     match items {
         [] => {}
-        [one] => {
-            out[0] = prepare(one.public_key, one.message, one.signature)
-                .and_then(|p| check_one(&p.a, &p.terms));
-        }
+        [one] => out[0] = verify(one.public_key, one.message, one.signature),
         _ => {
             let plan = policy::plan(items.len());
             let parts = parts(items.len(), pool_threads());
