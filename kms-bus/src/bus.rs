@@ -72,7 +72,7 @@ impl Bus {
     /// * [`BusError::TypeMismatch`] if `name` is open with another type.
     /// * [`BusError::ConfigMismatch`] if `name` is open with the same type
     ///   and a different configuration.
-    pub fn topic<T: Clone + Send + 'static>(
+    pub fn topic<T: Clone + Send + Sync + 'static>(
         &self,
         name: &str,
         config: TopicConfig,

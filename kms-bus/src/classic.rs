@@ -30,6 +30,7 @@
 //! Hence a panic under the lock leaves the ring consistent, and
 //! [`lock`] may recover a poisoned guard.
 
+use crate::backend::{Published, Read, Step};
 use crate::config::Overflow;
 use crate::error::RejectCause;
 use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
@@ -47,6 +48,14 @@ pub(crate) struct Classic<T> {
     /// because the mutex orders every write with every locked read. Reads
     /// without the lock ([`Classic::subscriber_count`]) are snapshots.
     subscribers: AtomicUsize,
+    /// Number of publishers waiting for room in `publish_wait` (a count).
+    ///
+    /// Changed outside the lock; read under it by a read that frees a slot.
+    /// A waiting publisher counts itself before it re-checks the ring under
+    /// the lock, so either that re-check sees the freed slot or the freeing
+    /// read (later in lock order) sees the count: `Relaxed` suffices because
+    /// the ring lock orders the two critical sections.
+    room_waiters: AtomicUsize,
 }
 
 /// The ring state protected by [`Classic::ring`].
@@ -77,35 +86,6 @@ struct Slot<T> {
     value: Option<T>,
 }
 
-/// What a publish step did.
-pub(crate) struct Published<T> {
-    /// A payload that a Lag publish overwrote unread; the caller drops it
-    /// after the lock is released.
-    pub(crate) evicted: Option<T>,
-}
-
-/// Result of [`Classic::publish_batch`].
-pub(crate) struct BatchOutcome<T> {
-    /// Number of messages from the front of the batch that were published.
-    pub(crate) published: usize,
-    /// The messages not published (in order) and why, if any.
-    pub(crate) rejected: Option<(Vec<T>, RejectCause)>,
-    /// Payloads overwritten unread by Lag publishes; dropped by the caller
-    /// after the lock is released.
-    pub(crate) evicted: Vec<T>,
-}
-
-/// Result of one read attempt.
-pub(crate) enum Read<T> {
-    /// The next message for this subscriber.
-    Message(T),
-    /// No message at `next` yet (`next == tail`).
-    Empty,
-    /// The subscriber missed this many messages; its `next` was moved to the
-    /// oldest retained message.
-    Lagged(u64),
-}
-
 impl<T> Classic<T> {
     /// An empty ring of `capacity` slots. `capacity` must be at least 1
     /// (checked by `TopicConfig::validate` before any topic is built).
@@ -124,6 +104,7 @@ impl<T> Classic<T> {
                 overflow,
             }),
             subscribers: AtomicUsize::new(0),
+            room_waiters: AtomicUsize::new(0),
         }
     }
 
@@ -144,8 +125,9 @@ impl<T> Classic<T> {
     /// Unregisters a subscriber whose next unread message is `next`,
     /// releasing its claim on every message it has not read. Returns the
     /// payloads whose last claim this was, for the caller to drop after the
-    /// lock is released.
-    pub(crate) fn unsubscribe(&self, next: u64) -> Vec<T> {
+    /// lock is released, and whether publishers waiting for room must be
+    /// woken.
+    pub(crate) fn unsubscribe(&self, next: u64) -> (Vec<T>, bool) {
         let mut ring = lock(&self.ring);
         // Relaxed: see the field docs; the ring lock is held.
         self.subscribers.fetch_sub(1, Ordering::Relaxed);
@@ -166,40 +148,47 @@ impl<T> Classic<T> {
                 }
             }
         }
-        released
+        let room = !released.is_empty() && self.waiting(&ring);
+        (released, room)
     }
 
-    /// Publishes one message.
-    ///
-    /// # Errors
-    ///
-    /// The message and the cause, if there is no subscriber or a Reject ring
-    /// is full.
-    pub(crate) fn publish(&self, msg: T) -> Result<Published<T>, (T, RejectCause)> {
-        let mut ring = lock(&self.ring);
-        // Relaxed: only changed under the ring lock, which is held.
-        let receivers = self.subscribers.load(Ordering::Relaxed);
-        ring.push(msg, receivers)
+    /// Whether a slot freed under `ring`'s lock must wake publishers
+    /// waiting for room.
+    fn waiting(&self, ring: &Ring<T>) -> bool {
+        // Relaxed: see the field docs; the ring lock is held.
+        ring.overflow == Overflow::Wait && self.room_waiters.load(Ordering::Relaxed) > 0
     }
 
-    /// Publishes `msgs` in order under one lock acquisition, stopping at the
-    /// first message that cannot go in.
-    pub(crate) fn publish_batch(&self, msgs: Vec<T>) -> BatchOutcome<T> {
-        let mut outcome = BatchOutcome {
+    /// Counts a publisher waiting for room (see the field docs).
+    pub(crate) fn start_waiting(&self) {
+        self.room_waiters.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Undoes [`Classic::start_waiting`].
+    pub(crate) fn stop_waiting(&self) {
+        self.room_waiters.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Publishes `msgs` in order under one lock acquisition, stopping at
+    /// the first message that cannot go in (no subscriber, or a full
+    /// `Reject`/`Wait` ring). Every publish wakes parked subscribers.
+    pub(crate) fn publish(&self, msgs: impl ExactSizeIterator<Item = T>) -> Published<T> {
+        let mut outcome = Published {
             published: 0,
             rejected: None,
             evicted: Vec::new(),
+            wake: false,
         };
+        let mut msgs = msgs;
         let mut ring = lock(&self.ring);
         // Relaxed: only changed under the ring lock, which is held for the
         // whole batch, so the count is the same for every message.
         let receivers = self.subscribers.load(Ordering::Relaxed);
-        let mut msgs = msgs.into_iter();
         while let Some(msg) = msgs.next() {
             match ring.push(msg, receivers) {
-                Ok(step) => {
+                Ok(evicted) => {
                     outcome.published += 1;
-                    outcome.evicted.extend(step.evicted);
+                    outcome.evicted.extend(evicted);
                 }
                 Err((msg, cause)) => {
                     let mut rejected = Vec::with_capacity(1 + msgs.len());
@@ -210,81 +199,23 @@ impl<T> Classic<T> {
                 }
             }
         }
+        outcome.wake = outcome.published > 0;
         outcome
     }
 }
 
 impl<T: Clone> Classic<T> {
     /// Reads the message at `*next` for one subscriber, advancing `*next`.
-    ///
-    /// `closed` is evaluated while the ring lock is held, and only when
-    /// nothing is left to read; it returns whether no publisher is alive.
-    pub(crate) fn try_recv(
-        &self,
-        next: &mut u64,
-        closed: impl FnOnce() -> bool,
-    ) -> ReadOrClosed<T> {
+    pub(crate) fn read(&self, next: &mut u64) -> Step<T> {
         let mut ring = lock(&self.ring);
-        match ring.read(next) {
-            Read::Empty if closed() => ReadOrClosed::Closed,
-            read => ReadOrClosed::Read(read),
+        let (read, freed) = ring.read(next);
+        let room = freed && self.waiting(&ring);
+        Step {
+            read,
+            spare: None,
+            room,
         }
     }
-
-    /// Appends up to `max` messages (`max >= 1`) for one subscriber to
-    /// `out`, under one lock acquisition. Returns how many were appended.
-    ///
-    /// If the subscriber lagged before any message, returns the lag (and
-    /// repositions); a lag found after some messages were taken is left in
-    /// place for the next call to report.
-    pub(crate) fn drain(
-        &self,
-        next: &mut u64,
-        out: &mut Vec<T>,
-        max: usize,
-        closed: impl FnOnce() -> bool,
-    ) -> Result<usize, DrainStop> {
-        let mut ring = lock(&self.ring);
-        let mut taken = 0;
-        while taken < max {
-            if taken > 0 && ring.lag(*next).is_some() {
-                break;
-            }
-            match ring.read(next) {
-                Read::Message(msg) => {
-                    out.push(msg);
-                    taken += 1;
-                }
-                Read::Lagged(missed) => return Err(DrainStop::Lagged(missed)),
-                Read::Empty => break,
-            }
-        }
-        if taken > 0 {
-            Ok(taken)
-        } else if closed() {
-            Err(DrainStop::Closed)
-        } else {
-            Err(DrainStop::Empty)
-        }
-    }
-}
-
-/// Result of [`Classic::try_recv`].
-pub(crate) enum ReadOrClosed<T> {
-    /// A read result.
-    Read(Read<T>),
-    /// Nothing to read and no publisher alive.
-    Closed,
-}
-
-/// Why [`Classic::drain`] appended nothing.
-pub(crate) enum DrainStop {
-    /// Nothing to read; a publisher is alive.
-    Empty,
-    /// The subscriber missed this many messages (it has been repositioned).
-    Lagged(u64),
-    /// Nothing to read and no publisher alive.
-    Closed,
 }
 
 impl<T> Ring<T> {
@@ -339,7 +270,7 @@ impl<T> Ring<T> {
     }
 
     /// Writes `msg` at the tail for `receivers` subscribers.
-    fn push(&mut self, msg: T, receivers: usize) -> Result<Published<T>, (T, RejectCause)> {
+    fn push(&mut self, msg: T, receivers: usize) -> Result<Option<T>, (T, RejectCause)> {
         if receivers == 0 {
             return Err((msg, RejectCause::NoSubscribers));
         }
@@ -350,7 +281,7 @@ impl<T> Ring<T> {
             // Overwrite: subscribers that had not read the old message find
             // `next < oldest` on their next read and are told their lag.
             Overflow::Lag => {}
-            Overflow::Reject => {
+            Overflow::Reject | Overflow::Wait => {
                 if slot.remaining > 0 {
                     return Err((msg, RejectCause::Full));
                 }
@@ -360,19 +291,20 @@ impl<T> Ring<T> {
         slot.seq = tail;
         slot.remaining = receivers;
         self.tail = tail + 1;
-        Ok(Published { evicted })
+        Ok(evicted)
     }
 }
 
 impl<T: Clone> Ring<T> {
-    /// One read step for a subscriber at `*next`.
-    fn read(&mut self, next: &mut u64) -> Read<T> {
+    /// One read step for a subscriber at `*next`; also returns whether it
+    /// freed the slot (it was the message's last reader).
+    fn read(&mut self, next: &mut u64) -> (Read<T>, bool) {
         if *next >= self.tail {
-            return Read::Empty;
+            return (Read::Empty, false);
         }
         if let Some((missed, oldest)) = self.lag(*next) {
             *next = oldest;
-            return Read::Lagged(missed);
+            return (Read::Lagged(missed), false);
         }
         let seq = *next;
         let slot = self.slot_mut(seq);
@@ -390,11 +322,11 @@ impl<T: Clone> Ring<T> {
         match msg {
             Some(msg) => {
                 slot.remaining = slot.remaining.saturating_sub(1);
-                Read::Message(msg)
+                (Read::Message(msg), slot.remaining == 0)
             }
             // Never taken: `lag` checked under this same lock that the
             // payload is present. Reported as one missed message if it were.
-            None => Read::Lagged(1),
+            None => (Read::Lagged(1), false),
         }
     }
 }

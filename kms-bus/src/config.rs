@@ -70,9 +70,18 @@ impl Default for TopicConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {
     /// A bounded ring of slots behind one mutex: simple, obviously correct,
-    /// the baseline the other backends are measured and tested against.
+    /// the baseline the other backends are measured and tested against. No
+    /// limit on subscribers; every publish wakes parked subscribers.
     #[default]
     Classic,
+    /// Slots as parallel arrays (sequence stamp, per-subscriber bitmask,
+    /// payload), lock-free on the publish and read paths. The last reader of
+    /// a message moves it out instead of cloning it, a parked subscriber is
+    /// woken once per burst, and [`Publisher::publish_batch`](crate::Publisher::publish_batch)
+    /// reserves the whole batch at once. At most 64 subscribers at a time;
+    /// the 65th [`subscribe`](crate::Topic::subscribe) is
+    /// [`BusError::TooManySubscribers`].
+    Soa,
 }
 
 /// What a publish does when the ring has no free slot, that is when the
@@ -80,7 +89,7 @@ pub enum Backend {
 ///
 /// Nothing is lost without someone being told: under `Lag` the slow
 /// subscriber is told how many messages it missed; under `Reject` the
-/// publisher gets the message back.
+/// publisher gets the message back; under `Wait` the publisher waits.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Overflow {
@@ -95,4 +104,12 @@ pub enum Overflow {
     /// message, and the caller decides (retry, shed, answer "overloaded").
     /// Subscribers never lag.
     Reject,
+    /// Backpressure: [`Publisher::publish_wait`](crate::Publisher::publish_wait)
+    /// waits until the slowest subscriber has read the oldest message, then
+    /// publishes. The synchronous [`Publisher::publish`](crate::Publisher::publish)
+    /// and [`Publisher::publish_batch`](crate::Publisher::publish_batch)
+    /// behave as under `Reject` (they cannot wait). Subscribers never lag.
+    /// Reads that free a slot wake waiting publishers, which costs a fence
+    /// per freed slot that the other policies do not pay.
+    Wait,
 }

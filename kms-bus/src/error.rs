@@ -37,26 +37,40 @@ pub enum BusError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A [`Backend::Soa`](crate::Backend::Soa) topic already has `limit`
+    /// live subscribers (one bit each in a 64-bit mask). Code
+    /// `bus.too_many_subscribers`; retryable once a subscriber is dropped.
+    #[error("topic {name:?} already has {limit} subscribers, the most its backend supports")]
+    TooManySubscribers {
+        /// The topic name.
+        name: String,
+        /// The most subscribers the topic can have at once (a count).
+        limit: usize,
+    },
 }
 
 impl BusError {
     /// Stable machine-readable code: `bus.type_mismatch`,
-    /// `bus.config_mismatch` or `bus.invalid_config`.
+    /// `bus.config_mismatch`, `bus.invalid_config` or
+    /// `bus.too_many_subscribers`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::TypeMismatch { .. } => "bus.type_mismatch",
             Self::ConfigMismatch { .. } => "bus.config_mismatch",
             Self::InvalidConfig { .. } => "bus.invalid_config",
+            Self::TooManySubscribers { .. } => "bus.too_many_subscribers",
         }
     }
 
-    /// Always `false`: each of these is a programming or configuration error
-    /// that the same call repeated will hit again.
+    /// `true` only for [`BusError::TooManySubscribers`], which can succeed
+    /// once another subscriber is dropped; the others are programming or
+    /// configuration errors that the same call repeated will hit again.
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::TypeMismatch { .. }
             | Self::ConfigMismatch { .. }
             | Self::InvalidConfig { .. } => false,
+            Self::TooManySubscribers { .. } => true,
         }
     }
 }

@@ -158,16 +158,19 @@
 //! * `deny(clippy::unwrap_used, clippy::expect_used)`: no panics on bad
 //!   input; invariants are handled, not asserted.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_debug_implementations, unreachable_pub)]
 
+mod backend;
 mod bus;
 mod classic;
 mod config;
 mod error;
 mod publisher;
+mod soa;
 mod subscriber;
 mod sync;
 mod topic;

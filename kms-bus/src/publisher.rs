@@ -1,7 +1,9 @@
 //! `Publisher<T>`: the sending side of a topic.
 
 use std::fmt;
+use std::pin::pin;
 
+use crate::config::Overflow;
 use crate::error::{PublishError, RejectCause};
 use crate::sync::{Arc, Ordering};
 use crate::topic::Shared;
@@ -28,48 +30,58 @@ impl<T> Publisher<T> {
 
     /// Publishes one message to every current subscriber.
     ///
-    /// Each subscriber that existed when this call took the topic lock will
+    /// Each subscriber that existed when the message was published will
     /// receive it (unless it lags and is told so). On an
     /// [`Overflow::Lag`](crate::Overflow::Lag) topic a full ring overwrites
     /// its oldest message; the payload overwritten, if unread, is dropped
-    /// after the lock is released.
+    /// before this call returns, outside any lock.
     ///
     /// # Errors
     ///
     /// * [`PublishError::NoSubscribers`] with the message if the topic has
     ///   no subscriber: nobody would receive it.
     /// * [`PublishError::Full`] with the message if the topic is
-    ///   [`Overflow::Reject`](crate::Overflow::Reject) and its oldest
-    ///   message is still unread by some subscriber.
+    ///   [`Overflow::Reject`](crate::Overflow::Reject) or
+    ///   [`Overflow::Wait`](crate::Overflow::Wait) and its oldest message is
+    ///   still unread by some subscriber.
     pub fn publish(&self, msg: T) -> Result<(), PublishError<T>> {
-        let published = self
-            .shared
-            .ring
-            .publish(msg)
-            .map_err(|(msg, cause)| match cause {
-                RejectCause::Full => PublishError::Full(msg),
-                RejectCause::NoSubscribers => PublishError::NoSubscribers(msg),
-            })?;
-        // The ring lock is released: wake parked subscribers.
-        self.shared.notify.notify_waiters();
-        drop(published.evicted);
-        Ok(())
+        let outcome = self.shared.ring.publish(std::iter::once(msg));
+        self.finish(outcome.wake, outcome.evicted);
+        match outcome.rejected {
+            None => Ok(()),
+            Some((rejected, cause)) => {
+                let msg = rejected.into_iter().next();
+                // `publish` stops at the first message that cannot go in, so
+                // a rejection of one message hands exactly it back.
+                match (msg, cause) {
+                    (Some(msg), RejectCause::Full) => Err(PublishError::Full(msg)),
+                    (Some(msg), RejectCause::NoSubscribers) => {
+                        Err(PublishError::NoSubscribers(msg))
+                    }
+                    (None, _) => Ok(()),
+                }
+            }
+        }
     }
 
-    /// Publishes `msgs` in order, taking the topic lock once for the whole
-    /// batch and waking subscribers once (not once per message).
+    /// Publishes `msgs` in order with one reservation and one wake-up for
+    /// the whole batch (not one per message).
     ///
-    /// The iterator is collected before the lock is taken, so its code never
-    /// runs under the topic lock. Returns the number of messages published
-    /// (a count; 0 for an empty batch).
+    /// The iterator is collected before anything is reserved, so its code
+    /// never runs inside the ring's protocol. Returns the number of messages
+    /// published (a count; 0 for an empty batch). On a
+    /// [`Backend::Soa`](crate::Backend::Soa) topic the batch takes
+    /// consecutive sequence numbers with one compare-and-swap; on a Classic
+    /// topic, one lock acquisition.
     ///
     /// # Errors
     ///
     /// [`PublishError::Batch`] if a message could not go in (no subscriber,
-    /// or a full [`Overflow::Reject`](crate::Overflow::Reject) ring): the
-    /// messages before it were published in order (`published` of them) and
-    /// it and every message after it are handed back in order in
-    /// `rejected`, with the `cause`. `published` may be 0.
+    /// or a full [`Overflow::Reject`](crate::Overflow::Reject) or
+    /// [`Overflow::Wait`](crate::Overflow::Wait) ring): the messages before
+    /// it were published in order (`published` of them) and it and every
+    /// message after it are handed back in order in `rejected`, with the
+    /// `cause`. `published` may be 0.
     pub fn publish_batch(
         &self,
         msgs: impl IntoIterator<Item = T>,
@@ -78,12 +90,8 @@ impl<T> Publisher<T> {
         if msgs.is_empty() {
             return Ok(0);
         }
-        let outcome = self.shared.ring.publish_batch(msgs);
-        if outcome.published > 0 {
-            // The ring lock is released: one wake for the whole batch.
-            self.shared.notify.notify_waiters();
-        }
-        drop(outcome.evicted);
+        let outcome = self.shared.ring.publish(msgs.into_iter());
+        self.finish(outcome.wake, outcome.evicted);
         match outcome.rejected {
             None => Ok(outcome.published),
             Some((rejected, cause)) => Err(PublishError::Batch {
@@ -92,6 +100,57 @@ impl<T> Publisher<T> {
                 cause,
             }),
         }
+    }
+
+    /// Publishes one message, waiting for room if the ring is full: the
+    /// backpressure of [`Overflow::Wait`](crate::Overflow::Wait).
+    ///
+    /// On a `Wait` topic this waits until the slowest subscriber has read
+    /// the oldest message (a subscriber that is dropped also makes room). On
+    /// a `Lag` topic it is [`publish`](Self::publish), which never finds the
+    /// ring full; on a `Reject` topic it is `publish` too, returning `Full`
+    /// at once, because readers of a `Reject` topic do not signal room.
+    ///
+    /// # Errors
+    ///
+    /// * [`PublishError::NoSubscribers`] with the message if the topic has
+    ///   no subscriber (also when the last one leaves while this waits).
+    /// * [`PublishError::Full`] with the message, only on a `Reject` topic.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes drops the message unpublished
+    /// (as tokio's `mpsc::Sender::send` does): it was either published in
+    /// full or not at all, never in part.
+    pub async fn publish_wait(&self, msg: T) -> Result<(), PublishError<T>> {
+        let shared = &*self.shared;
+        let mut msg = match self.publish(msg) {
+            Err(PublishError::Full(msg)) if shared.config.overflow == Overflow::Wait => msg,
+            other => return other,
+        };
+        loop {
+            // Register for the room wake-up and count ourselves as waiting
+            // before the re-check, so a read that frees the slot after the
+            // re-check sees the count and wakes us (see `Overflow::Wait`).
+            let mut notified = pin!(shared.room.notified());
+            notified.as_mut().enable();
+            let waiting = Waiting::new(shared);
+            msg = match self.publish(msg) {
+                Err(PublishError::Full(msg)) => msg,
+                other => return other,
+            };
+            notified.await;
+            drop(waiting);
+        }
+    }
+
+    /// Wakes parked subscribers if the ring asked for it, then drops the
+    /// payloads a `Lag` publish overwrote.
+    fn finish(&self, wake: bool, evicted: Vec<T>) {
+        if wake {
+            self.shared.notify.notify_waiters();
+        }
+        drop(evicted);
     }
 
     /// The name of the topic this publisher sends to.
@@ -123,5 +182,26 @@ impl<T> fmt::Debug for Publisher<T> {
         f.debug_struct("Publisher")
             .field("topic", &self.shared.name)
             .finish_non_exhaustive()
+    }
+}
+
+/// A publisher counted as waiting for room for as long as this lives
+/// (including when `publish_wait` is cancelled).
+struct Waiting<'a, T> {
+    /// The topic whose ring counts the waiter.
+    shared: &'a Shared<T>,
+}
+
+impl<'a, T> Waiting<'a, T> {
+    /// Counts a waiting publisher.
+    fn new(shared: &'a Shared<T>) -> Self {
+        shared.ring.start_waiting();
+        Self { shared }
+    }
+}
+
+impl<T> Drop for Waiting<'_, T> {
+    fn drop(&mut self) {
+        self.shared.ring.stop_waiting();
     }
 }

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::pin::pin;
 
-use crate::classic::{DrainStop, Read, ReadOrClosed};
+use crate::backend::{Crowded, Position, Read, Step};
 use crate::error::{RecvError, TryRecvError};
 use crate::sync::Arc;
 use crate::topic::Shared;
@@ -17,20 +17,26 @@ use crate::topic::Shared;
 /// it has not read, so no payload is kept alive by a subscriber that is
 /// gone.
 pub struct Subscriber<T> {
-    /// The topic; this subscriber is counted in its subscriber count from
+    /// The topic; this subscriber is registered in its ring from
     /// construction until drop.
     shared: Arc<Shared<T>>,
-    /// Sequence number of the next message this subscriber reads
-    /// (`next <= tail` of the ring). Every message from `next` on that is
-    /// still in the ring counts this subscriber in its remaining readers.
-    next: u64,
+    /// Where this subscriber reads next. Every message from `position.next`
+    /// on that is still in the ring counts this subscriber as a reader.
+    position: Position,
+    /// A lag found by [`drain`](Subscriber::drain) after it had taken some
+    /// messages: reported (and cleared) by the next read.
+    pending_lag: u64,
 }
 
 impl<T> Subscriber<T> {
     /// Registers a new subscriber of `shared`, starting at the tail.
-    pub(crate) fn new(shared: Arc<Shared<T>>) -> Self {
-        let next = shared.ring.subscribe();
-        Self { shared, next }
+    pub(crate) fn new(shared: Arc<Shared<T>>) -> Result<Self, Crowded> {
+        let position = shared.ring.subscribe()?;
+        Ok(Self {
+            shared,
+            position,
+            pending_lag: 0,
+        })
     }
 
     /// The name of the topic this subscriber reads.
@@ -59,27 +65,26 @@ impl<T: Clone> Subscriber<T> {
     /// dropping the future (for example in `tokio::select!`) never loses a
     /// message.
     pub async fn recv(&mut self) -> Result<T, RecvError> {
-        // Disjoint borrows: the registration borrows `shared` while the
-        // re-check advances `next`.
-        let shared = &*self.shared;
-        let next = &mut self.next;
         loop {
-            // Register for a wake-up first, then re-check the ring (as
-            // crossbeam does before parking: "has the channel become ready
-            // just now?"). `notify_waiters` wakes every `Notified` created
-            // before it is called; a publisher calls it after releasing the
-            // ring lock. So either our check below sees the message (or the
-            // last publisher's drop), or the publish/drop happened after
-            // this registration and its `notify_waiters` wakes us: no lost
-            // wake-up. `enable` also makes the registration explicit before
-            // the first poll.
+            if let Some(result) = recv_result(self.try_recv()) {
+                return result;
+            }
+            // Register for a wake-up first, then re-check (as crossbeam does
+            // before parking: "has the channel become ready just now?").
+            // `notify_waiters` wakes every `Notified` created before it is
+            // called. A Classic publisher calls it after every publish; a
+            // Soa publisher calls it when it sees the `parked` flag, which
+            // `park` sets after this registration and orders with the
+            // re-check below by a fence (Dekker, see `soa.rs`). The last
+            // publisher's drop always calls it. So either the re-check sees
+            // the message (or `Closed`), or the wake-up reaches us.
+            let shared = Arc::clone(&self.shared);
             let mut notified = pin!(shared.notify.notified());
             notified.as_mut().enable();
-            match try_recv_at(shared, next) {
-                Ok(msg) => return Ok(msg),
-                Err(TryRecvError::Lagged(missed)) => return Err(RecvError::Lagged(missed)),
-                Err(TryRecvError::Closed) => return Err(RecvError::Closed),
-                Err(TryRecvError::Empty) => notified.await,
+            shared.ring.park();
+            match recv_result(self.try_recv()) {
+                Some(result) => return result,
+                None => notified.await,
             }
         }
     }
@@ -93,12 +98,19 @@ impl<T: Clone> Subscriber<T> {
     /// * [`TryRecvError::Lagged`]`(n)`: as [`RecvError::Lagged`].
     /// * [`TryRecvError::Closed`]: as [`RecvError::Closed`].
     pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
-        try_recv_at(&self.shared, &mut self.next)
+        if self.pending_lag > 0 {
+            return Err(TryRecvError::Lagged(std::mem::take(&mut self.pending_lag)));
+        }
+        match self.read() {
+            Read::Message(msg) => Ok(msg),
+            Read::Lagged(missed) => Err(TryRecvError::Lagged(missed)),
+            Read::Empty => self.after_empty(),
+        }
     }
 
     /// Appends up to `max` ready messages (a count) to `out`, in order,
-    /// under one acquisition of the topic lock, without waiting. Returns
-    /// `Ok(n)` with `1 <= n <= max`, the number appended.
+    /// without waiting. Returns `Ok(n)` with `1 <= n <= max`, the number
+    /// appended.
     ///
     /// `max == 0` returns `Ok(0)` and reads nothing.
     ///
@@ -117,25 +129,68 @@ impl<T: Clone> Subscriber<T> {
         if max == 0 {
             return Ok(0);
         }
-        let shared = &*self.shared;
-        shared
-            .ring
-            .drain(&mut self.next, out, max, || shared.publishers_gone())
-            .map_err(|stop| match stop {
-                DrainStop::Empty => TryRecvError::Empty,
-                DrainStop::Lagged(missed) => TryRecvError::Lagged(missed),
-                DrainStop::Closed => TryRecvError::Closed,
-            })
+        if self.pending_lag > 0 {
+            return Err(TryRecvError::Lagged(std::mem::take(&mut self.pending_lag)));
+        }
+        let mut taken = 0;
+        while taken < max {
+            match self.read() {
+                Read::Message(msg) => {
+                    out.push(msg);
+                    taken += 1;
+                }
+                Read::Lagged(missed) if taken == 0 => return Err(TryRecvError::Lagged(missed)),
+                Read::Lagged(missed) => {
+                    self.pending_lag = missed;
+                    break;
+                }
+                Read::Empty => break,
+            }
+        }
+        if taken > 0 {
+            return Ok(taken);
+        }
+        let msg = self.after_empty()?;
+        out.push(msg);
+        Ok(1)
+    }
+
+    /// One read step; wakes publishers waiting for room and drops a spare
+    /// copy if the ring asks for it.
+    fn read(&mut self) -> Read<T> {
+        let Step { read, spare, room } = self.shared.ring.read(&mut self.position);
+        if room {
+            self.shared.room.notify_waiters();
+        }
+        drop(spare);
+        read
+    }
+
+    /// After a read found nothing: `Empty` while a publisher is alive;
+    /// otherwise a second read, whose `Empty` means `Closed`.
+    ///
+    /// The second read is what makes `Closed` exact: `publishers_gone`
+    /// acquires the last publisher's drop, which follows all its publishes,
+    /// so every message published before that drop is visible to it.
+    fn after_empty(&mut self) -> Result<T, TryRecvError> {
+        if !self.shared.publishers_gone() {
+            return Err(TryRecvError::Empty);
+        }
+        match self.read() {
+            Read::Message(msg) => Ok(msg),
+            Read::Lagged(missed) => Err(TryRecvError::Lagged(missed)),
+            Read::Empty => Err(TryRecvError::Closed),
+        }
     }
 }
 
-/// One non-blocking read for the subscriber at `*next` of `shared`.
-fn try_recv_at<T: Clone>(shared: &Shared<T>, next: &mut u64) -> Result<T, TryRecvError> {
-    match shared.ring.try_recv(next, || shared.publishers_gone()) {
-        ReadOrClosed::Read(Read::Message(msg)) => Ok(msg),
-        ReadOrClosed::Read(Read::Empty) => Err(TryRecvError::Empty),
-        ReadOrClosed::Read(Read::Lagged(missed)) => Err(TryRecvError::Lagged(missed)),
-        ReadOrClosed::Closed => Err(TryRecvError::Closed),
+/// `recv`'s error for a `try_recv` result that is not `Empty`.
+fn recv_result<T>(result: Result<T, TryRecvError>) -> Option<Result<T, RecvError>> {
+    match result {
+        Ok(msg) => Some(Ok(msg)),
+        Err(TryRecvError::Lagged(missed)) => Some(Err(RecvError::Lagged(missed))),
+        Err(TryRecvError::Closed) => Some(Err(RecvError::Closed)),
+        Err(TryRecvError::Empty) => None,
     }
 }
 
@@ -144,7 +199,10 @@ impl<T> Drop for Subscriber<T> {
     /// it has not read; payloads whose last claim that was are dropped here,
     /// after the topic lock is released.
     fn drop(&mut self) {
-        let released = self.shared.ring.unsubscribe(self.next);
+        let (released, room) = self.shared.ring.unsubscribe(self.position);
+        if room {
+            self.shared.room.notify_waiters();
+        }
         drop(released);
     }
 }
@@ -153,7 +211,7 @@ impl<T> fmt::Debug for Subscriber<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Subscriber")
             .field("topic", &self.shared.name)
-            .field("next", &self.next)
+            .field("next", &self.position.next)
             .finish_non_exhaustive()
     }
 }

@@ -1,14 +1,27 @@
 //! The one place this crate takes its concurrency primitives from.
 //!
-//! Every lock, atomic and wake-up primitive used by the bus is imported from
-//! here and nowhere else, so that a loom build can swap them all in one place.
-//! The loom branch (switched on `cfg(kms_loom)`, never `cfg(loom)`, which
-//! tokio reads itself) is added together with the SoA backend and its loom
-//! models; loom is not a dependency yet, so today this module always
-//! re-exports `std` and `tokio`.
+//! Every lock, atomic, cell and spin hint used by the bus is imported from
+//! here and nowhere else, so that a loom build checks the code that ships.
+//! The switch is `cfg(kms_loom)` (set with `RUSTFLAGS="--cfg kms_loom"`, see
+//! `loom-tests/`), never `cfg(loom)`, which tokio reads itself and breaks.
+//!
+//! [`Notify`] is tokio's in both builds: loom cannot model tokio's internals,
+//! but its contract ("a `Notified` created before `notify_waiters` is woken by
+//! it") is all the bus relies on, and loom's `block_on` drives the futures
+//! with a loom-aware waker, so the models still explore every interleaving of
+//! the bus's own atomics around it.
 
-pub(crate) use std::sync::atomic::{AtomicUsize, Ordering};
-pub(crate) use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+#[cfg(not(kms_loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(kms_loom))]
+pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
+
+#[cfg(kms_loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(kms_loom)]
+pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
+
+pub(crate) use std::sync::PoisonError;
 pub(crate) use tokio::sync::Notify;
 
 /// Locks `mutex`, recovering the guard if a previous holder panicked.
@@ -17,7 +30,56 @@ pub(crate) use tokio::sync::Notify;
 /// data is still there. Recovering it is sound exactly when every critical
 /// section leaves the protected state consistent at every point where it can
 /// panic. Each caller states why that holds for the state it protects (see
-/// the `Ring` docs in `classic.rs` and the registry docs in `bus.rs`).
+/// the `Ring` docs in `classic.rs`, the membership docs in `soa.rs` and the
+/// registry docs in `bus.rs`).
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
+
+/// One step of a bounded busy-wait: a CPU spin hint, and under loom a yield
+/// to the other modelled threads (loom requires every spin loop to yield).
+pub(crate) fn spin_loop() {
+    #[cfg(not(kms_loom))]
+    std::hint::spin_loop();
+    #[cfg(kms_loom)]
+    loom::hint::spin_loop();
+}
+
+/// Yields the thread after a busy-wait has lasted a while (the waited-for
+/// thread may have been preempted).
+pub(crate) fn yield_now() {
+    #[cfg(not(kms_loom))]
+    std::thread::yield_now();
+    #[cfg(kms_loom)]
+    loom::thread::yield_now();
+}
+
+/// An `UnsafeCell` with loom's closure API, so loom can check every access
+/// to a payload slot for data races; outside loom it is a zero-cost wrapper
+/// around [`std::cell::UnsafeCell`].
+#[cfg(not(kms_loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(kms_loom))]
+impl<T> UnsafeCell<T> {
+    /// Wraps `value`.
+    pub(crate) const fn new(value: T) -> Self {
+        Self(std::cell::UnsafeCell::new(value))
+    }
+
+    /// Runs `f` with a shared pointer to the contents.
+    #[inline(always)]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    /// Runs `f` with an exclusive pointer to the contents.
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+#[cfg(kms_loom)]
+pub(crate) use loom::cell::UnsafeCell;

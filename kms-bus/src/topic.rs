@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::classic::Classic;
+use crate::backend::{Crowded, Ring};
 use crate::config::TopicConfig;
 use crate::error::BusError;
 use crate::publisher::Publisher;
@@ -27,12 +27,17 @@ pub(crate) struct Shared<T> {
     pub(crate) name: String,
     /// Fixed at creation; already validated.
     pub(crate) config: TopicConfig,
-    /// The ring (the only backend so far).
-    pub(crate) ring: Classic<T>,
+    /// The ring, of the configured backend.
+    pub(crate) ring: Ring<T>,
     /// Wakes subscribers parked in `recv`. Publishers call `notify_waiters`
-    /// after releasing the ring lock, once per publish or batch, and when
-    /// the last publisher drops.
+    /// after a publish when the ring says so (Classic: every publish or
+    /// batch; Soa: when a subscriber announced it parks), and the last
+    /// publisher's drop always does.
     pub(crate) notify: Notify,
+    /// Wakes publishers parked in `publish_wait` (Overflow::Wait). A reader
+    /// that frees a slot while the ring counts a waiting publisher calls
+    /// `notify_waiters`, as does a departing subscriber.
+    pub(crate) room: Notify,
     /// Number of live [`Publisher`]s (a count).
     ///
     /// Incremented with `Relaxed` (as `Arc::clone` does): an increment
@@ -69,8 +74,9 @@ impl<T> Topic<T> {
             shared: Arc::new(Shared {
                 name: name.to_owned(),
                 config,
-                ring: Classic::new(config.capacity, config.overflow),
+                ring: Ring::new(config),
                 notify: Notify::new(),
+                room: Notify::new(),
                 publishers: AtomicUsize::new(0),
             }),
         }
@@ -87,10 +93,16 @@ impl<T> Topic<T> {
     ///
     /// # Errors
     ///
-    /// None with the Classic backend. The `Result` is kept for backends
-    /// with a bounded number of subscribers.
+    /// [`BusError::TooManySubscribers`] if the topic is
+    /// [`Backend::Soa`](crate::Backend::Soa) and already has 64 live
+    /// subscribers. The Classic backend has no limit.
     pub fn subscribe(&self) -> Result<Subscriber<T>, BusError> {
-        Ok(Subscriber::new(Arc::clone(&self.shared)))
+        Subscriber::new(Arc::clone(&self.shared)).map_err(|Crowded { limit }| {
+            BusError::TooManySubscribers {
+                name: self.shared.name.clone(),
+                limit,
+            }
+        })
     }
 
     /// The name this topic is registered under.

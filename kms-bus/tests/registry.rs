@@ -1,8 +1,16 @@
 //! `Bus::topic`: naming, typing and configuration rules.
 
-mod common;
 
 use kms_bus::{Backend, Bus, BusError, Overflow, TopicConfig};
+
+/// A Classic config with the given capacity and overflow policy.
+fn config(capacity: usize, overflow: Overflow) -> TopicConfig {
+    TopicConfig {
+        capacity,
+        overflow,
+        ..TopicConfig::default()
+    }
+}
 
 #[test]
 fn type_mismatch_on_a_name_is_an_error() {
@@ -63,11 +71,11 @@ fn different_names_are_different_topics() {
 #[test]
 fn config_mismatch_is_an_error() {
     let bus = Bus::new();
-    bus.topic::<u32>("c", common::config(8, Overflow::Lag))
+    bus.topic::<u32>("c", config(8, Overflow::Lag))
         .unwrap();
     for other in [
-        common::config(16, Overflow::Lag),
-        common::config(8, Overflow::Reject),
+        config(16, Overflow::Lag),
+        config(8, Overflow::Reject),
     ] {
         let err = bus.topic::<u32>("c", other).unwrap_err();
         assert_eq!(
@@ -79,9 +87,9 @@ fn config_mismatch_is_an_error() {
         assert_eq!(err.code(), "bus.config_mismatch");
     }
     let topic = bus
-        .topic::<u32>("c", common::config(8, Overflow::Lag))
+        .topic::<u32>("c", config(8, Overflow::Lag))
         .unwrap();
-    assert_eq!(topic.config(), common::config(8, Overflow::Lag));
+    assert_eq!(topic.config(), config(8, Overflow::Lag));
     assert_eq!(topic.name(), "c");
 }
 
@@ -90,7 +98,7 @@ fn capacity_zero_and_too_large_are_invalid() {
     let bus = Bus::new();
     for capacity in [0, TopicConfig::MAX_CAPACITY + 1, usize::MAX] {
         let err = bus
-            .topic::<u32>("z", common::config(capacity, Overflow::Lag))
+            .topic::<u32>("z", config(capacity, Overflow::Lag))
             .unwrap_err();
         assert!(
             matches!(err, BusError::InvalidConfig { .. }),
@@ -102,11 +110,11 @@ fn capacity_zero_and_too_large_are_invalid() {
     assert_eq!(bus.topic_count(), 0);
     // The bounds themselves are accepted (checked without allocating a
     // 2^24-slot ring).
-    assert!(common::config(TopicConfig::MAX_CAPACITY, Overflow::Lag)
+    assert!(config(TopicConfig::MAX_CAPACITY, Overflow::Lag)
         .validate()
         .is_ok());
     assert!(bus
-        .topic::<u32>("z", common::config(1, Overflow::Lag))
+        .topic::<u32>("z", config(1, Overflow::Lag))
         .is_ok());
 }
 

@@ -125,7 +125,7 @@ impl Harness {
         let config = TopicConfig {
             capacity,
             overflow,
-            ..TopicConfig::default()
+            backend: crate::BACKEND,
         };
         let topic = Bus::new().topic::<Msg>("model", config).unwrap();
         let publisher = Some(topic.publisher());

@@ -3,7 +3,7 @@
 //! `Arc` payloads: `Arc::strong_count` returning to 1 proves the bus holds no
 //! copy (a payload carrying a reply handle would otherwise never be dropped).
 
-mod common;
+
 
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use kms_bus::{Overflow, TryRecvError};
 
 #[test]
 fn dropping_a_subscriber_releases_its_unread_payloads() {
-    let topic = common::topic::<Arc<u32>>(8, Overflow::Reject);
+    let topic = super::common::topic::<Arc<u32>>(8, Overflow::Reject);
     let reader = topic.subscribe().unwrap();
     let quitter = topic.subscribe().unwrap();
     let publisher = topic.publisher();
@@ -30,7 +30,7 @@ fn dropping_a_subscriber_releases_its_unread_payloads() {
 
 #[test]
 fn the_last_claim_is_released_by_whoever_holds_it() {
-    let topic = common::topic::<Arc<u32>>(8, Overflow::Reject);
+    let topic = super::common::topic::<Arc<u32>>(8, Overflow::Reject);
     let mut reader = topic.subscribe().unwrap();
     let quitter = topic.subscribe().unwrap();
     let publisher = topic.publisher();
@@ -61,7 +61,7 @@ fn the_last_claim_is_released_by_whoever_holds_it() {
 
 #[test]
 fn read_payloads_are_not_retained_by_the_ring() {
-    let topic = common::topic::<Arc<u32>>(4, Overflow::Lag);
+    let topic = super::common::topic::<Arc<u32>>(4, Overflow::Lag);
     let mut a = topic.subscribe().unwrap();
     let mut b = topic.subscribe().unwrap();
     let publisher = topic.publisher();
@@ -77,7 +77,7 @@ fn read_payloads_are_not_retained_by_the_ring() {
 
 #[test]
 fn lag_overwrite_releases_the_overwritten_payload() {
-    let topic = common::topic::<Arc<u32>>(2, Overflow::Lag);
+    let topic = super::common::topic::<Arc<u32>>(2, Overflow::Lag);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     let payloads: Vec<Arc<u32>> = (0..5).map(Arc::new).collect();
@@ -94,7 +94,7 @@ fn lag_overwrite_releases_the_overwritten_payload() {
 
 #[test]
 fn dropping_a_lagged_subscriber_releases_what_remains() {
-    let topic = common::topic::<Arc<u32>>(3, Overflow::Lag);
+    let topic = super::common::topic::<Arc<u32>>(3, Overflow::Lag);
     let mut fast = topic.subscribe().unwrap();
     let slow = topic.subscribe().unwrap();
     let publisher = topic.publisher();
@@ -112,7 +112,7 @@ fn dropping_a_lagged_subscriber_releases_what_remains() {
 
 #[test]
 fn refused_and_unsubscribed_publishes_do_not_leak() {
-    let topic = common::topic::<Arc<u32>>(1, Overflow::Reject);
+    let topic = super::common::topic::<Arc<u32>>(1, Overflow::Reject);
     let publisher = topic.publisher();
     let payload = Arc::new(0);
     // No subscriber: handed back.

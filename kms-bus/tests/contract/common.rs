@@ -1,6 +1,6 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the contract tests.
 
-#![allow(dead_code)] // each test binary uses a subset
+#![allow(dead_code)] // each backend's binary uses a subset
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -24,17 +24,21 @@ impl Clone for Counted {
     }
 }
 
-/// A config with the given capacity and overflow policy.
+/// A config with the given capacity and overflow policy, on the backend
+/// under test.
 pub fn config(capacity: usize, overflow: Overflow) -> TopicConfig {
     TopicConfig {
         capacity,
         overflow,
-        ..TopicConfig::default()
+        backend: crate::BACKEND,
     }
 }
 
-/// A topic named "test" on a fresh bus.
-pub fn topic<T: Clone + Send + 'static>(capacity: usize, overflow: Overflow) -> kms_bus::Topic<T> {
+/// A topic named "test" on a fresh bus, on the backend under test.
+pub fn topic<T: Clone + Send + Sync + 'static>(
+    capacity: usize,
+    overflow: Overflow,
+) -> kms_bus::Topic<T> {
     Bus::new()
         .topic::<T>("test", config(capacity, overflow))
         .expect("valid config on a fresh bus")

@@ -1,6 +1,6 @@
 //! Overflow policies (Lag, Reject) and batched publish.
 
-mod common;
+
 
 use std::sync::Arc;
 
@@ -8,7 +8,7 @@ use kms_bus::{Overflow, PublishError, RejectCause, TryRecvError};
 
 #[test]
 fn lag_reports_the_exact_count_once_then_continues_from_the_oldest() {
-    let topic = common::topic::<u32>(4, Overflow::Lag);
+    let topic = super::common::topic::<u32>(4, Overflow::Lag);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     for i in 0..11 {
@@ -25,7 +25,7 @@ fn lag_reports_the_exact_count_once_then_continues_from_the_oldest() {
 
 #[test]
 fn lag_after_partial_read() {
-    let topic = common::topic::<u32>(3, Overflow::Lag);
+    let topic = super::common::topic::<u32>(3, Overflow::Lag);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     for i in 0..3 {
@@ -42,7 +42,7 @@ fn lag_after_partial_read() {
 
 #[test]
 fn lag_affects_only_the_slow_subscriber() {
-    let topic = common::topic::<u32>(2, Overflow::Lag);
+    let topic = super::common::topic::<u32>(2, Overflow::Lag);
     let mut fast = topic.subscribe().unwrap();
     let mut slow = topic.subscribe().unwrap();
     let publisher = topic.publisher();
@@ -57,7 +57,7 @@ fn lag_affects_only_the_slow_subscriber() {
 
 #[test]
 fn lag_never_refuses_a_publish() {
-    let topic = common::topic::<u32>(1, Overflow::Lag);
+    let topic = super::common::topic::<u32>(1, Overflow::Lag);
     let _sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     for i in 0..100 {
@@ -67,7 +67,7 @@ fn lag_never_refuses_a_publish() {
 
 #[test]
 fn reject_returns_full_with_the_same_message() {
-    let topic = common::topic::<Arc<str>>(2, Overflow::Reject);
+    let topic = super::common::topic::<Arc<str>>(2, Overflow::Reject);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     publisher.publish("a".into()).unwrap();
@@ -89,7 +89,7 @@ fn reject_returns_full_with_the_same_message() {
 
 #[test]
 fn reject_is_full_until_the_slowest_subscriber_reads() {
-    let topic = common::topic::<u32>(1, Overflow::Reject);
+    let topic = super::common::topic::<u32>(1, Overflow::Reject);
     let mut a = topic.subscribe().unwrap();
     let mut b = topic.subscribe().unwrap();
     let publisher = topic.publisher();
@@ -102,7 +102,7 @@ fn reject_is_full_until_the_slowest_subscriber_reads() {
 
 #[test]
 fn batch_returns_the_count_and_delivers_in_order() {
-    let topic = common::topic::<u32>(8, Overflow::Reject);
+    let topic = super::common::topic::<u32>(8, Overflow::Reject);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     assert_eq!(publisher.publish_batch(0..5), Ok(5));
@@ -114,7 +114,7 @@ fn batch_returns_the_count_and_delivers_in_order() {
 
 #[test]
 fn batch_partial_rejection_hands_back_the_rest_in_order() {
-    let topic = common::topic::<u32>(4, Overflow::Reject);
+    let topic = super::common::topic::<u32>(4, Overflow::Reject);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     publisher.publish(100).unwrap();
@@ -133,7 +133,7 @@ fn batch_partial_rejection_hands_back_the_rest_in_order() {
 
 #[test]
 fn batch_into_a_full_ring_publishes_none() {
-    let topic = common::topic::<u32>(1, Overflow::Reject);
+    let topic = super::common::topic::<u32>(1, Overflow::Reject);
     let _sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     publisher.publish(0).unwrap();
@@ -149,7 +149,7 @@ fn batch_into_a_full_ring_publishes_none() {
 
 #[test]
 fn batch_without_subscribers_hands_everything_back() {
-    let topic = common::topic::<u32>(8, Overflow::Lag);
+    let topic = super::common::topic::<u32>(8, Overflow::Lag);
     let publisher = topic.publisher();
     let err = publisher.publish_batch([1, 2, 3]).unwrap_err();
     assert_eq!(err.cause(), RejectCause::NoSubscribers);
@@ -160,7 +160,7 @@ fn batch_without_subscribers_hands_everything_back() {
 
 #[test]
 fn batch_on_a_lag_topic_overwrites_and_reports_the_lag() {
-    let topic = common::topic::<u32>(3, Overflow::Lag);
+    let topic = super::common::topic::<u32>(3, Overflow::Lag);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     assert_eq!(publisher.publish_batch(0..10), Ok(10));
@@ -176,7 +176,7 @@ fn a_batch_is_visible_all_at_once() {
     // first message of a batch finds the whole batch there.
     const BATCH: u32 = 8;
     const BATCHES: u32 = 500;
-    let topic = common::topic::<u32>((BATCH * BATCHES) as usize, Overflow::Reject);
+    let topic = super::common::topic::<u32>((BATCH * BATCHES) as usize, Overflow::Reject);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     let producer = std::thread::spawn(move || {

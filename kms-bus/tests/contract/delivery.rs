@@ -1,16 +1,16 @@
 //! Delivery: order, fan-out, last-reader move, no-subscriber publishes.
 
-mod common;
+
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use common::Counted;
+use super::common::Counted;
 use kms_bus::{Overflow, PublishError, RejectCause, TryRecvError};
 
 #[test]
 fn publish_then_try_recv_in_order() {
-    let topic = common::topic::<u32>(16, Overflow::Lag);
+    let topic = super::common::topic::<u32>(16, Overflow::Lag);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     assert_eq!(sub.try_recv(), Err(TryRecvError::Empty));
@@ -24,7 +24,7 @@ fn publish_then_try_recv_in_order() {
 
 #[test]
 fn ring_wraps_many_times_in_order() {
-    let topic = common::topic::<u32>(3, Overflow::Reject);
+    let topic = super::common::topic::<u32>(3, Overflow::Reject);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     for i in 0..100 {
@@ -39,7 +39,7 @@ fn ring_wraps_many_times_in_order() {
 
 #[test]
 fn two_subscribers_each_see_every_message() {
-    let topic = common::topic::<u32>(8, Overflow::Reject);
+    let topic = super::common::topic::<u32>(8, Overflow::Reject);
     let mut a = topic.subscribe().unwrap();
     let mut b = topic.subscribe().unwrap();
     let publisher = topic.publisher();
@@ -56,7 +56,7 @@ fn two_subscribers_each_see_every_message() {
 
 #[test]
 fn new_subscriber_starts_at_the_tail() {
-    let topic = common::topic::<u32>(8, Overflow::Lag);
+    let topic = super::common::topic::<u32>(8, Overflow::Lag);
     let mut early = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     publisher.publish(1).unwrap();
@@ -71,7 +71,7 @@ fn new_subscriber_starts_at_the_tail() {
 #[test]
 fn one_subscriber_never_clones() {
     let clones = Arc::new(AtomicUsize::new(0));
-    let topic = common::topic::<Counted>(4, Overflow::Lag);
+    let topic = super::common::topic::<Counted>(4, Overflow::Lag);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     for id in 0..20 {
@@ -89,7 +89,7 @@ fn one_subscriber_never_clones() {
 #[test]
 fn two_subscribers_clone_once_per_message() {
     let clones = Arc::new(AtomicUsize::new(0));
-    let topic = common::topic::<Counted>(16, Overflow::Reject);
+    let topic = super::common::topic::<Counted>(16, Overflow::Reject);
     let mut a = topic.subscribe().unwrap();
     let mut b = topic.subscribe().unwrap();
     let publisher = topic.publisher();
@@ -117,7 +117,7 @@ fn two_subscribers_clone_once_per_message() {
 
 #[test]
 fn publish_without_subscribers_hands_the_message_back() {
-    let topic = common::topic::<String>(4, Overflow::Lag);
+    let topic = super::common::topic::<String>(4, Overflow::Lag);
     let publisher = topic.publisher();
     let err = publisher.publish("lost?".to_owned()).unwrap_err();
     assert_eq!(err.code(), "bus.no_subscribers");
@@ -177,7 +177,7 @@ impl Clone for Fragile {
 fn a_panicking_clone_leaves_the_topic_usable() {
     // The clone runs under the topic lock, so its panic poisons the mutex.
     // The topic must keep working and the failed read must not have moved.
-    let topic = common::topic::<Fragile>(4, Overflow::Reject);
+    let topic = super::common::topic::<Fragile>(4, Overflow::Reject);
     let mut a = topic.subscribe().unwrap();
     let mut b = topic.subscribe().unwrap();
     let publisher = topic.publisher();

@@ -1,12 +1,12 @@
 //! `Subscriber::drain`.
 
-mod common;
+
 
 use kms_bus::{Overflow, TryRecvError};
 
 #[test]
 fn drain_respects_max_and_appends() {
-    let topic = common::topic::<u32>(16, Overflow::Lag);
+    let topic = super::common::topic::<u32>(16, Overflow::Lag);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     publisher.publish_batch(0..10).unwrap();
@@ -23,7 +23,7 @@ fn drain_respects_max_and_appends() {
 
 #[test]
 fn drain_with_max_zero_reads_nothing() {
-    let topic = common::topic::<u32>(4, Overflow::Lag);
+    let topic = super::common::topic::<u32>(4, Overflow::Lag);
     let mut sub = topic.subscribe().unwrap();
     topic.publisher().publish(1).unwrap();
     let mut out = Vec::new();
@@ -34,7 +34,7 @@ fn drain_with_max_zero_reads_nothing() {
 
 #[test]
 fn drain_reports_lag_before_any_message_then_repositions() {
-    let topic = common::topic::<u32>(4, Overflow::Lag);
+    let topic = super::common::topic::<u32>(4, Overflow::Lag);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     publisher.publish_batch(0..10).unwrap();
@@ -48,7 +48,7 @@ fn drain_reports_lag_before_any_message_then_repositions() {
 
 #[test]
 fn drain_reports_closed_only_after_everything_is_read() {
-    let topic = common::topic::<u32>(4, Overflow::Lag);
+    let topic = super::common::topic::<u32>(4, Overflow::Lag);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     publisher.publish_batch([1, 2, 3]).unwrap();
@@ -64,7 +64,7 @@ fn drain_reports_closed_only_after_everything_is_read() {
 #[test]
 fn drain_after_lag_in_a_mixed_sequence_keeps_counts_exact() {
     // delivered + lagged = published, whatever the read pattern.
-    let topic = common::topic::<u32>(5, Overflow::Lag);
+    let topic = super::common::topic::<u32>(5, Overflow::Lag);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     let mut delivered = Vec::new();

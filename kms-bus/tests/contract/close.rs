@@ -3,7 +3,7 @@
 //! The `timeout`s below only turn a lost wake-up into a failure instead of a
 //! hung test; no test asserts how long anything takes.
 
-mod common;
+
 
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ const HANG: Duration = Duration::from_secs(30);
 
 #[test]
 fn closed_after_all_publishers_drop_and_everything_is_read() {
-    let topic = common::topic::<u32>(8, Overflow::Lag);
+    let topic = super::common::topic::<u32>(8, Overflow::Lag);
     let mut sub = topic.subscribe().unwrap();
     let p1 = topic.publisher();
     let p2 = p1.clone();
@@ -39,7 +39,7 @@ fn closed_after_all_publishers_drop_and_everything_is_read() {
 
 #[test]
 fn lag_is_reported_before_closed() {
-    let topic = common::topic::<u32>(2, Overflow::Lag);
+    let topic = super::common::topic::<u32>(2, Overflow::Lag);
     let mut sub = topic.subscribe().unwrap();
     topic.publisher().publish_batch(0..5).unwrap(); // publisher dropped
     assert_eq!(sub.try_recv(), Err(TryRecvError::Lagged(3)));
@@ -50,7 +50,7 @@ fn lag_is_reported_before_closed() {
 
 #[test]
 fn a_new_publisher_reopens_the_topic() {
-    let topic = common::topic::<u32>(4, Overflow::Lag);
+    let topic = super::common::topic::<u32>(4, Overflow::Lag);
     let mut sub = topic.subscribe().unwrap();
     assert_eq!(sub.try_recv(), Err(TryRecvError::Closed));
     let publisher = topic.publisher();
@@ -61,7 +61,7 @@ fn a_new_publisher_reopens_the_topic() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recv_wakes_on_publish_from_another_task() {
-    let topic = common::topic::<u32>(4, Overflow::Reject);
+    let topic = super::common::topic::<u32>(4, Overflow::Reject);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     let producer = tokio::spawn(async move {
@@ -84,7 +84,7 @@ async fn recv_wakes_on_publish_from_another_task() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recv_wakes_on_publish_from_a_plain_thread() {
-    let topic = common::topic::<u64>(64, Overflow::Reject);
+    let topic = super::common::topic::<u64>(64, Overflow::Reject);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     let producer = std::thread::spawn(move || {
@@ -115,7 +115,7 @@ async fn recv_wakes_on_publish_from_a_plain_thread() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parked_recv_wakes_when_the_last_publisher_drops() {
-    let topic = common::topic::<u32>(4, Overflow::Lag);
+    let topic = super::common::topic::<u32>(4, Overflow::Lag);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     let (parked_tx, parked_rx) = tokio::sync::oneshot::channel();
@@ -131,7 +131,7 @@ async fn parked_recv_wakes_when_the_last_publisher_drops() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn recv_is_cancel_safe() {
-    let topic = common::topic::<u32>(8, Overflow::Lag);
+    let topic = super::common::topic::<u32>(8, Overflow::Lag);
     let mut sub = topic.subscribe().unwrap();
     let publisher = topic.publisher();
     // Poll recv once on an empty topic, then drop the future.
@@ -152,7 +152,7 @@ async fn recv_is_cancel_safe() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_parked_subscribers_all_wake() {
-    let topic = common::topic::<u32>(4, Overflow::Lag);
+    let topic = super::common::topic::<u32>(4, Overflow::Lag);
     let publisher = topic.publisher();
     let mut tasks = Vec::new();
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(8);

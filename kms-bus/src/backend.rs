@@ -1,0 +1,123 @@
+//! The two ring backends behind one internal interface.
+//!
+//! `Publisher` and `Subscriber` talk to a [`Ring`] only; each method
+//! forwards to [`Classic`] or [`Soa`]. Both return the same outcome types
+//! ([`Published`], [`Step`], [`Read`]), so the handles implement the
+//! delivery contract (closed detection, wake-ups, room for `Wait`) once.
+
+use crate::classic::Classic;
+use crate::config::{Backend, TopicConfig};
+pub(crate) use crate::soa::{Published, Read, Step};
+use crate::soa::{Soa, MAX_SUBSCRIBERS};
+
+/// A topic's ring.
+pub(crate) enum Ring<T> {
+    /// One mutex around a ring of `Option<T>` slots.
+    Classic(Classic<T>),
+    /// Lock-free parallel arrays.
+    Soa(Soa<T>),
+}
+
+/// Where a subscriber is in the ring.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Position {
+    /// Sequence number of the next message to read.
+    pub(crate) next: u64,
+    /// The subscriber's bit in the SoA masks (unused by Classic).
+    pub(crate) bit: u32,
+}
+
+/// A subscribe was refused: the topic has [`MAX_SUBSCRIBERS`] already.
+pub(crate) struct Crowded {
+    /// The limit that was reached.
+    pub(crate) limit: usize,
+}
+
+impl<T> Ring<T> {
+    /// An empty ring for a validated configuration.
+    pub(crate) fn new(config: TopicConfig) -> Self {
+        match config.backend {
+            Backend::Classic => Self::Classic(Classic::new(config.capacity, config.overflow)),
+            Backend::Soa => Self::Soa(Soa::new(config.capacity, config.overflow)),
+        }
+    }
+
+    /// Number of live subscribers (a snapshot).
+    pub(crate) fn subscriber_count(&self) -> usize {
+        match self {
+            Self::Classic(ring) => ring.subscriber_count(),
+            Self::Soa(ring) => ring.subscriber_count(),
+        }
+    }
+
+    /// Registers a subscriber that starts at the tail.
+    pub(crate) fn subscribe(&self) -> Result<Position, Crowded> {
+        match self {
+            Self::Classic(ring) => Ok(Position {
+                next: ring.subscribe(),
+                bit: 0,
+            }),
+            Self::Soa(ring) => match ring.subscribe() {
+                Some((bit, next)) => Ok(Position { next, bit }),
+                None => Err(Crowded {
+                    limit: MAX_SUBSCRIBERS,
+                }),
+            },
+        }
+    }
+
+    /// Unregisters a subscriber; returns the payloads it held the last claim
+    /// on (for the caller to drop) and whether publishers waiting for room
+    /// must be woken.
+    pub(crate) fn unsubscribe(&self, position: Position) -> (Vec<T>, bool) {
+        match self {
+            Self::Classic(ring) => ring.unsubscribe(position.next),
+            Self::Soa(ring) => ring.unsubscribe(position.bit, position.next),
+        }
+    }
+
+    /// Publishes `msgs` in order, stopping at the first that cannot go in.
+    pub(crate) fn publish(&self, msgs: impl ExactSizeIterator<Item = T>) -> Published<T> {
+        match self {
+            Self::Classic(ring) => ring.publish(msgs),
+            Self::Soa(ring) => ring.publish(msgs),
+        }
+    }
+
+    /// Announces a subscriber about to park; call after creating its
+    /// `Notified` and before its final re-check.
+    pub(crate) fn park(&self) {
+        match self {
+            // Classic wakes on every publish.
+            Self::Classic(_) => {}
+            Self::Soa(ring) => ring.park(),
+        }
+    }
+
+    /// Counts a publisher waiting for room; call after creating its
+    /// `Notified` and before its final re-check.
+    pub(crate) fn start_waiting(&self) {
+        match self {
+            Self::Classic(ring) => ring.start_waiting(),
+            Self::Soa(ring) => ring.start_waiting(),
+        }
+    }
+
+    /// Undoes [`Ring::start_waiting`].
+    pub(crate) fn stop_waiting(&self) {
+        match self {
+            Self::Classic(ring) => ring.stop_waiting(),
+            Self::Soa(ring) => ring.stop_waiting(),
+        }
+    }
+}
+
+impl<T: Clone> Ring<T> {
+    /// One read at `position`.
+    pub(crate) fn read(&self, position: &mut Position) -> Step<T> {
+        match self {
+            Self::Classic(ring) => ring.read(&mut position.next),
+            Self::Soa(ring) => ring.read(position.bit, &mut position.next),
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! The delivery contract of the crate docs, run once per backend (see
+//! `classic.rs` and `soa.rs`, which set `crate::BACKEND`).
+
+mod close;
+pub mod common;
+mod delivery;
+mod drain;
+mod model;
+mod overflow;
+mod release;
