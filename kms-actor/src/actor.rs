@@ -25,7 +25,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use kms_bus::{Backend, Bus, RecvError, Subscriber, TopicConfig, TryRecvError};
+use kms_bus::{Bus, RecvError, Subscriber, TopicConfig, TryRecvError};
 use kms_core::{Keystore, KmsError};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -90,7 +90,7 @@ impl KmsActor {
                 &config.request_topic,
                 TopicConfig {
                     capacity: config.queue_capacity,
-                    backend: Backend::Classic,
+                    backend: config.backend,
                     overflow: config.overflow,
                 },
             )

@@ -1,6 +1,6 @@
 //! [`KmsConfig`]: how the actor is sized, validated at spawn.
 
-use kms_bus::Overflow;
+use kms_bus::{Backend, Overflow};
 use kms_core::KmsError;
 
 /// The largest `max_batch` accepted (count): beyond it a batch's memory
@@ -26,6 +26,11 @@ pub struct KmsConfig {
     /// What a full request topic does. Default: [`Overflow::Reject`], so a
     /// caller gets a retryable [`KmsError::Overloaded`] instead of waiting.
     pub overflow: Overflow,
+    /// Ring backend of the request topic. Default: [`Backend::Soa`], the
+    /// lock-free ring: the actor is the only subscriber, so every request is
+    /// moved out of the ring, never cloned, and a burst of requests wakes
+    /// the actor once.
+    pub backend: Backend,
 }
 
 impl Default for KmsConfig {
@@ -36,6 +41,7 @@ impl Default for KmsConfig {
             request_topic: DEFAULT_REQUEST_TOPIC.to_owned(),
             queue_capacity: 8192,
             overflow: Overflow::Reject,
+            backend: Backend::Soa,
         }
     }
 }

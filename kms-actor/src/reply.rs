@@ -4,7 +4,7 @@
 //! slot), and when the last clone of a [`Reply`] is dropped unanswered the
 //! sender drops with it, so the waiting caller is woken with "closed" and
 //! never hangs. The bus needs `Clone` payloads; the actor is the topic's one
-//! subscriber, so the Classic backend moves the request out rather than
+//! subscriber, so either backend moves the request out rather than
 //! cloning it, and clones, when they happen, share the one slot.
 
 use std::sync::{Arc, Mutex, PoisonError};
