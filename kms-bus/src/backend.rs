@@ -7,7 +7,8 @@
 
 use crate::classic::Classic;
 use crate::config::{Backend, TopicConfig};
-pub(crate) use crate::soa::{Published, Read, Step};
+pub(crate) use crate::soa::{Published, PublishedOne, Read, Step};
+use crate::error::RejectCause;
 use crate::soa::{Soa, MAX_SUBSCRIBERS};
 
 /// A topic's ring.
@@ -76,21 +77,36 @@ impl<T> Ring<T> {
         }
     }
 
-    /// Publishes `msgs` in order, stopping at the first that cannot go in.
-    pub(crate) fn publish(&self, msgs: impl ExactSizeIterator<Item = T>) -> Published<T> {
+    /// Publishes one message.
+    ///
+    /// # Errors
+    ///
+    /// The message and why, if it could not go in.
+    #[inline]
+    pub(crate) fn publish_one(&self, msg: T) -> Result<PublishedOne<T>, (T, RejectCause)> {
         match self {
-            Self::Classic(ring) => ring.publish(msgs),
-            Self::Soa(ring) => ring.publish(msgs),
+            Self::Classic(ring) => ring.publish_one(msg),
+            Self::Soa(ring) => ring.publish_one(msg),
         }
     }
 
-    /// Announces a subscriber about to park; call after creating its
-    /// `Notified` and before its final re-check.
-    pub(crate) fn park(&self) {
+    /// Publishes `msgs` in order, stopping at the first that cannot go in.
+    pub(crate) fn publish_batch(&self, msgs: Vec<T>) -> Published<T> {
+        match self {
+            Self::Classic(ring) => ring.publish(msgs.into_iter()),
+            Self::Soa(ring) => ring.publish_batch(msgs),
+        }
+    }
+
+    /// Announces a subscriber at `position` about to park; call after
+    /// creating its `Notified` and before its final re-check. Returns `true`
+    /// if the caller must yield and look again instead of sleeping (a
+    /// publish is between reservation and ready stamp).
+    pub(crate) fn park(&self, position: &Position) -> bool {
         match self {
             // Classic wakes on every publish.
-            Self::Classic(_) => {}
-            Self::Soa(ring) => ring.park(),
+            Self::Classic(_) => false,
+            Self::Soa(ring) => ring.park(position.next),
         }
     }
 
@@ -114,6 +130,7 @@ impl<T> Ring<T> {
 
 impl<T: Clone> Ring<T> {
     /// One read at `position`.
+    #[inline]
     pub(crate) fn read(&self, position: &mut Position) -> Step<T> {
         match self {
             Self::Classic(ring) => ring.read(&mut position.next),

@@ -30,7 +30,7 @@
 //! Hence a panic under the lock leaves the ring consistent, and
 //! [`lock`] may recover a poisoned guard.
 
-use crate::backend::{Published, Read, Step};
+use crate::backend::{Published, PublishedOne, Read, Step};
 use crate::config::Overflow;
 use crate::error::RejectCause;
 use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
@@ -167,6 +167,23 @@ impl<T> Classic<T> {
     /// Undoes [`Classic::start_waiting`].
     pub(crate) fn stop_waiting(&self) {
         self.room_waiters.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Publishes one message and asks for a wake-up.
+    ///
+    /// # Errors
+    ///
+    /// The message and why, if there is no subscriber or a `Reject`/`Wait`
+    /// ring is full.
+    pub(crate) fn publish_one(&self, msg: T) -> Result<PublishedOne<T>, (T, RejectCause)> {
+        let mut ring = lock(&self.ring);
+        // Relaxed: only changed under the ring lock, which is held.
+        let receivers = self.subscribers.load(Ordering::Relaxed);
+        let evicted = ring.push(msg, receivers)?;
+        Ok(PublishedOne {
+            evicted,
+            wake: true,
+        })
     }
 
     /// Publishes `msgs` in order under one lock acquisition, stopping at

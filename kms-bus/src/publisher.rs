@@ -45,22 +45,16 @@ impl<T> Publisher<T> {
     ///   [`Overflow::Wait`](crate::Overflow::Wait) and its oldest message is
     ///   still unread by some subscriber.
     pub fn publish(&self, msg: T) -> Result<(), PublishError<T>> {
-        let outcome = self.shared.ring.publish(std::iter::once(msg));
-        self.finish(outcome.wake, outcome.evicted);
-        match outcome.rejected {
-            None => Ok(()),
-            Some((rejected, cause)) => {
-                let msg = rejected.into_iter().next();
-                // `publish` stops at the first message that cannot go in, so
-                // a rejection of one message hands exactly it back.
-                match (msg, cause) {
-                    (Some(msg), RejectCause::Full) => Err(PublishError::Full(msg)),
-                    (Some(msg), RejectCause::NoSubscribers) => {
-                        Err(PublishError::NoSubscribers(msg))
-                    }
-                    (None, _) => Ok(()),
+        match self.shared.ring.publish_one(msg) {
+            Ok(published) => {
+                if published.wake {
+                    self.shared.notify.notify_waiters();
                 }
+                drop(published.evicted);
+                Ok(())
             }
+            Err((msg, RejectCause::Full)) => Err(PublishError::Full(msg)),
+            Err((msg, RejectCause::NoSubscribers)) => Err(PublishError::NoSubscribers(msg)),
         }
     }
 
@@ -90,8 +84,11 @@ impl<T> Publisher<T> {
         if msgs.is_empty() {
             return Ok(0);
         }
-        let outcome = self.shared.ring.publish(msgs.into_iter());
-        self.finish(outcome.wake, outcome.evicted);
+        let outcome = self.shared.ring.publish_batch(msgs);
+        if outcome.wake {
+            self.shared.notify.notify_waiters();
+        }
+        drop(outcome.evicted);
         match outcome.rejected {
             None => Ok(outcome.published),
             Some((rejected, cause)) => Err(PublishError::Batch {
@@ -142,15 +139,6 @@ impl<T> Publisher<T> {
             notified.await;
             drop(waiting);
         }
-    }
-
-    /// Wakes parked subscribers if the ring asked for it, then drops the
-    /// payloads a `Lag` publish overwrote.
-    fn finish(&self, wake: bool, evicted: Vec<T>) {
-        if wake {
-            self.shared.notify.notify_waiters();
-        }
-        drop(evicted);
     }
 
     /// The name of the topic this publisher sends to.

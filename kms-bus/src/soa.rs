@@ -117,9 +117,16 @@ use crate::sync::{
     UnsafeCell,
 };
 
-/// Most subscribers one SoA topic can have at once: one bit each in a `u64`
-/// mask.
-pub(crate) const MAX_SUBSCRIBERS: usize = 64;
+/// Most subscribers one SoA topic can have at once: bits 0..56 of a slot's
+/// mask word; the top 8 bits count `Lag` readers inside a read.
+pub(crate) const MAX_SUBSCRIBERS: usize = 56;
+
+/// The subscriber bits of a mask word.
+const BITS: u64 = (1 << MAX_SUBSCRIBERS) - 1;
+
+/// One `Lag` reader inside a read, in a mask word's top 8 bits (at most
+/// 56 at once, so the count never overflows into nothing).
+const ONE_READER: u64 = 1 << MAX_SUBSCRIBERS;
 
 /// `starts[b]` while the subscriber taking bit `b` has set its bit but not yet
 /// read its start; a publisher that meets it waits.
@@ -138,16 +145,16 @@ pub(crate) struct Soa<T> {
     active: CachePadded<AtomicU64>,
     /// The largest `start` of any subscriber, or [`JOINING`] while a
     /// subscribe is between setting its bit and storing its start. A
-    /// publication at or above it needs no per-bit start check.
+    /// reservation at or above it needs no per-bit start check.
     newest_start: AtomicU64,
     /// `starts[b]`: first sequence number the subscriber with bit `b` reads,
     /// or [`JOINING`].
     starts: Box<[AtomicU64]>,
     /// Bits handed out to subscribers, including departing ones still
     /// clearing their claims. Subscribe and unsubscribe hold this lock; the
-    /// publish and read paths never take it. Poisoning is recovered: the
-    /// only panics possible inside are in `T`'s drop, which runs after the
-    /// lock is released.
+    /// publish and read paths never take it. Poisoning is recovered: nothing
+    /// inside can panic between two changes of shared state (payloads taken
+    /// out are dropped by the caller after the lock is released).
     membership: Mutex<u64>,
     /// Set by a subscriber about to park; cleared by the publisher that wakes
     /// the topic's waiters.
@@ -156,15 +163,18 @@ pub(crate) struct Soa<T> {
     room_waiters: AtomicUsize,
     /// Per-slot stamps (see the module docs).
     stamps: Box<[AtomicU64]>,
-    /// Per-slot sets of subscribers that have not read the slot's message.
+    /// Per-slot mask words: bits of the subscribers that have not read the
+    /// slot's message, and the count of `Lag` readers inside a read.
     masks: Box<[AtomicU64]>,
-    /// Per-slot counts of `Lag` readers inside a read.
-    pins: Box<[AtomicUsize]>,
-    /// Per-slot payloads, initialised exactly while the slot's mask is not 0.
+    /// Per-slot payloads, initialised exactly while the slot's mask word is
+    /// not 0.
     payloads: Box<[UnsafeCell<MaybeUninit<T>>]>,
     /// Number of slots (`1 ..= TopicConfig::MAX_CAPACITY`), as a sequence
     /// distance.
     capacity: u64,
+    /// Whether `capacity` is a power of two, so a slot index is a mask
+    /// rather than a 64-bit division (about 40 cycles here).
+    pow2: bool,
     /// Fixed at creation.
     overflow: Overflow,
 }
@@ -178,7 +188,7 @@ unsafe impl<T: Send + Sync> Send for Soa<T> {}
 // each payload is arbitrated by the slot protocol in the module docs.
 unsafe impl<T: Send + Sync> Sync for Soa<T> {}
 
-/// What one publish did.
+/// What a publish did.
 pub(crate) struct Published<T> {
     /// Number of messages published from the front of the batch.
     pub(crate) published: usize,
@@ -186,6 +196,14 @@ pub(crate) struct Published<T> {
     pub(crate) rejected: Option<(Vec<T>, RejectCause)>,
     /// Unread payloads that `Lag` publishes overwrote; the caller drops them.
     pub(crate) evicted: Vec<T>,
+    /// Whether a subscriber was parked and must be woken.
+    pub(crate) wake: bool,
+}
+
+/// What a single-message publish did.
+pub(crate) struct PublishedOne<T> {
+    /// The unread payload a `Lag` publish overwrote; the caller drops it.
+    pub(crate) evicted: Option<T>,
     /// Whether a subscriber was parked and must be woken.
     pub(crate) wake: bool,
 }
@@ -212,13 +230,21 @@ pub(crate) struct Step<T> {
     pub(crate) room: bool,
 }
 
+impl<T> Step<T> {
+    fn of(read: Read<T>) -> Self {
+        Self {
+            read,
+            spare: None,
+            room: false,
+        }
+    }
+}
+
 impl<T> Soa<T> {
     /// An empty ring of `capacity` slots (`1 ..= TopicConfig::MAX_CAPACITY`,
     /// checked by `TopicConfig::validate`).
     pub(crate) fn new(capacity: usize, overflow: Overflow) -> Self {
-        let atomics = |f: &dyn Fn(u64) -> u64| -> Box<[AtomicU64]> {
-            (0..capacity as u64).map(|i| AtomicU64::new(f(i))).collect()
-        };
+        let cap = capacity as u64;
         Self {
             tail: CachePadded::new(AtomicU64::new(0)),
             active: CachePadded::new(AtomicU64::new(0)),
@@ -228,13 +254,13 @@ impl<T> Soa<T> {
             parked: CachePadded::new(AtomicBool::new(false)),
             room_waiters: AtomicUsize::new(0),
             // Slot `i` holds the fully read message `i - capacity`.
-            stamps: atomics(&|i| (i << 1) | 1),
-            masks: atomics(&|_| 0),
-            pins: (0..capacity).map(|_| AtomicUsize::new(0)).collect(),
+            stamps: (0..cap).map(|i| AtomicU64::new((i << 1) | 1)).collect(),
+            masks: (0..cap).map(|_| AtomicU64::new(0)).collect(),
             payloads: (0..capacity)
                 .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
                 .collect(),
-            capacity: capacity as u64,
+            capacity: cap,
+            pow2: cap.is_power_of_two(),
             overflow,
         }
     }
@@ -243,7 +269,11 @@ impl<T> Soa<T> {
     #[inline(always)]
     fn index(&self, x: u64) -> usize {
         // `x % capacity < capacity <= 2^24`, which fits in `usize`.
-        (x % self.capacity) as usize
+        if self.pow2 {
+            (x & (self.capacity - 1)) as usize
+        } else {
+            (x % self.capacity) as usize
+        }
     }
 
     /// The stamp of slot `x % capacity` once message `x` is written.
@@ -252,7 +282,8 @@ impl<T> Soa<T> {
         ((x + self.capacity) << 1) | 1
     }
 
-    /// The stamp a `Lag` publish of message `x` stores while it overwrites.
+    /// The stamp a `Lag` publish of message `x` stores while it overwrites
+    /// an unread message.
     #[inline(always)]
     fn writing(&self, x: u64) -> u64 {
         (x + self.capacity) << 1
@@ -268,7 +299,7 @@ impl<T> Soa<T> {
     /// number, or `None` if [`MAX_SUBSCRIBERS`] are live.
     pub(crate) fn subscribe(&self) -> Option<(u32, u64)> {
         let mut taken = lock(&self.membership);
-        let bit = (!*taken).trailing_zeros();
+        let bit = (!*taken & BITS).trailing_zeros();
         if bit as usize >= MAX_SUBSCRIBERS {
             return None;
         }
@@ -306,9 +337,13 @@ impl<T> Soa<T> {
                 // payload and mask it wrote are visible.
                 let stamp = self.stamps[i].load(Ordering::Acquire);
                 if stamp == self.ready(x) {
-                    let step = self.release_claim(i, x, 1 << bit);
-                    released.extend(step.0);
-                    room |= step.1;
+                    match self.claim(i, x, 1 << bit, None) {
+                        Claim::Last(value) => {
+                            released.push(value);
+                            room |= self.free_slot(i);
+                        }
+                        Claim::Shared(_) | Claim::Released | Claim::Gone => {}
+                    }
                     break;
                 }
                 if stamp > self.ready(x) {
@@ -317,52 +352,12 @@ impl<T> Soa<T> {
                     break;
                 }
                 // Reserved but not yet written: that publish is in flight
-                // and may have put our bit in the mask; wait for it.
+                // and may put our bit in the mask; wait for it.
                 backoff(&mut spins);
             }
         }
         *taken &= !(1 << bit);
         (released, room)
-    }
-
-    /// Clears `bit` in slot `i`, which held message `x` when the caller saw
-    /// its ready stamp. Returns the payload if this was its last claim.
-    fn release_claim(&self, i: usize, x: u64, bit: u64) -> (Option<T>, bool) {
-        let _pin = self.pin(i);
-        if self.overflow == Overflow::Lag && self.stamps[i].load(Ordering::SeqCst) != self.ready(x)
-        {
-            // Overwrite started before the pin: the publisher owns the claim.
-            return (None, false);
-        }
-        // Acquire: pairs with the Release of other readers' mask updates, so
-        // their clones happen before a payload taken here is dropped.
-        let mut mask = self.masks[i].load(Ordering::Acquire);
-        loop {
-            if mask & bit == 0 {
-                return (None, false);
-            }
-            if mask == bit {
-                // SAFETY: our bit is the only claim left, so no other reader
-                // will touch the payload (invariant 3); the publisher cannot
-                // reuse the slot before the mask is 0 (Reject, Wait) or while
-                // we are pinned after the ready stamp (Lag, invariant 4). The
-                // payload is initialised because the mask is not 0.
-                let value = self.payloads[i].with(|p| unsafe { (*p).assume_init_read() });
-                let room = self.free_slot(i);
-                return (Some(value), room);
-            }
-            // AcqRel: Release orders our (absent) payload access before the
-            // last reader's move; Acquire as for the load above.
-            match self.masks[i].compare_exchange_weak(
-                mask,
-                mask & !bit,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return (None, false),
-                Err(actual) => mask = actual,
-            }
-        }
     }
 
     /// Stores mask 0 after the last claimant took the payload. Returns
@@ -374,43 +369,56 @@ impl<T> Soa<T> {
         if self.overflow != Overflow::Wait {
             return false;
         }
-        // Dekker with `wait_for_room`: mask store, fence, read waiters here;
-        // waiters increment, fence, mask read there.
+        // Dekker with `start_waiting`: mask store, fence, read the waiters
+        // here; count the waiter, fence, read the mask there.
         fence(Ordering::SeqCst);
         self.room_waiters.load(Ordering::Relaxed) > 0
     }
 
-    /// Pins slot `i` for a `Lag` read; a no-op for other policies.
-    #[inline(always)]
-    fn pin(&self, i: usize) -> Pin<'_> {
-        if self.overflow == Overflow::Lag {
-            // SeqCst: Dekker with the overwriting publisher (it stores the
-            // writing stamp, then reads the pins; we add our pin, then read
-            // the stamp), so one of the two sees the other.
-            self.pins[i].fetch_add(1, Ordering::SeqCst);
-            Pin(Some(&self.pins[i]))
-        } else {
-            Pin(None)
+    /// Publishes one message (the common case, without the batch's
+    /// allocation).
+    ///
+    /// # Errors
+    ///
+    /// The message and why, if the topic has no subscriber or a `Reject` or
+    /// `Wait` ring is full.
+    pub(crate) fn publish_one(&self, msg: T) -> Result<PublishedOne<T>, (T, RejectCause)> {
+        let first = match self.reserve(1) {
+            Ok((first, _)) => first,
+            Err(cause) => return Err((msg, cause)),
+        };
+        let mask = self.mask_for(first);
+        let i = self.index(first);
+        let evicted = self.make_room(i, first);
+        if mask == 0 {
+            // No member at this message (every subscriber left since the
+            // check in `reserve`): mark the slot written with no claim, so
+            // no reader ever reads it, and hand the message back.
+            self.stamps[i].store(self.ready(first), Ordering::Release);
+            drop(evicted);
+            return Err((msg, RejectCause::NoSubscribers));
         }
+        self.commit(i, first, mask, msg);
+        Ok(PublishedOne {
+            evicted,
+            wake: self.take_parked(),
+        })
     }
 
-    /// Publishes `msgs` in order: reserves as many slots as it can in one
-    /// compare-and-swap, writes them, and reports whether to wake parked
-    /// subscribers (the caller wakes them once for the whole batch).
-    ///
-    /// Stops at the first message that cannot go in (`Full` under `Reject`
-    /// and `Wait`; `NoSubscribers` when the topic has no subscriber).
-    pub(crate) fn publish(&self, msgs: impl ExactSizeIterator<Item = T>) -> Published<T> {
-        let mut msgs = msgs;
+    /// Publishes `msgs` in order: normally one reservation for the whole
+    /// batch, then one wake-up decision. Stops at the first message that
+    /// cannot go in (`Full` under `Reject` and `Wait`; `NoSubscribers` when
+    /// the topic has no subscriber).
+    pub(crate) fn publish_batch(&self, msgs: Vec<T>) -> Published<T> {
+        let mut msgs = msgs.into_iter();
         let mut outcome = Published {
             published: 0,
             rejected: None,
             evicted: Vec::new(),
             wake: false,
         };
-        // Normally one reservation takes the whole batch; a `Lag` batch that
-        // meets another publisher's slot still being written takes what it
-        // can and comes back for the rest.
+        // A `Lag` batch that meets another publisher's slot still being
+        // written takes what it can and comes back for the rest.
         while msgs.len() > 0 {
             let (first, count) = match self.reserve(msgs.len() as u64) {
                 Ok(range) => range,
@@ -419,52 +427,56 @@ impl<T> Soa<T> {
                     break;
                 }
             };
+            // Every message of one reservation gets the same mask
+            // (invariant 2).
             let mask = self.mask_for(first);
             for x in first..first + count {
                 let i = self.index(x);
-                self.make_room(i, x, &mut outcome.evicted);
-                let msg = if mask == 0 { None } else { msgs.next() };
-                let Some(msg) = msg else {
-                    // No member at these messages (every subscriber left, or
-                    // is still joining past `first`, since the check in
-                    // `reserve`): mark the slot written with no claim, so no
-                    // reader ever reads it, and hand the message back below.
-                    self.stamps[i].store(self.ready(x), Ordering::Release);
-                    continue;
-                };
-                // SAFETY: message `x`'s slot is ours alone (invariant 1), and
-                // `make_room` waited until no reader touches the old payload
-                // and took it out, so the cell is free to overwrite.
-                self.payloads[i].with_mut(|p| unsafe { (*p).write(msg) });
-                // Relaxed: published by the Release of the ready stamp below.
-                self.masks[i].store(mask, Ordering::Relaxed);
-                // SeqCst: the ready stamp and the `parked` read below form the
-                // publisher's half of the wake-up Dekker (for a batch, the
-                // fence after the loop does it and Release suffices here, as
-                // it pairs with the reader's Acquire of the stamp).
-                if count == 1 {
-                    self.stamps[i].swap(self.ready(x), Ordering::SeqCst);
-                } else {
-                    self.stamps[i].store(self.ready(x), Ordering::Release);
+                outcome.evicted.extend(self.make_room(i, x));
+                match msgs.next() {
+                    Some(msg) if mask != 0 => {
+                        self.commit(i, x, mask, msg);
+                        outcome.published += 1;
+                    }
+                    // No member (see `publish_one`): an empty written slot.
+                    _ => self.stamps[i].store(self.ready(x), Ordering::Release),
                 }
-                outcome.published += 1;
             }
             if mask == 0 {
                 outcome.rejected = Some((msgs.collect(), RejectCause::NoSubscribers));
                 break;
             }
         }
-        if outcome.published > 1 {
-            fence(Ordering::SeqCst);
-        }
         if outcome.published > 0 {
-            // SeqCst: after the swap or fence above (Dekker, module docs).
-            // The swap that clears the flag makes exactly one of racing
-            // publishers wake the waiters.
-            outcome.wake = self.parked.load(Ordering::SeqCst)
-                && self.parked.swap(false, Ordering::SeqCst);
+            outcome.wake = self.take_parked();
         }
         outcome
+    }
+
+    /// Writes message `x` into its reserved slot `i` for the subscribers in
+    /// `mask` and makes it readable.
+    #[inline(always)]
+    fn commit(&self, i: usize, x: u64, mask: u64, msg: T) {
+        // SAFETY: message `x`'s slot is ours alone (invariant 1), and
+        // `make_room` made sure no reader touches the old payload and took
+        // it out if it was unread, so the cell is free to overwrite.
+        self.payloads[i].with_mut(|p| unsafe { (*p).write(msg) });
+        // Relaxed: published by the Release of the ready stamp below.
+        self.masks[i].store(mask, Ordering::Relaxed);
+        // Release: pairs with the reader's Acquire of the stamp, so the
+        // payload and mask are visible to it.
+        self.stamps[i].store(self.ready(x), Ordering::Release);
+    }
+
+    /// After a publish: whether a subscriber announced it parks, clearing
+    /// the flag (so of racing publishers one wakes the waiters).
+    #[inline(always)]
+    fn take_parked(&self) -> bool {
+        // SeqCst: this load follows the reservation's SeqCst
+        // compare-and-swap of `tail`; `park` stores the flag, fences and
+        // reads `tail`. Dekker: either the subscriber sees our reservation
+        // (and does not sleep) or we see its flag (and wake it).
+        self.parked.load(Ordering::SeqCst) && self.parked.swap(false, Ordering::SeqCst)
     }
 
     /// Reserves up to `wanted` consecutive sequence numbers (invariant 1).
@@ -472,8 +484,8 @@ impl<T> Soa<T> {
     fn reserve(&self, wanted: u64) -> Result<(u64, u64), RejectCause> {
         let mut spins = 0;
         loop {
-            // SeqCst: the tail and `active` reads are ordered with subscribe
-            // and unsubscribe (invariant 2).
+            // SeqCst: the tail and `active` accesses are ordered with
+            // subscribe and unsubscribe (invariant 2).
             if self.active.load(Ordering::SeqCst) == 0 {
                 return Err(RejectCause::NoSubscribers);
             }
@@ -488,10 +500,11 @@ impl<T> Soa<T> {
                 // and (through the mask read) with the last reader's Release
                 // of mask 0, so its move happens before our write.
                 let stamp = self.stamps[i].load(Ordering::Acquire);
-                if stamp != (x << 1 | 1) {
+                let previous_lap = (x << 1) | 1;
+                if stamp != previous_lap {
                     // Below: the previous lap is still being written.
                     // Above: `tail` is stale.
-                    in_flight = stamp < (x << 1 | 1);
+                    in_flight = stamp < previous_lap;
                     break;
                 }
                 if self.overflow != Overflow::Lag && self.masks[i].load(Ordering::Acquire) != 0 {
@@ -501,8 +514,7 @@ impl<T> Soa<T> {
                 free += 1;
             }
             if free > 0 {
-                // SeqCst: see above; AcqRel would do for the slots, but the
-                // membership argument needs the total order.
+                // SeqCst: see above, and `take_parked`.
                 if self
                     .tail
                     .compare_exchange_weak(tail, tail + free, Ordering::SeqCst, Ordering::Relaxed)
@@ -524,12 +536,20 @@ impl<T> Soa<T> {
     }
 
     /// The mask for messages reserved from `first` (invariant 2).
+    #[inline(always)]
     fn mask_for(&self, first: u64) -> u64 {
         // SeqCst: see `subscribe`.
-        let mut mask = self.active.load(Ordering::SeqCst);
+        let mask = self.active.load(Ordering::SeqCst);
         if first >= self.newest_start.load(Ordering::SeqCst) {
             return mask;
         }
+        self.mask_for_joining(first, mask)
+    }
+
+    /// [`Soa::mask_for`] when a subscribe raced the reservation: drops the
+    /// bits of subscribers that start after `first`.
+    #[cold]
+    fn mask_for_joining(&self, first: u64, mut mask: u64) -> u64 {
         let mut bits = mask;
         while bits != 0 {
             let b = bits.trailing_zeros();
@@ -549,35 +569,60 @@ impl<T> Soa<T> {
         mask
     }
 
-    /// Under `Lag`, takes slot `i` from the message one lap before `x`:
-    /// stores the writing stamp, waits for pinned readers and takes the
-    /// unread payload into `evicted` (invariant 4). Under `Reject` and
-    /// `Wait` the reservation already saw the slot read by everybody.
-    fn make_room(&self, i: usize, x: u64, evicted: &mut Vec<T>) {
+    /// Under `Lag`, takes reserved slot `i` for message `x` from the message
+    /// one lap earlier: if that one is unread, stores the writing stamp,
+    /// waits until no reader is inside a read, and takes the mask and the
+    /// payload (invariant 4). Under `Reject` and `Wait` the reservation
+    /// already saw the slot read by everybody.
+    #[inline(always)]
+    fn make_room(&self, i: usize, x: u64) -> Option<T> {
         if self.overflow != Overflow::Lag {
-            return;
+            return None;
         }
         // Acquire: pairs with the last reader's Release of mask 0.
         if self.masks[i].load(Ordering::Acquire) == 0 {
             // Everybody read it: no reader will touch the old payload.
-            return;
+            return None;
         }
-        // SeqCst: Dekker with `pin` (see there).
-        self.stamps[i].store(self.writing(x), Ordering::SeqCst);
+        self.evict(i, x)
+    }
+
+    /// The slow half of [`Soa::make_room`].
+    #[cold]
+    fn evict(&self, i: usize, x: u64) -> Option<T> {
+        // Relaxed: published to readers by the Release of our mask
+        // compare-and-swap below; a reader whose claim reads from it (or a
+        // later mask write) sees this stamp in its re-check.
+        self.stamps[i].store(self.writing(x), Ordering::Relaxed);
         let mut spins = 0;
-        while self.pins[i].load(Ordering::SeqCst) != 0 {
-            backoff(&mut spins);
-        }
-        // No reader is pinned and none can start reading the old message,
-        // so the mask is ours. Acquire: pairs with readers' Release.
-        if self.masks[i].swap(0, Ordering::Acquire) != 0 {
-            // SAFETY: the mask was not 0, so the payload is initialised, and
-            // no reader can access it any more (invariant 4).
-            evicted.push(self.payloads[i].with(|p| unsafe { (*p).assume_init_read() }));
+        let mut mask = self.masks[i].load(Ordering::Acquire);
+        loop {
+            if mask >> MAX_SUBSCRIBERS != 0 {
+                // A reader is inside a read of the old message; it finishes
+                // without waiting for anything.
+                backoff(&mut spins);
+                mask = self.masks[i].load(Ordering::Acquire);
+                continue;
+            }
+            // AcqRel: Acquire pairs with readers' Release (their clones
+            // happen before we drop the payload); Release publishes the
+            // writing stamp to readers that claim after us.
+            match self.masks[i].compare_exchange_weak(mask, 0, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) if mask & BITS != 0 => {
+                    // SAFETY: the mask had claims, so the payload is
+                    // initialised; we removed every claim while no reader
+                    // was inside a read, and no reader can claim any more
+                    // (its re-check sees the writing stamp).
+                    return Some(self.payloads[i].with(|p| unsafe { (*p).assume_init_read() }));
+                }
+                Ok(_) => return None,
+                Err(actual) => mask = actual,
+            }
         }
     }
 
-    /// Waits-for-room support: counts the caller as waiting and orders that
+    /// Counts the caller as a publisher waiting for room and orders that
     /// with the readers' frees (Dekker, see `free_slot`). Call before the
     /// final re-check, and [`Soa::stop_waiting`] after.
     pub(crate) fn start_waiting(&self) {
@@ -590,12 +635,176 @@ impl<T> Soa<T> {
         self.room_waiters.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// Marks the topic as having a parked subscriber; call after creating
+    /// Announces a subscriber at `next` about to park; call after creating
     /// the `Notified` and before the final re-check (Dekker, module docs).
-    pub(crate) fn park(&self) {
+    /// Returns `true` if a message at `next` is reserved but not yet
+    /// written: its publisher may have looked at the flag before we set it,
+    /// so the caller must not sleep but yield and look again.
+    pub(crate) fn park(&self, next: u64) -> bool {
         self.parked.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
+        self.tail.load(Ordering::SeqCst) > next
     }
+
+    /// Takes the claim `bit` on slot `i`, which held message `x` when the
+    /// caller saw its ready stamp, cloning the payload if `clone` and other
+    /// claims remain.
+    fn claim(&self, i: usize, x: u64, bit: u64, clone: Option<fn(&T) -> T>) -> Claim<T> {
+        if self.overflow == Overflow::Lag {
+            return self.claim_lag(i, x, bit, clone);
+        }
+        // Reject and Wait: the slot is not reused while our bit is set, so
+        // the message is `x` for as long as we hold the claim.
+        // Acquire: pairs with the other readers' Release mask updates (their
+        // clones happen before we move the payload out).
+        let mut mask = self.masks[i].load(Ordering::Acquire);
+        let mut copy: Option<T> = None;
+        loop {
+            if mask & bit == 0 {
+                return Claim::Gone;
+            }
+            if mask == bit {
+                // SAFETY: the only claim left is ours (invariant 3) and the
+                // slot is not reused before the mask is 0. The mask is not
+                // 0, so the payload is initialised.
+                let value = self.payloads[i].with(|p| unsafe { (*p).assume_init_read() });
+                // A clone taken before the other readers left is equal to
+                // the original; the caller drops it.
+                drop(copy);
+                return Claim::Last(value);
+            }
+            if let (Some(clone), None) = (clone, &copy) {
+                // SAFETY: our bit is set, so the payload is initialised and
+                // is neither moved out (another reader moves it only when
+                // its bit is the last) nor overwritten until we clear it.
+                // Shared access only: other readers may clone it too.
+                copy = Some(self.payloads[i].with(|p| clone(unsafe { (*p).assume_init_ref() })));
+            }
+            // AcqRel: Release orders our clone before the last reader's move
+            // and the slot's reuse; Acquire as for the load above.
+            match self.masks[i].compare_exchange_weak(
+                mask,
+                mask & !bit,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return copy.map_or(Claim::Released, Claim::Shared),
+                Err(actual) => mask = actual,
+            }
+        }
+    }
+
+    /// [`Soa::claim`] under `Lag`, where an overwriting publisher may take
+    /// the slot: readers register in the mask word's reader count while they
+    /// touch the payload, and re-check the stamp after registering
+    /// (invariant 4).
+    fn claim_lag(&self, i: usize, x: u64, bit: u64, clone: Option<fn(&T) -> T>) -> Claim<T> {
+        let mut mask = self.masks[i].load(Ordering::Acquire);
+        loop {
+            if mask & bit == 0 {
+                return Claim::Gone;
+            }
+            let last = mask == bit;
+            // Last claim: clear it and count ourselves, so neither another
+            // reader nor the overwriting publisher touches the payload.
+            // Otherwise just count ourselves; our bit stays until we cloned.
+            let claimed = if last { ONE_READER } else { mask + ONE_READER };
+            // Acquire: pairs with the Release of the publisher's mask writes
+            // and of other readers' updates; see the re-check below.
+            if let Err(actual) = self.masks[i].compare_exchange_weak(
+                mask,
+                claimed,
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                mask = actual;
+                continue;
+            }
+            // The mask we changed may already belong to a later lap: an
+            // overwrite stores the writing stamp before it takes the mask,
+            // and we acquired the mask, so if the stamp is still `ready(x)`
+            // the claim is on message `x`.
+            if self.stamps[i].load(Ordering::Acquire) != self.ready(x) {
+                // Undo. While we are counted nobody else changes a
+                // last-claim word, and a shared claim only needs our count
+                // back.
+                if last {
+                    self.masks[i].store(mask, Ordering::Release);
+                } else {
+                    self.masks[i].fetch_sub(ONE_READER, Ordering::Release);
+                }
+                return Claim::Gone;
+            }
+            if last {
+                // SAFETY: we cleared the last claim while counted, so no
+                // reader will touch the payload and the overwriting
+                // publisher waits for our count; the mask had a claim, so
+                // the payload is initialised.
+                let value = self.payloads[i].with(|p| unsafe { (*p).assume_init_read() });
+                return Claim::Last(value);
+            }
+            // Uncounts us if `T::clone` panics; our bit stays, so the
+            // message can be read again.
+            let guard = Counted(&self.masks[i]);
+            let copy = clone.map(|clone| {
+                // SAFETY: our bit is set and we are counted, so the payload
+                // is initialised and is neither moved out nor overwritten
+                // until we leave. Shared access only.
+                self.payloads[i].with(|p| clone(unsafe { (*p).assume_init_ref() }))
+            });
+            std::mem::forget(guard);
+            return self.leave_shared(i, bit, copy);
+        }
+    }
+
+    /// A counted `Lag` reader with a shared claim leaves: clears its bit and
+    /// its count. If its bit was the last claim, it owns the payload and
+    /// takes it out first (returned for the caller to drop, or delivered if
+    /// it did not clone).
+    fn leave_shared(&self, i: usize, bit: u64, copy: Option<T>) -> Claim<T> {
+        let mut mask = self.masks[i].load(Ordering::Acquire);
+        loop {
+            let last = mask & BITS == bit;
+            // Last claim: keep our count while we take the payload out.
+            let left = if last { mask - bit } else { mask - bit - ONE_READER };
+            // AcqRel: Release orders our clone before the payload's move and
+            // the slot's reuse; Acquire pairs with other readers' Release.
+            match self.masks[i].compare_exchange_weak(mask, left, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) if last => {
+                    // SAFETY: we cleared the last claim while counted (so the
+                    // overwriting publisher waits), and the payload is
+                    // initialised because it had a claim until now.
+                    let value = self.payloads[i].with(|p| unsafe { (*p).assume_init_read() });
+                    // Our count was the only one left; nothing else changes
+                    // a word without claims except the overwriting
+                    // publisher, which waits for the count.
+                    return match copy {
+                        Some(copy) => {
+                            drop(value);
+                            Claim::Last(copy)
+                        }
+                        None => Claim::Last(value),
+                    };
+                }
+                Ok(_) => return copy.map_or(Claim::Released, Claim::Shared),
+                Err(actual) => mask = actual,
+            }
+        }
+    }
+}
+
+/// What taking a claim gave.
+enum Claim<T> {
+    /// The last claim: the payload, moved out. The caller stores mask 0
+    /// with [`Soa::free_slot`].
+    Last(T),
+    /// A clone; other claims remain.
+    Shared(T),
+    /// The claim was cleared without a clone (a departing subscriber).
+    Released,
+    /// No claim: the bit was not set, or the slot moved to a later lap.
+    Gone,
 }
 
 impl<T: Clone> Soa<T> {
@@ -610,83 +819,41 @@ impl<T: Clone> Soa<T> {
 
     /// One read attempt at `*next`; `None` if the message there does not
     /// carry `bit` and was skipped (then `*next` has advanced).
+    #[inline(always)]
     fn read_at(&self, bit: u64, next: &mut u64) -> Option<Step<T>> {
-        let mut step = Step {
-            read: Read::Empty,
-            spare: None,
-            room: false,
-        };
         let x = *next;
         let i = self.index(x);
         // Acquire: pairs with the publisher's ready store.
         let stamp = self.stamps[i].load(Ordering::Acquire);
         if stamp < self.ready(x) {
-            return Some(step);
+            return Some(Step::of(Read::Empty));
         }
         if stamp > self.ready(x) {
-            step.read = self.lagged(next);
-            return Some(step);
+            return Some(Step::of(self.lagged(next)));
         }
-        let pin = self.pin(i);
-        if self.overflow == Overflow::Lag {
-            // Re-check under the pin (invariant 4).
-            if self.stamps[i].load(Ordering::SeqCst) != self.ready(x) {
-                drop(pin);
-                step.read = self.lagged(next);
-                return Some(step);
+        match self.claim(i, x, bit, Some(T::clone)) {
+            Claim::Last(value) => {
+                *next = x + 1;
+                Some(Step {
+                    read: Read::Message(value),
+                    spare: None,
+                    room: self.free_slot(i),
+                })
             }
-        }
-        // Acquire: pairs with the other readers' Release mask updates (their
-        // clones happen before we move the payload out).
-        let mut mask = self.masks[i].load(Ordering::Acquire);
-        let mut copy: Option<T> = None;
-        loop {
-            if mask & bit == 0 {
-                // Not a member at `x`: invariant 2 makes this unreachable for
-                // `x >= start`, and only this reader clears its own bit.
+            Claim::Shared(value) => {
+                *next = x + 1;
+                Some(Step::of(Read::Message(value)))
+            }
+            Claim::Released | Claim::Gone => {
+                if self.stamps[i].load(Ordering::Acquire) > self.ready(x) {
+                    // Overwritten while we looked (`Lag`).
+                    return Some(Step::of(self.lagged(next)));
+                }
+                // Not a member at `x`: invariant 2 makes this unreachable
+                // for `x >= start`, and only this reader clears its own bit.
                 // Skip the message without delivering or counting it.
                 *next = x + 1;
-                return None;
-            }
-            if mask == bit {
-                // SAFETY: the only claim left is ours (invariant 3), and the
-                // slot cannot be reused while it is (Reject, Wait) or while we
-                // are pinned after seeing the ready stamp (Lag). The mask is
-                // not 0, so the payload is initialised.
-                let value = self.payloads[i].with(|p| unsafe { (*p).assume_init_read() });
-                step.room = self.free_slot(i);
-                *next = x + 1;
-                // A clone taken before the other readers left is equal to
-                // the original; the caller drops it.
-                step.spare = copy;
-                step.read = Read::Message(value);
-                return Some(step);
-            }
-            let value = match copy.take() {
-                Some(value) => value,
-                // SAFETY: our bit is set, so the payload is initialised and
-                // is neither moved out (another reader moves it only when its
-                // bit is the last) nor overwritten (as above) until we clear
-                // it. Shared access only: other readers may clone it too.
-                None => self.payloads[i].with(|p| unsafe { (*p).assume_init_ref().clone() }),
-            };
-            // AcqRel: Release orders our clone before the last reader's move
-            // and the slot's reuse; Acquire as for the load above.
-            match self.masks[i].compare_exchange_weak(
-                mask,
-                mask & !bit,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    *next = x + 1;
-                    step.read = Read::Message(value);
-                    return Some(step);
-                }
-                Err(actual) => {
-                    mask = actual;
-                    copy = Some(value);
-                }
+                None
             }
         }
     }
@@ -694,7 +861,7 @@ impl<T: Clone> Soa<T> {
     /// The lag report for a subscriber whose slot holds a later message
     /// (invariant 5): repositions `next` to the oldest retained message.
     fn lagged(&self, next: &mut u64) -> Read<T> {
-        // SeqCst: a reservation that overwrote our slot is in the tail's
+        // SeqCst: the reservation that overwrote our slot is in the tail's
         // modification order before this read.
         let oldest = self
             .tail
@@ -716,32 +883,31 @@ impl<T> Drop for Soa<T> {
     fn drop(&mut self) {
         for (i, mask) in self.masks.iter().enumerate() {
             // Relaxed: `&mut self`, no other thread can access the ring.
-            if mask.load(Ordering::Relaxed) != 0 {
-                // SAFETY: a non-zero mask means the payload is initialised,
-                // and nothing else can access it during drop.
+            if mask.load(Ordering::Relaxed) & BITS != 0 {
+                // SAFETY: a mask with claims means the payload is
+                // initialised, and nothing else can access it during drop.
                 self.payloads[i].with_mut(|p| unsafe { (*p).assume_init_drop() });
             }
         }
     }
 }
 
-/// A `Lag` reader's pin on a slot; released on drop, including on unwind
-/// from a panicking `T::clone`.
-struct Pin<'a>(Option<&'a AtomicUsize>);
+/// A `Lag` reader counted in a slot's mask word; uncounts it on drop (used
+/// only to unwind from a panicking `T::clone`).
+struct Counted<'a>(&'a AtomicU64);
 
-impl Drop for Pin<'_> {
+impl Drop for Counted<'_> {
     fn drop(&mut self) {
-        if let Some(pins) = self.0 {
-            // Release: our payload access and mask update happen before the
-            // overwriting publisher's SeqCst read of the pins.
-            pins.fetch_sub(1, Ordering::Release);
-        }
+        // Release: our (aborted) payload access happens before the
+        // overwriting publisher's Acquire of a count of zero.
+        self.0.fetch_sub(ONE_READER, Ordering::Release);
     }
 }
 
 /// One step of a busy-wait for another thread's in-flight operation (a
-/// publish between reservation and ready stamp, or a subscribe between
-/// setting its bit and its start): spins first, then yields.
+/// publish between reservation and ready stamp, a `Lag` reader inside a
+/// read, or a subscribe between setting its bit and its start): spins
+/// first, then yields.
 fn backoff(spins: &mut u32) {
     if *spins < SPINS_BEFORE_YIELD {
         *spins += 1;

@@ -1,7 +1,9 @@
 //! `Subscriber<T>`: the receiving side of a topic.
 
 use std::fmt;
-use std::pin::pin;
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::task::{Context, Poll};
 
 use crate::backend::{Crowded, Position, Read, Step};
 use crate::error::{RecvError, TryRecvError};
@@ -81,9 +83,13 @@ impl<T: Clone> Subscriber<T> {
             let shared = Arc::clone(&self.shared);
             let mut notified = pin!(shared.notify.notified());
             notified.as_mut().enable();
-            shared.ring.park();
+            let in_flight = shared.ring.park(&self.position);
             match recv_result(self.try_recv()) {
                 Some(result) => return result,
+                // A publish between reservation and ready stamp: it may have
+                // missed our flag, so give the runtime a turn and look again
+                // (it finishes without waiting for anything).
+                None if in_flight => YieldNow(false).await,
                 None => notified.await,
             }
         }
@@ -181,6 +187,23 @@ impl<T: Clone> Subscriber<T> {
             Read::Lagged(missed) => Err(TryRecvError::Lagged(missed)),
             Read::Empty => Err(TryRecvError::Closed),
         }
+    }
+}
+
+/// A future that is pending once (waking itself at once), then ready: a
+/// turn for the other tasks of the runtime.
+struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }
 

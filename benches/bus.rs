@@ -1,0 +1,326 @@
+//! The bus, ours beside tokio's `sync::broadcast` in the same groups on the
+//! same payloads (`u64`).
+//!
+//! * `publish/no_subscriber`: one publish into a topic nobody subscribes to
+//!   (ours hands the message back with `NoSubscribers`; tokio's `send`
+//!   returns it in its `SendError`).
+//! * `publish_try_recv/1_subscriber`: one publish and one `try_recv` on the
+//!   same thread, capacity 1024. Ours on `Overflow::Lag` (tokio's only
+//!   policy) and, for the record, `Soa` on `Reject`.
+//! * `burst/256_to_4_async`: 256 single publishes into 4 subscriber tasks
+//!   that each `recv().await` all 256, on a two-worker tokio runtime; the
+//!   iteration ends when every subscriber has received the burst.
+//!   Capacity 1024, `Lag`, so nothing is lost.
+//! * `batch/256_to_4_async`: the same burst, published as one
+//!   `publish_batch` (tokio, which has no batch publish, sends the 256 in a
+//!   loop), and the subscribers are batch consumers: each waits with
+//!   `recv().await` and then takes what is ready with `drain` (tokio: with a
+//!   `try_recv` loop).
+//! * `threads/1_to_1`: a producer thread publishes 4096 messages to a
+//!   consumer thread that blocks in `recv` (through
+//!   `futures::executor::block_on`), capacity 1024, `Lag`; the iteration
+//!   ends when the consumer has accounted for all 4096 (received + lagged).
+//!
+//! Run: `cargo bench --bench bus`. Results: `docs/PERFORMANCE.md`.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput};
+use kms::bus::{Backend, Bus, Overflow, RecvError, Topic, TopicConfig};
+use tokio::sync::{broadcast, Notify};
+
+/// Messages per burst.
+const BURST: usize = 256;
+/// Subscribers in the fan-out groups.
+const SUBSCRIBERS: usize = 4;
+/// Ring capacity (messages) everywhere but `publish/`.
+const CAPACITY: usize = 1024;
+/// Messages per iteration of `threads/`.
+const STREAM: usize = 4096;
+
+fn topic(backend: Backend, overflow: Overflow, capacity: usize) -> Topic<u64> {
+    Bus::new()
+        .topic::<u64>(
+            "bench",
+            TopicConfig {
+                capacity,
+                backend,
+                overflow,
+            },
+        )
+        .expect("valid config")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn publish_no_subscriber(c: &mut Criterion) {
+    let mut group = c.benchmark_group("publish/no_subscriber");
+    group.throughput(Throughput::Elements(1));
+    for (name, backend) in [("soa", Backend::Soa), ("classic", Backend::Classic)] {
+        let topic = topic(backend, Overflow::Lag, CAPACITY);
+        let publisher = topic.publisher();
+        group.bench_function(name, |b| {
+            b.iter(|| std::hint::black_box(publisher.publish(std::hint::black_box(7)).is_err()))
+        });
+    }
+    let (tx, rx) = broadcast::channel::<u64>(CAPACITY);
+    drop(rx);
+    group.bench_function("tokio_broadcast", |b| {
+        b.iter(|| std::hint::black_box(tx.send(std::hint::black_box(7)).is_err()))
+    });
+    group.finish();
+}
+
+fn publish_try_recv(c: &mut Criterion) {
+    let mut group = c.benchmark_group("publish_try_recv/1_subscriber");
+    group.throughput(Throughput::Elements(1));
+    for (name, backend, overflow) in [
+        ("soa", Backend::Soa, Overflow::Lag),
+        ("soa_reject", Backend::Soa, Overflow::Reject),
+        ("classic", Backend::Classic, Overflow::Lag),
+    ] {
+        let topic = topic(backend, overflow, CAPACITY);
+        let mut sub = topic.subscribe().expect("subscribe");
+        let publisher = topic.publisher();
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let _ = publisher.publish(std::hint::black_box(7));
+                std::hint::black_box(sub.try_recv().expect("a message"))
+            })
+        });
+    }
+    let (tx, mut rx) = broadcast::channel::<u64>(CAPACITY);
+    group.bench_function("tokio_broadcast", |b| {
+        b.iter(|| {
+            let _ = tx.send(std::hint::black_box(7));
+            std::hint::black_box(rx.try_recv().expect("a message"))
+        })
+    });
+    group.finish();
+}
+
+/// Counts subscribers that have finished the current burst; the last one
+/// wakes the publisher.
+struct Done {
+    count: AtomicUsize,
+    notify: Notify,
+}
+
+impl Done {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            count: AtomicUsize::new(0),
+            notify: Notify::new(),
+        })
+    }
+
+    fn finished_one(&self) {
+        if self.count.fetch_add(1, Ordering::AcqRel) + 1 == SUBSCRIBERS {
+            self.notify.notify_one();
+        }
+    }
+
+    async fn wait_all(&self) {
+        while self.count.load(Ordering::Acquire) < SUBSCRIBERS {
+            self.notify.notified().await;
+        }
+        self.count.store(0, Ordering::Release);
+    }
+}
+
+/// One iteration set of a fan-out group on our bus: `iters` bursts of
+/// [`BURST`] into [`SUBSCRIBERS`] subscriber tasks.
+async fn ours_fan_out(backend: Backend, batch: bool, iters: u64) -> Duration {
+    let topic = topic(backend, Overflow::Lag, CAPACITY);
+    let done = Done::new();
+    let mut tasks = Vec::new();
+    for _ in 0..SUBSCRIBERS {
+        let mut sub = topic.subscribe().expect("subscribe");
+        let done = Arc::clone(&done);
+        tasks.push(tokio::spawn(async move {
+            let mut buf = Vec::with_capacity(BURST);
+            for _ in 0..iters {
+                let mut got = 0;
+                while got < BURST {
+                    match sub.recv().await {
+                        Ok(v) => {
+                            std::hint::black_box(v);
+                            got += 1;
+                        }
+                        Err(e) => panic!("recv: {e}"),
+                    }
+                    if batch {
+                        buf.clear();
+                        if let Ok(n) = sub.drain(&mut buf, BURST - got) {
+                            std::hint::black_box(&buf);
+                            got += n;
+                        }
+                    }
+                }
+                done.finished_one();
+            }
+        }));
+    }
+    let publisher = topic.publisher();
+    let start = Instant::now();
+    for i in 0..iters {
+        if batch {
+            publisher
+                .publish_batch((0..BURST as u64).map(|k| i + k))
+                .expect("publish_batch");
+        } else {
+            for k in 0..BURST as u64 {
+                publisher.publish(i + k).expect("publish");
+            }
+        }
+        done.wait_all().await;
+    }
+    let elapsed = start.elapsed();
+    for task in tasks {
+        task.await.expect("subscriber task");
+    }
+    elapsed
+}
+
+/// The same on tokio's broadcast channel.
+async fn tokio_fan_out(batch: bool, iters: u64) -> Duration {
+    let (tx, _) = broadcast::channel::<u64>(CAPACITY);
+    let done = Done::new();
+    let mut tasks = Vec::new();
+    for _ in 0..SUBSCRIBERS {
+        let mut rx = tx.subscribe();
+        let done = Arc::clone(&done);
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..iters {
+                let mut got = 0;
+                while got < BURST {
+                    match rx.recv().await {
+                        Ok(v) => {
+                            std::hint::black_box(v);
+                            got += 1;
+                        }
+                        Err(e) => panic!("recv: {e}"),
+                    }
+                    if batch {
+                        while got < BURST {
+                            match rx.try_recv() {
+                                Ok(v) => {
+                                    std::hint::black_box(v);
+                                    got += 1;
+                                }
+                                Err(broadcast::error::TryRecvError::Empty) => break,
+                                Err(e) => panic!("try_recv: {e}"),
+                            }
+                        }
+                    }
+                }
+                done.finished_one();
+            }
+        }));
+    }
+    let start = Instant::now();
+    for i in 0..iters {
+        for k in 0..BURST as u64 {
+            tx.send(i + k).expect("send");
+        }
+        done.wait_all().await;
+    }
+    let elapsed = start.elapsed();
+    for task in tasks {
+        task.await.expect("subscriber task");
+    }
+    elapsed
+}
+
+fn fan_out(c: &mut Criterion) {
+    let rt = runtime();
+    for (group_name, batch) in [("burst/256_to_4_async", false), ("batch/256_to_4_async", true)] {
+        let mut group = c.benchmark_group(group_name);
+        group.throughput(Throughput::Elements((BURST * SUBSCRIBERS) as u64));
+        for (name, backend) in [("soa", Backend::Soa), ("classic", Backend::Classic)] {
+            group.bench_function(name, |b| {
+                b.iter_custom(|iters| rt.block_on(ours_fan_out(backend, batch, iters)))
+            });
+        }
+        group.bench_function("tokio_broadcast", |b| {
+            b.iter_custom(|iters| rt.block_on(tokio_fan_out(batch, iters)))
+        });
+        group.finish();
+    }
+}
+
+fn threads(c: &mut Criterion) {
+    let mut group = c.benchmark_group("threads/1_to_1");
+    group.throughput(Throughput::Elements(STREAM as u64));
+    for (name, backend) in [("soa", Backend::Soa), ("classic", Backend::Classic)] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let topic = topic(backend, Overflow::Lag, CAPACITY);
+                let mut sub = topic.subscribe().expect("subscribe");
+                let publisher = topic.publisher();
+                let consumer = std::thread::spawn(move || {
+                    let mut seen = 0u64;
+                    while seen < iters * STREAM as u64 {
+                        match futures::executor::block_on(sub.recv()) {
+                            Ok(_) => seen += 1,
+                            Err(RecvError::Lagged(n)) => seen += n,
+                            Err(e) => panic!("recv: {e}"),
+                        }
+                    }
+                });
+                let start = Instant::now();
+                for i in 0..iters * STREAM as u64 {
+                    publisher.publish(i).expect("publish");
+                }
+                consumer.join().expect("consumer");
+                start.elapsed()
+            })
+        });
+    }
+    group.bench_function("tokio_broadcast", |b| {
+        b.iter_custom(|iters| {
+            let (tx, mut rx) = broadcast::channel::<u64>(CAPACITY);
+            let consumer = std::thread::spawn(move || {
+                let mut seen = 0u64;
+                while seen < iters * STREAM as u64 {
+                    match futures::executor::block_on(rx.recv()) {
+                        Ok(_) => seen += 1,
+                        Err(broadcast::error::RecvError::Lagged(n)) => seen += n,
+                        Err(e) => panic!("recv: {e}"),
+                    }
+                }
+            });
+            let start = Instant::now();
+            for i in 0..iters * STREAM as u64 {
+                tx.send(i).expect("send");
+            }
+            consumer.join().expect("consumer");
+            start.elapsed()
+        })
+    });
+    group.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(30)
+}
+
+fn main() {
+    let mut c = config().configure_from_args();
+    publish_no_subscriber(&mut c);
+    publish_try_recv(&mut c);
+    fan_out(&mut c);
+    threads(&mut c);
+    c.final_summary();
+}
