@@ -44,6 +44,7 @@ impl<T> Publisher<T> {
     ///   [`Overflow::Reject`](crate::Overflow::Reject) or
     ///   [`Overflow::Wait`](crate::Overflow::Wait) and its oldest message is
     ///   still unread by some subscriber.
+    #[inline]
     pub fn publish(&self, msg: T) -> Result<(), PublishError<T>> {
         match self.shared.ring.publish_one(msg) {
             Ok(published) => {

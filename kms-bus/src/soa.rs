@@ -362,6 +362,7 @@ impl<T> Soa<T> {
 
     /// Stores mask 0 after the last claimant took the payload. Returns
     /// whether publishers wait for room and must be woken.
+    #[inline]
     fn free_slot(&self, i: usize) -> bool {
         // Release: the payload move happens before a publisher that reads
         // this 0 (with Acquire) writes the slot again.
@@ -382,6 +383,7 @@ impl<T> Soa<T> {
     ///
     /// The message and why, if the topic has no subscriber or a `Reject` or
     /// `Wait` ring is full.
+    #[inline]
     pub(crate) fn publish_one(&self, msg: T) -> Result<PublishedOne<T>, (T, RejectCause)> {
         let first = match self.reserve(1) {
             Ok((first, _)) => first,
@@ -481,6 +483,7 @@ impl<T> Soa<T> {
 
     /// Reserves up to `wanted` consecutive sequence numbers (invariant 1).
     /// Returns the first and how many.
+    #[inline]
     fn reserve(&self, wanted: u64) -> Result<(u64, u64), RejectCause> {
         let mut spins = 0;
         loop {
@@ -649,6 +652,7 @@ impl<T> Soa<T> {
     /// Takes the claim `bit` on slot `i`, which held message `x` when the
     /// caller saw its ready stamp, cloning the payload if `clone` and other
     /// claims remain.
+    #[inline]
     fn claim(&self, i: usize, x: u64, bit: u64, clone: Option<fn(&T) -> T>) -> Claim<T> {
         if self.overflow == Overflow::Lag {
             return self.claim_lag(i, x, bit, clone);
@@ -698,6 +702,7 @@ impl<T> Soa<T> {
     /// the slot: readers register in the mask word's reader count while they
     /// touch the payload, and re-check the stamp after registering
     /// (invariant 4).
+    #[inline]
     fn claim_lag(&self, i: usize, x: u64, bit: u64, clone: Option<fn(&T) -> T>) -> Claim<T> {
         let mut mask = self.masks[i].load(Ordering::Acquire);
         loop {
@@ -809,6 +814,7 @@ enum Claim<T> {
 
 impl<T: Clone> Soa<T> {
     /// One read for the subscriber with `bit` at `*next`.
+    #[inline]
     pub(crate) fn read(&self, bit: u32, next: &mut u64) -> Step<T> {
         loop {
             if let Some(step) = self.read_at(1 << bit, next) {

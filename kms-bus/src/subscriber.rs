@@ -103,6 +103,7 @@ impl<T: Clone> Subscriber<T> {
     ///   alive.
     /// * [`TryRecvError::Lagged`]`(n)`: as [`RecvError::Lagged`].
     /// * [`TryRecvError::Closed`]: as [`RecvError::Closed`].
+    #[inline]
     pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
         if self.pending_lag > 0 {
             return Err(TryRecvError::Lagged(std::mem::take(&mut self.pending_lag)));
@@ -163,6 +164,7 @@ impl<T: Clone> Subscriber<T> {
 
     /// One read step; wakes publishers waiting for room and drops a spare
     /// copy if the ring asks for it.
+    #[inline]
     fn read(&mut self) -> Read<T> {
         let Step { read, spare, room } = self.shared.ring.read(&mut self.position);
         if room {
