@@ -204,6 +204,7 @@ impl Future for YieldNow {
             return Poll::Ready(());
         }
         self.0 = true;
+        crate::sync::yield_in_model();
         cx.waker().wake_by_ref();
         Poll::Pending
     }

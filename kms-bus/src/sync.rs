@@ -54,6 +54,15 @@ pub(crate) fn yield_now() {
     loom::thread::yield_now();
 }
 
+/// Under loom, yields the modelled thread: a future that re-polls itself at
+/// once (the `recv` path that waits for an in-flight publish) must let the
+/// other modelled threads run, as loom requires of every spin. Outside loom
+/// it does nothing; the async runtime schedules the other tasks.
+pub(crate) fn yield_in_model() {
+    #[cfg(kms_loom)]
+    loom::thread::yield_now();
+}
+
 /// An `UnsafeCell` with loom's closure API, so loom can check every access
 /// to a payload slot for data races; outside loom it is a zero-cost wrapper
 /// around [`std::cell::UnsafeCell`].
