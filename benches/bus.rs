@@ -247,7 +247,10 @@ async fn tokio_fan_out(batch: bool, iters: u64) -> Duration {
 
 fn fan_out(c: &mut Criterion) {
     let rt = runtime();
-    for (group_name, batch) in [("burst/256_to_4_async", false), ("batch/256_to_4_async", true)] {
+    for (group_name, batch) in [
+        ("burst/256_to_4_async", false),
+        ("batch/256_to_4_async", true),
+    ] {
         let mut group = c.benchmark_group(group_name);
         group.throughput(Throughput::Elements((BURST * SUBSCRIBERS) as u64));
         for (name, backend, overflow) in [

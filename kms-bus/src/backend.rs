@@ -7,11 +7,15 @@
 
 use crate::classic::Classic;
 use crate::config::{Backend, TopicConfig};
-pub(crate) use crate::soa::{Published, PublishedOne, Read, Step};
 use crate::error::RejectCause;
+pub(crate) use crate::soa::{Published, PublishedOne, Read, Step};
 use crate::soa::{Soa, MAX_SUBSCRIBERS};
 
 /// A topic's ring.
+// The Soa variant is larger (cache-padded counters); there is one `Ring` per
+// topic, inside the topic's `Arc`, so boxing would only add an indirection
+// to every publish and read.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Ring<T> {
     /// One mutex around a ring of `Option<T>` slots.
     Classic(Classic<T>),

@@ -5,7 +5,7 @@ use std::pin::pin;
 
 use crate::config::Overflow;
 use crate::error::{PublishError, RejectCause};
-use crate::sync::{Arc, Ordering};
+use crate::sync::{fence, Arc, Ordering};
 use crate::topic::Shared;
 
 /// Publishes messages to one topic.
@@ -161,6 +161,12 @@ impl<T> Drop for Publisher<T> {
     fn drop(&mut self) {
         // Release: see `Shared::publishers` and `Shared::publishers_gone`.
         if self.shared.publishers.fetch_sub(1, Ordering::Release) == 1 {
+            // SeqCst fence: pairs with the fence in a Soa subscriber's
+            // `park` (flag, fence, then the closed check): either its check
+            // sees the count at zero, or this wake-up comes after its
+            // `Notified` exists. (The Notify's own ordering gives the same;
+            // the fence states it in atomics that loom models.)
+            fence(Ordering::SeqCst);
             self.shared.notify.notify_waiters();
         }
     }

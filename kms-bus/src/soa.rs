@@ -113,8 +113,8 @@ use crossbeam_utils::CachePadded;
 use crate::config::Overflow;
 use crate::error::RejectCause;
 use crate::sync::{
-    fence, lock, spin_loop, yield_now, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering,
-    UnsafeCell,
+    fence, lock, seqcst_fence_for_loom, spin_loop, yield_now, AtomicBool, AtomicU64, AtomicUsize,
+    Mutex, Ordering, UnsafeCell,
 };
 
 /// Most subscribers one SoA topic can have at once: bits 0..56 of a slot's
@@ -310,6 +310,7 @@ impl<T> Soa<T> {
         self.newest_start.store(JOINING, Ordering::SeqCst);
         self.starts[bit as usize].store(JOINING, Ordering::SeqCst);
         self.active.fetch_or(1 << bit, Ordering::SeqCst);
+        seqcst_fence_for_loom();
         let start = self.tail.load(Ordering::SeqCst);
         self.starts[bit as usize].store(start, Ordering::SeqCst);
         self.newest_start.store(start, Ordering::SeqCst);
@@ -326,6 +327,7 @@ impl<T> Soa<T> {
         // SeqCst: see `subscribe`; a publish that moves the tail after this
         // read of it reads `active` without the bit.
         self.active.fetch_and(!(1 << bit), Ordering::SeqCst);
+        seqcst_fence_for_loom();
         let end = self.tail.load(Ordering::SeqCst);
         let mut released = Vec::new();
         let mut room = false;
@@ -523,6 +525,7 @@ impl<T> Soa<T> {
                     .compare_exchange_weak(tail, tail + free, Ordering::SeqCst, Ordering::Relaxed)
                     .is_ok()
                 {
+                    seqcst_fence_for_loom();
                     return Ok((tail, free));
                 }
                 continue;
@@ -593,10 +596,11 @@ impl<T> Soa<T> {
     /// The slow half of [`Soa::make_room`].
     #[cold]
     fn evict(&self, i: usize, x: u64) -> Option<T> {
-        // Relaxed: published to readers by the Release of our mask
-        // compare-and-swap below; a reader whose claim reads from it (or a
-        // later mask write) sees this stamp in its re-check.
-        self.stamps[i].store(self.writing(x), Ordering::Relaxed);
+        // Release: a reader that sees this stamp also sees our reservation
+        // of `x` in `tail` (its lag count relies on it). Readers that claim
+        // the mask after our compare-and-swap below see it through that
+        // compare-and-swap's Release.
+        self.stamps[i].store(self.writing(x), Ordering::Release);
         let mut spins = 0;
         let mut mask = self.masks[i].load(Ordering::Acquire);
         loop {
@@ -771,11 +775,19 @@ impl<T> Soa<T> {
         loop {
             let last = mask & BITS == bit;
             // Last claim: keep our count while we take the payload out.
-            let left = if last { mask - bit } else { mask - bit - ONE_READER };
+            let left = if last {
+                mask - bit
+            } else {
+                mask - bit - ONE_READER
+            };
             // AcqRel: Release orders our clone before the payload's move and
             // the slot's reuse; Acquire pairs with other readers' Release.
-            match self.masks[i].compare_exchange_weak(mask, left, Ordering::AcqRel, Ordering::Acquire)
-            {
+            match self.masks[i].compare_exchange_weak(
+                mask,
+                left,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
                 Ok(_) if last => {
                     // SAFETY: we cleared the last claim while counted (so the
                     // overwriting publisher waits), and the payload is
@@ -835,7 +847,7 @@ impl<T: Clone> Soa<T> {
             return Some(Step::of(Read::Empty));
         }
         if stamp > self.ready(x) {
-            return Some(Step::of(self.lagged(next)));
+            return Some(Step::of(self.lagged(next, stamp)));
         }
         match self.claim(i, x, bit, Some(T::clone)) {
             Claim::Last(value) => {
@@ -851,9 +863,10 @@ impl<T: Clone> Soa<T> {
                 Some(Step::of(Read::Message(value)))
             }
             Claim::Released | Claim::Gone => {
-                if self.stamps[i].load(Ordering::Acquire) > self.ready(x) {
+                let stamp = self.stamps[i].load(Ordering::Acquire);
+                if stamp > self.ready(x) {
                     // Overwritten while we looked (`Lag`).
-                    return Some(Step::of(self.lagged(next)));
+                    return Some(Step::of(self.lagged(next, stamp)));
                 }
                 // Not a member at `x`: invariant 2 makes this unreachable
                 // for `x >= start`, and only this reader clears its own bit.
@@ -865,18 +878,20 @@ impl<T: Clone> Soa<T> {
     }
 
     /// The lag report for a subscriber whose slot holds a later message
-    /// (invariant 5): repositions `next` to the oldest retained message.
-    fn lagged(&self, next: &mut u64) -> Read<T> {
-        // SeqCst: the reservation that overwrote our slot is in the tail's
-        // modification order before this read.
-        let oldest = self
-            .tail
-            .load(Ordering::SeqCst)
-            .saturating_sub(self.capacity);
+    /// (its `stamp`), invariant 5: repositions `next` to the oldest retained
+    /// message.
+    fn lagged(&self, next: &mut u64, stamp: u64) -> Read<T> {
+        // The stamp names the message `y` the slot was reserved for, so the
+        // tail is at least `y + 1` even if our read of it is older.
+        let reserved = (stamp >> 1) - self.capacity + 1;
+        // SeqCst: together with the bound above, the tail as far as this
+        // thread can see it; a newer reservation only makes a later read
+        // report more.
+        let tail = self.tail.load(Ordering::SeqCst).max(reserved);
+        let oldest = tail.saturating_sub(self.capacity);
         if oldest <= *next {
-            // Unreachable by invariant 5 (our slot's overwrite was reserved,
-            // so tail >= next + capacity + 1); report nothing rather than a
-            // wrong count.
+            // Unreachable: the slot holds `y >= next + capacity`, so
+            // `oldest >= next + 1`. Report nothing rather than a wrong count.
             return Read::Empty;
         }
         let missed = oldest - *next;

@@ -54,6 +54,21 @@ pub(crate) fn yield_now() {
     loom::thread::yield_now();
 }
 
+/// A `SeqCst` fence in loom builds only, placed right after a `SeqCst`
+/// read-modify-write whose store-load ordering an argument relies on.
+///
+/// In the C11 model a `SeqCst` read-modify-write followed by a `SeqCst`
+/// load already takes part in the single total order, so the fence adds
+/// nothing (and on x86 the locked instruction is a full barrier). Loom,
+/// however, models `SeqCst` accesses as `AcqRel` (loom's README,
+/// "Unsupported features"; it does model `fence(SeqCst)`), and would report
+/// false lost wake-ups without it.
+#[inline(always)]
+pub(crate) fn seqcst_fence_for_loom() {
+    #[cfg(kms_loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
+}
+
 /// Under loom, yields the modelled thread: a future that re-polls itself at
 /// once (the `recv` path that waits for an in-flight publish) must let the
 /// other modelled threads run, as loom requires of every spin. Outside loom

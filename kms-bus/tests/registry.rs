@@ -1,6 +1,5 @@
 //! `Bus::topic`: naming, typing and configuration rules.
 
-
 use kms_bus::{Backend, Bus, BusError, Overflow, TopicConfig};
 
 /// A Classic config with the given capacity and overflow policy.
@@ -71,12 +70,8 @@ fn different_names_are_different_topics() {
 #[test]
 fn config_mismatch_is_an_error() {
     let bus = Bus::new();
-    bus.topic::<u32>("c", config(8, Overflow::Lag))
-        .unwrap();
-    for other in [
-        config(16, Overflow::Lag),
-        config(8, Overflow::Reject),
-    ] {
+    bus.topic::<u32>("c", config(8, Overflow::Lag)).unwrap();
+    for other in [config(16, Overflow::Lag), config(8, Overflow::Reject)] {
         let err = bus.topic::<u32>("c", other).unwrap_err();
         assert_eq!(
             err,
@@ -86,9 +81,7 @@ fn config_mismatch_is_an_error() {
         );
         assert_eq!(err.code(), "bus.config_mismatch");
     }
-    let topic = bus
-        .topic::<u32>("c", config(8, Overflow::Lag))
-        .unwrap();
+    let topic = bus.topic::<u32>("c", config(8, Overflow::Lag)).unwrap();
     assert_eq!(topic.config(), config(8, Overflow::Lag));
     assert_eq!(topic.name(), "c");
 }
@@ -113,9 +106,7 @@ fn capacity_zero_and_too_large_are_invalid() {
     assert!(config(TopicConfig::MAX_CAPACITY, Overflow::Lag)
         .validate()
         .is_ok());
-    assert!(bus
-        .topic::<u32>("z", config(1, Overflow::Lag))
-        .is_ok());
+    assert!(bus.topic::<u32>("z", config(1, Overflow::Lag)).is_ok());
 }
 
 #[test]

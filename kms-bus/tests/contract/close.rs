@@ -3,8 +3,6 @@
 //! The `timeout`s below only turn a lost wake-up into a failure instead of a
 //! hung test; no test asserts how long anything takes.
 
-
-
 use std::time::Duration;
 
 use kms_bus::{Overflow, RecvError, TryRecvError};

@@ -1,7 +1,5 @@
 //! Delivery: order, fan-out, last-reader move, no-subscriber publishes.
 
-
-
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 

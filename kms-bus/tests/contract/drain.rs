@@ -1,7 +1,5 @@
 //! `Subscriber::drain`.
 
-
-
 use kms_bus::{Overflow, TryRecvError};
 
 #[test]

@@ -1,7 +1,5 @@
 //! Overflow policies (Lag, Reject) and batched publish.
 
-
-
 use std::sync::Arc;
 
 use kms_bus::{Overflow, PublishError, RejectCause, TryRecvError};

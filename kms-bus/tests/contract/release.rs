@@ -3,8 +3,6 @@
 //! `Arc` payloads: `Arc::strong_count` returning to 1 proves the bus holds no
 //! copy (a payload carrying a reply handle would otherwise never be dropped).
 
-
-
 use std::sync::Arc;
 
 use kms_bus::{Overflow, TryRecvError};
