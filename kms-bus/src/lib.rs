@@ -26,8 +26,8 @@
 //!   message is still unread by some subscriber), a publish returns
 //!   [`PublishError::Full`] with the message, and the caller decides.
 //!   Subscribers never lag.
-//! * **Batches.** [`Publisher::publish_batch`] takes the topic lock once and
-//!   wakes subscribers once. If a message cannot go in, the ones before it
+//! * **Batches.** [`Publisher::publish_batch`] takes one reservation (Soa)
+//!   or the topic lock once (Classic) and wakes subscribers once. If a message cannot go in, the ones before it
 //!   are published and it and the rest are handed back in order in
 //!   [`PublishError::Batch`].
 //! * **Closed.** A subscriber gets [`RecvError::Closed`] when no
@@ -41,10 +41,13 @@
 //!   not read; a payload is dropped as soon as no subscriber needs it, so a
 //!   payload that carries a reply handle is never kept alive by a
 //!   subscriber that is gone.
-//! * **Locking.** Each topic has one lock. `T::clone` runs under it (when a
-//!   reader that is not the last one takes a copy), so a `Clone` impl must
-//!   not use the same topic. Payload drops and the batch iterator never run
-//!   under it.
+//! * **Locking.** A Classic topic has one lock; `T::clone` runs under it (when
+//!   a reader that is not the last one takes a copy). A Soa `Lag` reader is
+//!   counted in its slot while it clones. Either way a `Clone` impl must not
+//!   publish to the same topic. Payload drops and the batch iterator never
+//!   run inside the ring's protocol.
+//! * **Wait** ([`Overflow::Wait`]). [`Publisher::publish_wait`] waits for
+//!   room; the synchronous publishes behave as under `Reject`.
 //!
 //! # Examples
 //!
@@ -140,19 +143,20 @@
 //! # }
 //! ```
 //!
-//! # Not supported yet
+//! # Backends
 //!
-//! Only the [`Backend::Classic`] ring exists: a bounded ring behind one
-//! mutex, the baseline. The lock-free SoA backend, [`Overflow`]`::Wait`
-//! (backpressure) and `Publisher::publish_wait` are planned (see the design
-//! notes, §4) and are absent, not stubbed: [`Backend`] and [`Overflow`] are
-//! `#[non_exhaustive]` so they can be added.
+//! [`Backend::Classic`] is a bounded ring behind one mutex, the baseline.
+//! [`Backend::Soa`] keeps slots as parallel arrays (stamp, per-subscriber
+//! bitmask, payload) and is lock-free on the publish and read paths; its
+//! algorithm and invariants are in the `soa` module's docs (see
+//! `docs/ARCHITECTURE.md`). Soa wakes a parked subscriber once per burst and
+//! takes at most 56 subscribers per topic.
 //!
 //! # Lints
 //!
-//! * `forbid(unsafe_code)`: the Classic backend needs none. The SoA backend
-//!   may relax this to `deny` with each `unsafe` block justified where it
-//!   stands.
+//! * `deny(unsafe_code)`, relaxed only in `soa.rs`, whose payload cells are
+//!   handed between threads by the slot protocol; every `unsafe` block there
+//!   has a `SAFETY:` comment. `deny(unsafe_op_in_unsafe_fn)`.
 //! * `deny(missing_docs)`: every public item says what it does, its errors
 //!   and its units.
 //! * `deny(clippy::unwrap_used, clippy::expect_used)`: no panics on bad

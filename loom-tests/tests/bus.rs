@@ -54,7 +54,6 @@ fn recv_all(sub: &mut Subscriber<Arc<u64>>) -> (Vec<u64>, u64) {
     }
 }
 
-
 fn check_released(originals: &[Arc<u64>]) {
     for p in originals {
         assert_eq!(
