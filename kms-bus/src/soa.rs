@@ -17,14 +17,13 @@
 //! # Layout
 //!
 //! Message `x` (sequence numbers `0, 1, 2, ...`, never reused) lives in slot
-//! `i = x % capacity`. The slot is four parallel arrays indexed by `i`:
+//! `i = x % capacity`. The slot is three parallel arrays indexed by `i`:
 //!
 //! | array | type | meaning |
 //! |---|---|---|
 //! | `stamps[i]` | `u64` | which message the slot holds and whether it is written |
-//! | `masks[i]` | `u64` | bit `b` set: the subscriber with bit `b` has not read it yet |
-//! | `pins[i]` | `usize` | readers inside a read of the slot (used by `Lag` only) |
-//! | `payloads[i]` | `MaybeUninit<T>` | the message, initialised exactly while `masks[i] != 0` |
+//! | `masks[i]` | `u64` | bits 0..56: bit `b` set means the subscriber with bit `b` has not read it yet; bits 56..64: `Lag` readers inside a read |
+//! | `payloads[i]` | `MaybeUninit<T>` | the message, initialised exactly while `masks[i]` has a subscriber bit |
 //!
 //! A stamp is `(x + capacity) << 1 | 1` once message `x` is written
 //! ("ready") and `(x + capacity) << 1` while a `Lag` publish is overwriting
@@ -57,18 +56,19 @@
 //!    left moves the payload out and then stores mask 0. Hence `masks[i]`
 //!    reaches 0 only after the payload was taken, and a reader that clears
 //!    its bit has finished touching the payload.
-//! 4. **Overwriting** (`Lag`). A publisher that finds `masks[i] != 0` stores
-//!    the "writing" stamp, waits until `pins[i] == 0`, takes the old payload
-//!    (dropped after the publish returns) and writes the new one. A `Lag`
-//!    reader increments `pins[i]` before its re-check of the stamp and
-//!    decrements it after its mask update, so a pinned reader that saw the
-//!    ready stamp finishes before the payload is overwritten, and a reader
-//!    that pins after the writing stamp never touches the payload. Under
-//!    `Reject` and `Wait` a slot is only reused at `mask == 0`, so readers
-//!    never pin.
-//! 5. **Lag count.** A reader whose slot holds a later message reads `tail`:
-//!    every message below `tail - capacity` has been (or is being)
-//!    overwritten, so it reports `tail - capacity - next` missed messages and
+//! 4. **Overwriting** (`Lag`). A `Lag` reader counts itself in the mask
+//!    word's top bits with the compare-and-swap that claims (the last claim
+//!    clears the bits and counts in one step), re-checks the stamp, and
+//!    uncounts itself after its clone or move. A publisher that finds
+//!    `masks[i] != 0` stores the "writing" stamp, waits until the count is
+//!    0 and then takes the whole word with a compare-and-swap, with it the
+//!    old payload (dropped after the publish returns). A reader whose claim
+//!    landed on a later lap sees a changed stamp in its re-check and undoes
+//!    the claim. Under `Reject` and `Wait` a slot is only reused at
+//!    `mask == 0`, so readers never count themselves.
+//! 5. **Lag count.** A reader whose slot holds a later message reads `tail`,
+//!    bounded below by the message its slot's stamp names: every message
+//!    below `tail - capacity` has been (or is being) overwritten, so it reports `tail - capacity - next` missed messages and
 //!    resumes at `tail - capacity`. Each message is either delivered or
 //!    counted once: delivered + lagged = published.
 //! 6. **Wrap.** The stamp encodes the full sequence number, so a reader that
@@ -83,24 +83,26 @@
 //! # Wake-ups (edge-coalesced)
 //!
 //! A subscriber that found nothing creates its `Notified`, sets `parked`,
-//! issues a `SeqCst` fence and re-checks its slot. A publisher stores its
-//! ready stamps, issues a `SeqCst` fence (or, for a single message, stores
-//! the stamp with a `SeqCst` swap) and reads `parked`; only if it is set does
-//! it clear it and call `notify_waiters`. The two fences order the flag and
-//! the stamp (Dekker's pattern): either the subscriber's re-check sees the
-//! message, or the publisher sees the flag and wakes it. A burst of messages
-//! into a parked topic therefore costs one wake-up, by the first publish.
+//! issues a `SeqCst` fence and reads `tail`. A publisher reads `parked` after
+//! the `SeqCst` compare-and-swap that reserved its messages, and only if it
+//! is set does it clear it and call `notify_waiters`, after its ready
+//! stamps. Dekker's pattern on (`tail`, `parked`): either the subscriber
+//! sees the reservation (then it re-checks, and while the message is not yet
+//! written it yields rather than sleeps), or the publisher sees the flag and
+//! wakes it. A burst of messages into a parked topic therefore costs one
+//! wake-up, by the first publish.
 //! Publishers waiting for room under `Wait` use the same pattern with
 //! `room_waiters`, signalled by the reader that frees a slot.
 //!
 //! # Panics
 //!
 //! The only user code that runs inside the protocol is `T::clone`, in a read,
-//! before the reader changes any shared state except its pin, which a guard
-//! releases on unwind. A panicking clone therefore leaves the ring as it
+//! before the reader changes any shared state except its `Lag` count, which
+//! a guard releases on unwind. A panicking clone therefore leaves the ring as it
 //! was, and the subscriber can read the message again. Payloads that a
-//! publish overwrote or that a departing subscriber released are dropped by
-//! the caller after the protocol step returns.
+//! publish overwrote, that a departing subscriber released, or that a reader
+//! cloned before becoming the last claimant are dropped by the caller after
+//! the protocol step returns (after the slot is freed).
 
 // The one module allowed `unsafe`: payload cells whose ownership the slot
 // protocol hands between threads (see the crate's lint notes).
@@ -166,8 +168,8 @@ pub(crate) struct Soa<T> {
     /// Per-slot mask words: bits of the subscribers that have not read the
     /// slot's message, and the count of `Lag` readers inside a read.
     masks: Box<[AtomicU64]>,
-    /// Per-slot payloads, initialised exactly while the slot's mask word is
-    /// not 0.
+    /// Per-slot payloads, initialised exactly while the slot's mask word has
+    /// a subscriber bit.
     payloads: Box<[UnsafeCell<MaybeUninit<T>>]>,
     /// Number of slots (`1 ..= TopicConfig::MAX_CAPACITY`), as a sequence
     /// distance.
@@ -340,9 +342,10 @@ impl<T> Soa<T> {
                 let stamp = self.stamps[i].load(Ordering::Acquire);
                 if stamp == self.ready(x) {
                     match self.claim(i, x, 1 << bit, None) {
-                        Claim::Last(value) => {
-                            released.push(value);
+                        Claim::Last(value, spare) => {
                             room |= self.free_slot(i);
+                            released.push(value);
+                            released.extend(spare);
                         }
                         Claim::Shared(_) | Claim::Released | Claim::Gone => {}
                     }
@@ -677,9 +680,8 @@ impl<T> Soa<T> {
                 // 0, so the payload is initialised.
                 let value = self.payloads[i].with(|p| unsafe { (*p).assume_init_read() });
                 // A clone taken before the other readers left is equal to
-                // the original; the caller drops it.
-                drop(copy);
-                return Claim::Last(value);
+                // the original; the caller drops it after freeing the slot.
+                return Claim::Last(value, copy);
             }
             if let (Some(clone), None) = (clone, &copy) {
                 // SAFETY: our bit is set, so the payload is initialised and
@@ -750,7 +752,7 @@ impl<T> Soa<T> {
                 // publisher waits for our count; the mask had a claim, so
                 // the payload is initialised.
                 let value = self.payloads[i].with(|p| unsafe { (*p).assume_init_read() });
-                return Claim::Last(value);
+                return Claim::Last(value, None);
             }
             // Uncounts us if `T::clone` panics; our bit stays, so the
             // message can be read again.
@@ -796,13 +798,7 @@ impl<T> Soa<T> {
                     // Our count was the only one left; nothing else changes
                     // a word without claims except the overwriting
                     // publisher, which waits for the count.
-                    return match copy {
-                        Some(copy) => {
-                            drop(value);
-                            Claim::Last(copy)
-                        }
-                        None => Claim::Last(value),
-                    };
+                    return Claim::Last(value, copy);
                 }
                 Ok(_) => return copy.map_or(Claim::Released, Claim::Shared),
                 Err(actual) => mask = actual,
@@ -813,9 +809,11 @@ impl<T> Soa<T> {
 
 /// What taking a claim gave.
 enum Claim<T> {
-    /// The last claim: the payload, moved out. The caller stores mask 0
-    /// with [`Soa::free_slot`].
-    Last(T),
+    /// The last claim: the payload, moved out, and a clone taken before the
+    /// claim became the last (equal to it; `None` if there was none). The
+    /// caller stores mask 0 with [`Soa::free_slot`] and drops the spare only
+    /// after that, so no `T::drop` runs while the slot is still claimed.
+    Last(T, Option<T>),
     /// A clone; other claims remain.
     Shared(T),
     /// The claim was cleared without a clone (a departing subscriber).
@@ -850,11 +848,11 @@ impl<T: Clone> Soa<T> {
             return Some(Step::of(self.lagged(next, stamp)));
         }
         match self.claim(i, x, bit, Some(T::clone)) {
-            Claim::Last(value) => {
+            Claim::Last(value, spare) => {
                 *next = x + 1;
                 Some(Step {
                     read: Read::Message(value),
-                    spare: None,
+                    spare,
                     room: self.free_slot(i),
                 })
             }
