@@ -1,44 +1,59 @@
 //! [`KmsActor`]: the task that takes requests off the bus, coalesces verify
 //! requests into batches for the pool, and serves the other operations.
 //!
-//! # Coalescing
-//! After each wake the actor drains what is on the request topic (up to
-//! `max_batch` pending verifies). Verify requests collect in `pending`; a
-//! pending batch is dispatched as soon as a pool thread is idle, so at low
-//! load a lone request goes out at once, and while every thread is busy the
-//! batch grows until a thread frees up or it reaches `max_batch` (then the
-//! actor stops reading and the topic's overflow policy pushes back).
+//! # Lanes
+//! Two topics: the request topic carries verify requests, the priority
+//! topic (`<request_topic>.priority`) carries sign, rotate, attest and
+//! create. The actor's `select!` is biased: shutdown, then the priority
+//! lane, then finished batches, then new verify requests, then the
+//! `max_wait` timer. Priority requests are served on the actor task at
+//! once, so they never wait behind verify batches, nor for the verify
+//! topic's backlog. (Under a flood of priority requests, reading new verify
+//! requests waits; dispatching those already read does not.)
 //!
-//! Priority, in `select!` order: shutdown, then dispatching a pending batch
-//! to an idle thread, then reading new requests.
+//! # Coalescing
+//! After each wake the actor drains what is on the request topic, up to the
+//! room [`Policy::room`] leaves, then dispatches by the rules of
+//! [`crate::coalesce`]: at once to an idle thread, at `target_batch` behind
+//! busy ones, and never holding a request past `max_wait`.
 //!
 //! # Failure paths
 //! * A request lost to a lagging topic: its reply handle is dropped with it,
 //!   so its caller gets [`KmsError::Dropped`].
-//! * Shutdown: intake stops; everything already on the topic is answered;
+//! * Shutdown: intake stops; everything already on the topics is answered;
 //!   in-flight batches finish; the pool's threads are joined. A request that
-//!   reaches the topic after the final drain is released when the actor's
-//!   subscriber drops, and its caller gets [`KmsError::ShuttingDown`].
-//! * A panic in a batch: its requests get [`KmsError::Internal`]; the actor
-//!   keeps serving.
+//!   reaches a topic after the final drain is released when the actor's
+//!   subscribers drop, and its caller gets [`KmsError::ShuttingDown`].
+//! * A panic in a batch: its requests get [`KmsError::Internal`]; the pool
+//!   thread and the actor keep serving.
+//! * A caller that dropped its future: a verify request not yet in a
+//!   running batch is skipped, as are sign and attest; create and rotate
+//!   still run (the caller cannot tell whether they did either way). The
+//!   request itself is freed with its batch.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use kms_bus::{Bus, RecvError, Subscriber, TopicConfig, TryRecvError};
+use kms_bus::{Bus, RecvError, Subscriber, Topic, TopicConfig, TryRecvError};
 use kms_core::{Keystore, KmsError};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::batch;
+use crate::batch::{self, Verifier};
 use crate::client::KmsClient;
+use crate::coalesce::{Policy, Reason};
 use crate::config::KmsConfig;
+use crate::metrics::Metrics;
 use crate::pool::VerifyPool;
 use crate::request::{Op, Request, VerifyRequest};
 use crate::stats::{Counters, KmsStats};
 
+/// Most priority requests served per wake before the actor looks at its
+/// other branches again (count).
+const PRIORITY_BURST: usize = 64;
+
 /// State shared by the actor, its handle and its clients.
-#[derive(Default)]
 pub(crate) struct Shared {
     /// Set once by `shutdown`; clients check it before publishing.
     /// Release/Acquire: a client that sees `true` answers ShuttingDown
@@ -48,18 +63,23 @@ pub(crate) struct Shared {
     /// Wakes the actor for shutdown (a stored permit if it is busy).
     pub(crate) stop: Notify,
     pub(crate) counters: Counters,
+    pub(crate) metrics: Metrics,
 }
 
 /// The KMS actor. Start it with [`KmsActor::spawn`].
 pub struct KmsActor {
-    config: KmsConfig,
+    policy: Policy,
     keystore: Keystore,
     requests: Subscriber<Request>,
+    priority: Subscriber<Request>,
     pool: VerifyPool,
+    verifier: Verifier,
     shared: Arc<Shared>,
-    /// Verify requests waiting for an idle pool thread; at most `max_batch`.
+    /// Verify requests read and not yet dispatched; at most `max_batch`.
     pending: Vec<VerifyRequest>,
-    /// Scratch for draining the topic; empty between wakes.
+    /// When the oldest request in `pending` was read; `None` iff empty.
+    pending_since: Option<Instant>,
+    /// Scratch for draining a topic; empty between wakes.
     drained: Vec<Request>,
 }
 
@@ -72,55 +92,73 @@ pub struct KmsHandle {
 
 impl KmsActor {
     /// Starts the actor on the current tokio runtime, subscribed to
-    /// `config.request_topic` on `bus`, with a dedicated verify pool of
-    /// `config.threads` threads.
+    /// `config.request_topic` and its priority topic on `bus`, with a
+    /// dedicated verify pool of `config.threads` threads.
+    ///
+    /// The runtime needs its time driver (`enable_time`, or `enable_all`
+    /// as `#[tokio::main]` and `Runtime::new` do) for `max_wait`. Metric
+    /// handles are taken now, so install a `metrics` recorder first.
     ///
     /// # Errors
-    /// [`KmsError::InvalidConfig`] if `config` is invalid or the topic name
-    /// is already used with another type or configuration;
+    /// [`KmsError::InvalidConfig`] if `config` is invalid
+    /// ([`KmsConfig::validate`]) or a topic name is already used with
+    /// another type or configuration or served by another actor;
     /// [`KmsError::Internal`] if the pool cannot start or no tokio runtime
     /// is running.
     pub fn spawn(config: KmsConfig, keystore: Keystore, bus: &Bus) -> Result<KmsHandle, KmsError> {
+        Self::spawn_with(config, keystore, bus, batch::default_verifier())
+    }
+
+    /// [`KmsActor::spawn`] with the batch verifier given: the production
+    /// one, or a test's.
+    pub(crate) fn spawn_with(
+        config: KmsConfig,
+        keystore: Keystore,
+        bus: &Bus,
+        verifier: Verifier,
+    ) -> Result<KmsHandle, KmsError> {
         config.validate()?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|e| KmsError::Internal {
             reason: format!("KmsActor::spawn needs a tokio runtime: {e}"),
         })?;
-        let topic = bus
-            .topic::<Request>(
-                &config.request_topic,
-                TopicConfig {
-                    capacity: config.queue_capacity,
-                    backend: config.backend,
-                    overflow: config.overflow,
-                },
-            )
-            .map_err(|e| KmsError::InvalidConfig {
-                reason: format!("request topic `{}`: {e}", config.request_topic),
-            })?;
-        let requests = topic.subscribe().map_err(|e| KmsError::InvalidConfig {
-            reason: format!("request topic `{}`: {e}", config.request_topic),
-        })?;
-        // The actor must be the topic's only subscriber: a second reader
-        // would run every request twice, and one that never reads would
-        // fill a Reject topic or strand requests at shutdown.
-        if topic.subscriber_count() != 1 {
-            return Err(KmsError::InvalidConfig {
-                reason: format!(
-                    "request topic `{}` is already served by another actor",
-                    config.request_topic
-                ),
-            });
-        }
-        let pool = VerifyPool::new(config.threads)?;
-        let shared = Arc::new(Shared::default());
-        let client = KmsClient::new(topic.publisher(), Arc::clone(&shared));
+        let topic = |name: String, capacity: usize| -> Result<Topic<Request>, KmsError> {
+            let config = TopicConfig {
+                capacity,
+                backend: config.backend,
+                overflow: config.overflow,
+            };
+            bus.topic::<Request>(&name, config)
+                .map_err(|e| KmsError::InvalidConfig {
+                    reason: format!("topic `{name}`: {e}"),
+                })
+        };
+        let verify_topic = topic(config.request_topic.clone(), config.queue_capacity)?;
+        let priority_topic = topic(config.priority_topic(), config.priority_capacity)?;
+        let requests = subscribe_alone(&verify_topic)?;
+        let priority = subscribe_alone(&priority_topic)?;
+        let metrics = Metrics::new();
+        let pool = VerifyPool::new(config.threads, metrics.in_flight.clone())?;
+        let shared = Arc::new(Shared {
+            closing: AtomicBool::new(false),
+            stop: Notify::new(),
+            counters: Counters::default(),
+            metrics,
+        });
+        let client = KmsClient::new(
+            verify_topic.publisher(),
+            priority_topic.publisher(),
+            Arc::clone(&shared),
+        );
         let actor = KmsActor {
-            pending: Vec::new(),
+            policy: Policy::new(&config),
+            pending: Vec::with_capacity(config.max_batch),
+            pending_since: None,
             drained: Vec::with_capacity(config.max_batch),
-            config,
             keystore,
             requests,
+            priority,
             pool,
+            verifier,
             shared: Arc::clone(&shared),
         };
         let task = runtime.spawn(actor.run());
@@ -133,61 +171,119 @@ impl KmsActor {
 
     async fn run(mut self) {
         loop {
-            let can_read = self.pending.len() < self.config.max_batch;
+            self.dispatch_due();
+            let in_flight = self.pool.in_flight();
+            let room = self.policy.room(self.pending.len(), in_flight);
+            // Armed only while requests are held: `max_wait` after the
+            // oldest was read.
+            let deadline = self.pending_since.map(|t| t + self.policy.max_wait());
             tokio::select! {
                 biased;
                 () = self.shared.stop.notified() => break,
-                () = self.pool.wait_below(self.pool.threads()), if !self.pending.is_empty() => {
-                    self.dispatch();
-                }
-                first = self.requests.recv(), if can_read => match first {
+                first = self.priority.recv() => match first {
                     Ok(request) => {
                         self.accept(request);
-                        self.drain_available();
+                        self.drain_priority();
                     }
-                    Err(RecvError::Lagged(n)) => Counters::add(&self.shared.counters.lagged_requests, n),
-                    // Closed: every publisher is gone (the handle holds one,
-                    // so only after shutdown). Any other error: stop too.
+                    Err(RecvError::Lagged(n)) => self.count_lagged(n),
+                    // Closed: every publisher is gone (the handle holds
+                    // one, so only after shutdown). Any other error: stop.
                     Err(_) => break,
                 },
+                // A batch finished: the policy may dispatch or read again.
+                () = self.pool.wait_below(in_flight), if in_flight > 0 => {}
+                first = self.requests.recv(), if room > 0 => match first {
+                    Ok(request) => {
+                        self.accept(request);
+                        self.drain_requests();
+                    }
+                    Err(RecvError::Lagged(n)) => self.count_lagged(n),
+                    Err(_) => break,
+                },
+                // The future is built only when polled, so no timer exists
+                // while nothing is held.
+                () = async {
+                    if let Some(deadline) = deadline {
+                        tokio::time::sleep_until(deadline.into()).await;
+                    }
+                }, if deadline.is_some() => {}
             }
         }
         self.finish().await;
     }
 
-    /// Takes what is on the topic now, up to the room left in `pending`.
-    fn drain_available(&mut self) {
+    /// Dispatches pending requests for as long as the policy says so.
+    fn dispatch_due(&mut self) {
+        while let Some(reason) = self.policy.decide(
+            self.pending.len(),
+            self.pending_since.map_or(Duration::ZERO, |t| t.elapsed()),
+            self.pool.in_flight(),
+        ) {
+            self.dispatch(reason);
+        }
+        if !self.pending.is_empty() {
+            tracing::trace!(
+                target: "kms_actor::coalesce",
+                pending = self.pending.len(),
+                in_flight = self.pool.in_flight(),
+                threads = self.pool.threads(),
+                "holding: every thread is busy"
+            );
+        }
+    }
+
+    /// Takes what is on the request topic now, up to the room the policy
+    /// leaves.
+    fn drain_requests(&mut self) {
         loop {
-            let room = self.config.max_batch.saturating_sub(self.pending.len());
+            let room = self.policy.room(self.pending.len(), self.pool.in_flight());
             if room == 0 {
                 return;
             }
             match self.requests.drain(&mut self.drained, room) {
-                Ok(_) => {
-                    // Taken out and put back: `accept` needs `&mut self`.
-                    let mut drained = std::mem::take(&mut self.drained);
-                    for request in drained.drain(..) {
-                        self.accept(request);
-                    }
-                    self.drained = drained;
-                }
-                Err(TryRecvError::Lagged(n)) => {
-                    Counters::add(&self.shared.counters.lagged_requests, n);
-                }
+                Ok(_) => self.accept_drained(),
+                Err(TryRecvError::Lagged(n)) => self.count_lagged(n),
                 // Empty, Closed, or anything else: nothing more to take now.
                 Err(_) => return,
             }
         }
     }
 
-    /// Queues a verify request, or serves any other request at once, so
-    /// those never wait for a verify batch to run. (They can still wait to
-    /// be read: while `pending` is full and every pool thread is busy, the
-    /// actor reads nothing. A separate priority lane is not built yet.)
+    /// Serves up to [`PRIORITY_BURST`] more priority requests.
+    fn drain_priority(&mut self) {
+        match self.priority.drain(&mut self.drained, PRIORITY_BURST) {
+            Ok(_) => self.accept_drained(),
+            Err(TryRecvError::Lagged(n)) => self.count_lagged(n),
+            Err(_) => {}
+        }
+    }
+
+    fn accept_drained(&mut self) {
+        // Taken out and put back: `accept` needs `&mut self`.
+        let mut drained = std::mem::take(&mut self.drained);
+        for request in drained.drain(..) {
+            self.accept(request);
+        }
+        self.drained = drained;
+    }
+
+    fn count_lagged(&self, n: u64) {
+        Counters::add(&self.shared.counters.lagged_requests, n);
+        tracing::warn!(
+            target: "kms_actor::coalesce",
+            lost = n,
+            "requests lost to a lagging topic; their callers get Dropped"
+        );
+    }
+
+    /// Queues a verify request, or serves any other request at once.
     fn accept(&mut self, request: Request) {
         let ks = &self.keystore;
         match request.op {
             Op::Verify(v) => {
+                if self.pending.is_empty() {
+                    self.pending_since = Some(Instant::now());
+                }
                 self.pending.push(v);
                 return;
             }
@@ -195,46 +291,97 @@ impl KmsActor {
                 key,
                 message,
                 reply,
-            } => reply.send(ks.sign(&key, &message)),
+            } => {
+                if !reply.is_abandoned() {
+                    reply.send(ks.sign(&key, &message));
+                }
+            }
             Op::CreateKey {
                 tenant,
                 purpose,
                 reply,
             } => reply.send(ks.create_ed25519(&tenant, &purpose)),
             Op::Rotate { key, reply } => reply.send(ks.rotate(&key)),
-            Op::Attest { key, reply } => reply.send(ks.attest(&key)),
+            Op::Attest { key, reply } => {
+                if !reply.is_abandoned() {
+                    reply.send(ks.attest(&key));
+                }
+            }
         }
         Counters::add(&self.shared.counters.other_requests, 1);
     }
 
     /// Hands the pending verify requests to the pool as one batch.
-    fn dispatch(&mut self) {
+    fn dispatch(&mut self, reason: Reason) {
         let batch = std::mem::take(&mut self.pending);
+        let waited = self
+            .pending_since
+            .take()
+            .map_or(Duration::ZERO, |t| t.elapsed());
+        let metrics = &self.shared.metrics;
+        metrics.batch_size.record(batch.len() as f64);
+        metrics.batch_wait.record(waited.as_secs_f64());
         Counters::add(&self.shared.counters.batches, 1);
         Counters::add(&self.shared.counters.batched_requests, batch.len() as u64);
-        let keystore = self.keystore.clone();
-        self.pool.spawn(move || batch::run(batch, &keystore));
+        tracing::debug!(
+            target: "kms_actor::coalesce",
+            batch_size = batch.len(),
+            waited_us = waited.as_micros() as u64,
+            in_flight = self.pool.in_flight(),
+            threads = self.pool.threads(),
+            reason = reason.as_str(),
+            "dispatch"
+        );
+        let (keystore, verifier) = (self.keystore.clone(), Arc::clone(&self.verifier));
+        self.pool
+            .spawn(move || batch::run(batch, &keystore, &verifier));
     }
 
-    /// Shutdown: answer everything already on the topic, let in-flight
+    /// Shutdown: answer everything already on the topics, let in-flight
     /// batches finish, join the pool.
     async fn finish(mut self) {
         loop {
-            self.drain_available();
+            while let Ok(n) = self.priority.drain(&mut self.drained, PRIORITY_BURST) {
+                if n == 0 {
+                    break;
+                }
+                self.accept_drained();
+            }
+            self.drain_requests();
             if self.pending.is_empty() {
                 break;
             }
-            self.pool.wait_below(self.pool.threads()).await;
-            self.dispatch();
+            // Keep the bound on batches in flight while emptying the topic.
+            self.pool.wait_below(self.policy.queue_limit()).await;
+            self.dispatch(Reason::Shutdown);
         }
         // Releases anything published after the final drain: those callers
         // see their reply dropped and, with `closing` set, ShuttingDown.
         drop(self.requests);
+        drop(self.priority);
         self.pool.wait_below(1).await;
         let pool = self.pool;
         // Joining blocks until rayon's threads exit; keep it off the runtime.
         let _ = tokio::task::spawn_blocking(move || pool.join()).await;
     }
+}
+
+/// Subscribes the actor to `topic`, which must have no other subscriber: a
+/// second reader would run every request twice, and one that never reads
+/// would fill a `Reject` topic or strand requests at shutdown.
+fn subscribe_alone(topic: &Topic<Request>) -> Result<Subscriber<Request>, KmsError> {
+    let subscriber = topic.subscribe().map_err(|e| KmsError::InvalidConfig {
+        reason: format!("topic `{}`: {e}", topic.name()),
+    })?;
+    if topic.subscriber_count() != 1 {
+        return Err(KmsError::InvalidConfig {
+            reason: format!(
+                "topic `{}` is already served by another actor",
+                topic.name()
+            ),
+        });
+    }
+    Ok(subscriber)
 }
 
 impl KmsHandle {

@@ -9,6 +9,7 @@
 //! [`Reply`] sends at most once, so the fallback cannot answer twice.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 use kms_core::ed25519::{verify_batch, BatchItem, SignatureError};
 use kms_core::{Keystore, KmsError};
@@ -16,11 +17,21 @@ use kms_core::{Keystore, KmsError};
 use crate::request::{VerifyBy, VerifyRequest};
 
 /// One verdict per item, in order: `kms_core::ed25519::verify_batch`'s shape.
-type Verdicts = Vec<Result<(), SignatureError>>;
+pub(crate) type Verdicts = Vec<Result<(), SignatureError>>;
 
-/// Verifies `requests` as one batch and answers each.
-pub(crate) fn run(requests: Vec<VerifyRequest>, keystore: &Keystore) {
-    run_with(requests, keystore, verify_batch);
+/// The batch verifier a pool job calls: `kms_core::ed25519::verify_batch`,
+/// except in this crate's fault-injection tests, which pass one that blocks
+/// or panics on cue.
+pub(crate) type Verifier = Arc<dyn Fn(&[BatchItem<'_>]) -> Verdicts + Send + Sync>;
+
+/// The production verifier.
+pub(crate) fn default_verifier() -> Verifier {
+    Arc::new(verify_batch)
+}
+
+/// Verifies `requests` as one batch with `verifier` and answers each.
+pub(crate) fn run(requests: Vec<VerifyRequest>, keystore: &Keystore, verifier: &Verifier) {
+    run_with(requests, keystore, |items| verifier(items));
 }
 
 /// [`run`] with the batch verifier passed in, so the failure paths (a

@@ -1,23 +1,29 @@
 //! [`KmsClient`]: what other actors hold to talk to the KMS over the bus.
 //!
 //! Every call publishes one request carrying its own reply handle and waits
-//! for exactly one answer. A caller never hangs: if the request is lost
+//! for exactly one answer. Verify requests go to the request topic, the
+//! others to the priority topic. Each answer, whatever it is, is counted in
+//! `kms_ops_total` and timed in `kms_op_duration_seconds` here, the one
+//! place every outcome passes (including `Overloaded`, which never reaches
+//! the actor). A caller never hangs: if the request is lost
 //! (lagging topic) or the actor goes away, the reply handle is dropped and
 //! the call returns an error that says why.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use kms_bus::{PublishError, Publisher};
 use kms_core::{Attestation, KeyId, KmsError};
 
 use crate::actor::Shared;
+use crate::metrics::OpKind;
 use crate::reply::{Answer, Reply};
 use crate::request::{Op, Request, VerifyBy, VerifyRequest};
 
 /// A handle to the KMS actor. `Clone + Send + Sync`; clones share the
-/// request topic's publisher.
+/// publishers of the request and priority topics.
 ///
 /// # Errors (all methods)
 /// Besides the operation's own errors:
@@ -35,6 +41,7 @@ use crate::request::{Op, Request, VerifyBy, VerifyRequest};
 #[derive(Clone)]
 pub struct KmsClient {
     requests: Publisher<Request>,
+    priority: Publisher<Request>,
     shared: Arc<Shared>,
 }
 
@@ -45,8 +52,16 @@ impl std::fmt::Debug for KmsClient {
 }
 
 impl KmsClient {
-    pub(crate) fn new(requests: Publisher<Request>, shared: Arc<Shared>) -> Self {
-        KmsClient { requests, shared }
+    pub(crate) fn new(
+        requests: Publisher<Request>,
+        priority: Publisher<Request>,
+        shared: Arc<Shared>,
+    ) -> Self {
+        KmsClient {
+            requests,
+            priority,
+            shared,
+        }
     }
 
     /// Verifies a 64-byte `signature` on `message` under a raw 32-byte
@@ -95,7 +110,7 @@ impl KmsClient {
     ) -> Result<(KeyId, [u8; 64]), KmsError> {
         let message = message.into();
         let key = key.clone();
-        self.call(|reply| Op::Sign {
+        self.call(OpKind::Sign, |reply| Op::Sign {
             key,
             message,
             reply,
@@ -111,7 +126,7 @@ impl KmsClient {
     /// [`KmsClient`].
     pub async fn create_key(&self, tenant: &str, purpose: &str) -> Result<KeyId, KmsError> {
         let (tenant, purpose) = (tenant.to_owned(), purpose.to_owned());
-        self.call(|reply| Op::CreateKey {
+        self.call(OpKind::CreateKey, |reply| Op::CreateKey {
             tenant,
             purpose,
             reply,
@@ -127,7 +142,8 @@ impl KmsClient {
     /// one of the errors listed on [`KmsClient`].
     pub async fn rotate(&self, key: &KeyId) -> Result<KeyId, KmsError> {
         let key = key.clone();
-        self.call(|reply| Op::Rotate { key, reply }).await
+        self.call(OpKind::Rotate, |reply| Op::Rotate { key, reply })
+            .await
     }
 
     /// Reports `key`'s algorithm, head and versions with creation times.
@@ -137,7 +153,8 @@ impl KmsClient {
     /// errors listed on [`KmsClient`].
     pub async fn attest(&self, key: &KeyId) -> Result<Attestation, KmsError> {
         let key = key.clone();
-        self.call(|reply| Op::Attest { key, reply }).await
+        self.call(OpKind::Attest, |reply| Op::Attest { key, reply })
+            .await
     }
 
     async fn verify_by(
@@ -146,7 +163,7 @@ impl KmsClient {
         message: Bytes,
         signature: [u8; 64],
     ) -> Result<(), KmsError> {
-        self.call(|reply| {
+        self.call(OpKind::Verify, |reply| {
             Op::Verify(VerifyRequest {
                 by,
                 message,
@@ -157,14 +174,32 @@ impl KmsClient {
         .await
     }
 
-    /// Publishes one request and waits for its one answer.
-    async fn call<T>(&self, op: impl FnOnce(Reply<T>) -> Op) -> Result<T, KmsError> {
+    /// Publishes one request on its lane, waits for its one answer, and
+    /// counts and times the answer.
+    async fn call<T>(&self, kind: OpKind, op: impl FnOnce(Reply<T>) -> Op) -> Result<T, KmsError> {
+        let started = Instant::now();
+        let answer = self.publish_and_wait(kind, op).await;
+        self.shared
+            .metrics
+            .record_op(kind, &answer, started.elapsed());
+        answer
+    }
+
+    async fn publish_and_wait<T>(
+        &self,
+        kind: OpKind,
+        op: impl FnOnce(Reply<T>) -> Op,
+    ) -> Result<T, KmsError> {
         // Acquire pairs with the Release store in `KmsHandle::shutdown`.
         if self.shared.closing.load(Ordering::Acquire) {
             return Err(KmsError::ShuttingDown);
         }
         let (reply, answer) = Reply::new();
-        match self.requests.publish(Request { op: op(reply) }) {
+        let lane = match kind {
+            OpKind::Verify => &self.requests,
+            _ => &self.priority,
+        };
+        match lane.publish(Request { op: op(reply) }) {
             Ok(()) => {}
             Err(PublishError::Full(_)) => return Err(KmsError::Overloaded),
             Err(PublishError::NoSubscribers(_)) => return Err(KmsError::ShuttingDown),

@@ -1,4 +1,9 @@
 //! [`KmsConfig`]: how the actor is sized, validated at spawn.
+//!
+//! How to choose the numbers from what the metrics show is in
+//! `docs/RUNBOOK.md`.
+
+use std::time::Duration;
 
 use kms_bus::{Backend, Overflow};
 use kms_core::KmsError;
@@ -6,6 +11,10 @@ use kms_core::KmsError;
 /// The largest `max_batch` accepted (count): beyond it a batch's memory
 /// and latency grow with no gain in throughput.
 pub const MAX_BATCH_LIMIT: usize = 4096;
+
+/// The longest `max_wait` accepted: beyond it a request's latency is
+/// dominated by waiting, which no batch gain pays for.
+pub const MAX_WAIT_LIMIT: Duration = Duration::from_secs(1);
 
 /// Name of the bus topic the actor takes requests from by default.
 pub const DEFAULT_REQUEST_TOPIC: &str = "kms.requests";
@@ -16,14 +25,29 @@ pub struct KmsConfig {
     /// Threads in the dedicated verify pool (count, ≥ 1). Default: the
     /// number of available cores.
     pub threads: usize,
-    /// Most verify requests in one batch (count, 1..=[`MAX_BATCH_LIMIT`]).
-    /// Default: 256.
+    /// Batch size (count, ≥ 1) the coalescer lets a batch grow to while
+    /// every pool thread is busy; a batch this big is dispatched without
+    /// waiting for a thread to free up (it queues behind a busy one). At
+    /// 16 keys a batch of 256 costs 6.6 µs per signature against 7.9 µs at
+    /// 64 and 18 µs alone (docs/PERFORMANCE.md). Default: 256.
+    pub target_batch: usize,
+    /// Most verify requests in one batch (count, `target_batch`..=
+    /// [`MAX_BATCH_LIMIT`]); the coalescer stops reading the request topic
+    /// when this many are pending. Default: 512.
     pub max_batch: usize,
-    /// Name of the request topic on the bus. Default: `"kms.requests"`.
+    /// Longest the coalescer holds a verify request before dispatching it
+    /// (> 0, ≤ 1 s). Only matters while every pool thread is busy: with a
+    /// thread idle a request is dispatched at once. Default: 1 ms.
+    pub max_wait: Duration,
+    /// Name of the request topic on the bus; the priority lane (sign,
+    /// rotate, attest, create) is the topic named this plus `".priority"`.
+    /// Default: `"kms.requests"`.
     pub request_topic: String,
     /// Capacity of the request topic (messages, ≥ `max_batch`). Default: 8192.
     pub queue_capacity: usize,
-    /// What a full request topic does. Default: [`Overflow::Reject`], so a
+    /// Capacity of the priority topic (messages, ≥ 1). Default: 1024.
+    pub priority_capacity: usize,
+    /// What a full request or priority topic does. Default: [`Overflow::Reject`], so a
     /// caller gets a retryable [`KmsError::Overloaded`] instead of waiting.
     pub overflow: Overflow,
     /// Ring backend of the request topic. Default: [`Backend::Soa`], the
@@ -37,9 +61,12 @@ impl Default for KmsConfig {
     fn default() -> Self {
         KmsConfig {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            max_batch: 256,
+            target_batch: 256,
+            max_batch: 512,
+            max_wait: Duration::from_millis(1),
             request_topic: DEFAULT_REQUEST_TOPIC.to_owned(),
             queue_capacity: 8192,
+            priority_capacity: 1024,
             overflow: Overflow::Reject,
             backend: Backend::Soa,
         }
@@ -50,22 +77,35 @@ impl KmsConfig {
     /// Checks that the numbers make sense.
     ///
     /// # Errors
-    /// [`KmsError::InvalidConfig`] for zero threads, a `max_batch` of 0 or
-    /// above [`MAX_BATCH_LIMIT`], or a queue smaller than `max_batch`.
+    /// [`KmsError::InvalidConfig`], naming the field, for: zero threads; a
+    /// `target_batch` of 0; a `max_batch` below `target_batch` or above
+    /// [`MAX_BATCH_LIMIT`]; a `max_wait` of zero or above 1 s; a request
+    /// queue smaller than `max_batch`; a priority queue of 0.
     pub fn validate(&self) -> Result<(), KmsError> {
         let reason = if self.threads == 0 {
             "threads must be at least 1"
-        } else if self.max_batch == 0 {
-            "max_batch must be at least 1"
+        } else if self.target_batch == 0 {
+            "target_batch must be at least 1"
+        } else if self.max_batch < self.target_batch {
+            "max_batch must be at least target_batch"
         } else if self.max_batch > MAX_BATCH_LIMIT {
             "max_batch must be at most 4096"
+        } else if self.max_wait.is_zero() || self.max_wait > MAX_WAIT_LIMIT {
+            "max_wait must be more than 0 and at most 1 s"
         } else if self.queue_capacity < self.max_batch {
             "queue_capacity must be at least max_batch"
+        } else if self.priority_capacity == 0 {
+            "priority_capacity must be at least 1"
         } else {
             return Ok(());
         };
         Err(KmsError::InvalidConfig {
             reason: reason.to_owned(),
         })
+    }
+
+    /// Name of the priority topic: `request_topic` + `".priority"`.
+    pub fn priority_topic(&self) -> String {
+        format!("{}.priority", self.request_topic)
     }
 }

@@ -34,15 +34,24 @@
 //! # }
 //! ```
 //!
-//! Not built yet: adaptive coalescing toward a `target_batch` with a
-//! `max_wait`, a separate priority lane, metrics.
+//! Coalescing ([`crate::KmsConfig`]'s `target_batch`, `max_batch`,
+//! `max_wait`): a batch goes out at once when a pool thread is idle, grows
+//! toward `target_batch` while every thread is busy, and no request is held
+//! past `max_wait`. Sign, rotate, attest and create travel on a separate
+//! priority topic and never wait behind verify batches. Metrics (DESIGN §7)
+//! go through the `metrics` facade ([`metrics`] lists them); each
+//! coalescing decision is a `tracing` event (target `kms_actor::coalesce`).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 mod actor;
 mod batch;
 mod client;
+mod coalesce;
 mod config;
+#[cfg(test)]
+mod faults;
+pub mod metrics;
 mod pool;
 mod reply;
 mod request;
@@ -50,5 +59,5 @@ mod stats;
 
 pub use actor::{KmsActor, KmsHandle};
 pub use client::KmsClient;
-pub use config::{KmsConfig, DEFAULT_REQUEST_TOPIC, MAX_BATCH_LIMIT};
+pub use config::{KmsConfig, DEFAULT_REQUEST_TOPIC, MAX_BATCH_LIMIT, MAX_WAIT_LIMIT};
 pub use stats::KmsStats;

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
 
 use kms_core::KmsError;
+use metrics::Gauge;
 use tokio::sync::Notify;
 
 /// The pool and its bookkeeping.
@@ -22,10 +23,11 @@ pub(crate) struct VerifyPool {
 }
 
 /// Batches in flight, and a wake for the coalescer when one finishes.
-#[derive(Default)]
 pub(crate) struct Load {
     in_flight: AtomicUsize,
     finished: Notify,
+    /// `kms_batches_in_flight`, moved with `in_flight`.
+    gauge: Gauge,
 }
 
 /// Decrements the in-flight count when a job ends, however it ends.
@@ -38,6 +40,7 @@ impl Drop for FinishGuard {
         // sent (not needed for correctness of the replies, which carry their
         // own synchronization, but it keeps "idle" truthful).
         self.0.in_flight.fetch_sub(1, Ordering::Release);
+        self.0.gauge.decrement(1.0);
         // notify_one stores a permit if nobody waits yet; `wait_below`
         // re-checks the count after registering either way.
         self.0.finished.notify_one();
@@ -49,7 +52,7 @@ impl VerifyPool {
     ///
     /// # Errors
     /// [`KmsError::Internal`] if the threads cannot be started.
-    pub(crate) fn new(threads: usize) -> Result<Self, KmsError> {
+    pub(crate) fn new(threads: usize, in_flight_gauge: Gauge) -> Result<Self, KmsError> {
         let (exit_tx, exited) = mpsc::channel();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -70,7 +73,11 @@ impl VerifyPool {
         Ok(VerifyPool {
             pool,
             threads,
-            load: Arc::new(Load::default()),
+            load: Arc::new(Load {
+                in_flight: AtomicUsize::new(0),
+                finished: Notify::new(),
+                gauge: in_flight_gauge,
+            }),
             exited: Mutex::new(exited),
         })
     }
@@ -89,6 +96,7 @@ impl VerifyPool {
     /// panics.
     pub(crate) fn spawn(&self, job: impl FnOnce() + Send + 'static) {
         self.load.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.load.gauge.increment(1.0);
         let guard = FinishGuard(Arc::clone(&self.load));
         self.pool.spawn(move || {
             let _guard = guard;

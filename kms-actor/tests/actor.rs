@@ -101,7 +101,7 @@ async fn a_burst_is_coalesced_into_batches() {
     assert_eq!(stats.batched_requests, 512);
     assert!(
         stats.batches <= 8,
-        "512 queued requests should go out in batches of up to 256, got {stats:?}"
+        "512 queued requests should go out in batches of up to 512, got {stats:?}"
     );
     handle.shutdown().await;
 }
@@ -111,6 +111,7 @@ async fn a_burst_is_coalesced_into_batches() {
 async fn flood(overflow: Overflow) -> (Vec<Result<(), KmsError>>, kms_actor::KmsStats) {
     let cfg = KmsConfig {
         threads: 1,
+        target_batch: 8,
         max_batch: 8,
         queue_capacity: 16,
         overflow,
@@ -272,16 +273,48 @@ async fn spawn_rejects_bad_config_and_taken_topic_names() {
             ..KmsConfig::default()
         },
         KmsConfig {
+            target_batch: 0,
+            ..KmsConfig::default()
+        },
+        KmsConfig {
+            target_batch: 128,
+            max_batch: 64,
+            ..KmsConfig::default()
+        },
+        KmsConfig {
+            max_batch: 8192,
+            queue_capacity: 8192,
+            ..KmsConfig::default()
+        },
+        KmsConfig {
+            max_wait: Duration::ZERO,
+            ..KmsConfig::default()
+        },
+        KmsConfig {
+            max_wait: Duration::from_secs(2),
+            ..KmsConfig::default()
+        },
+        KmsConfig {
+            priority_capacity: 0,
+            ..KmsConfig::default()
+        },
+        KmsConfig {
+            target_batch: 64,
             max_batch: 64,
             queue_capacity: 32,
             ..KmsConfig::default()
         },
     ] {
-        assert!(matches!(
-            KmsActor::spawn(cfg, Keystore::new(), &bus),
-            Err(KmsError::InvalidConfig { .. })
-        ));
+        let described = format!("{cfg:?}");
+        assert!(
+            matches!(
+                KmsActor::spawn(cfg, Keystore::new(), &bus),
+                Err(KmsError::InvalidConfig { .. })
+            ),
+            "accepted {described}"
+        );
     }
+    assert_eq!(bus.topic_count(), 0, "a refused config creates no topic");
     bus.topic::<u64>("taken", kms_bus::TopicConfig::default())
         .expect("topic");
     let cfg = KmsConfig {

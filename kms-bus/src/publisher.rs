@@ -46,11 +46,23 @@ impl<T> Publisher<T> {
     ///   still unread by some subscriber.
     #[inline]
     pub fn publish(&self, msg: T) -> Result<(), PublishError<T>> {
+        let result = self.offer(msg);
+        if let Err(PublishError::Full(_)) = result {
+            self.shared.metrics.rejected.increment(1);
+        }
+        result
+    }
+
+    /// [`publish`](Self::publish) without counting a refusal in
+    /// `bus_rejected_total`, for `publish_wait`, whose refusals are retries.
+    #[inline]
+    fn offer(&self, msg: T) -> Result<(), PublishError<T>> {
         match self.shared.ring.publish_one(msg) {
             Ok(published) => {
                 if published.wake {
                     self.shared.notify.notify_waiters();
                 }
+                self.shared.metrics.published.increment(1);
                 drop(published.evicted);
                 Ok(())
             }
@@ -89,14 +101,21 @@ impl<T> Publisher<T> {
         if outcome.wake {
             self.shared.notify.notify_waiters();
         }
+        let metrics = &self.shared.metrics;
+        metrics.published.increment(outcome.published as u64);
         drop(outcome.evicted);
         match outcome.rejected {
             None => Ok(outcome.published),
-            Some((rejected, cause)) => Err(PublishError::Batch {
-                published: outcome.published,
-                rejected,
-                cause,
-            }),
+            Some((rejected, cause)) => {
+                if cause == RejectCause::Full {
+                    metrics.rejected.increment(rejected.len() as u64);
+                }
+                Err(PublishError::Batch {
+                    published: outcome.published,
+                    rejected,
+                    cause,
+                })
+            }
         }
     }
 
@@ -122,8 +141,12 @@ impl<T> Publisher<T> {
     /// full or not at all, never in part.
     pub async fn publish_wait(&self, msg: T) -> Result<(), PublishError<T>> {
         let shared = &*self.shared;
-        let mut msg = match self.publish(msg) {
+        let mut msg = match self.offer(msg) {
             Err(PublishError::Full(msg)) if shared.config.overflow == Overflow::Wait => msg,
+            Err(PublishError::Full(msg)) => {
+                shared.metrics.rejected.increment(1);
+                return Err(PublishError::Full(msg));
+            }
             other => return other,
         };
         loop {
@@ -133,7 +156,7 @@ impl<T> Publisher<T> {
             let mut notified = pin!(shared.room.notified());
             notified.as_mut().enable();
             let waiting = Waiting::new(shared);
-            msg = match self.publish(msg) {
+            msg = match self.offer(msg) {
                 Err(PublishError::Full(msg)) => msg,
                 other => return other,
             };

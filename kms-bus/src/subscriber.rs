@@ -171,6 +171,9 @@ impl<T: Clone> Subscriber<T> {
             self.shared.room.notify_waiters();
         }
         drop(spare);
+        if let Read::Lagged(missed) = read {
+            self.shared.metrics.lagged.increment(missed);
+        }
         read
     }
 

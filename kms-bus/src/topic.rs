@@ -5,6 +5,7 @@ use std::fmt;
 use crate::backend::{Crowded, Ring};
 use crate::config::TopicConfig;
 use crate::error::BusError;
+use crate::metrics::TopicMetrics;
 use crate::publisher::Publisher;
 use crate::subscriber::Subscriber;
 use crate::sync::{Arc, AtomicUsize, Notify, Ordering};
@@ -47,6 +48,8 @@ pub(crate) struct Shared<T> {
     /// [`Shared::publishers_gone`]: a subscriber that reads zero has seen
     /// every publish the dropped publishers made.
     pub(crate) publishers: AtomicUsize,
+    /// This topic's `bus_*` counters.
+    pub(crate) metrics: TopicMetrics,
 }
 
 impl<T> Shared<T> {
@@ -78,6 +81,7 @@ impl<T> Topic<T> {
                 notify: Notify::new(),
                 room: Notify::new(),
                 publishers: AtomicUsize::new(0),
+                metrics: TopicMetrics::new(name),
             }),
         }
     }

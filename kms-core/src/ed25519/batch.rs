@@ -174,6 +174,7 @@ fn resolve_failed(
         check_each(keys, entries, out, evidence);
         return;
     }
+    metrics::counter!(super::BISECTIONS_TOTAL).increment(1);
     let mid = entries.len() / 2;
     let (left, right) = entries.split_at(mid);
     let (z_left, z_right) = z.split_at(mid);

@@ -45,6 +45,22 @@ pub use parallel::PARALLEL_MIN_ITEMS;
 
 use crate::KmsError;
 
+/// `kms_bisections_total` (counter, through the `metrics` facade): how many
+/// times [`verify_batch`] split a failed combination in two to find its
+/// invalid items. A rising rate means forged or corrupt signatures are
+/// arriving mixed with valid ones.
+pub const BISECTIONS_TOTAL: &str = "kms_bisections_total";
+
+/// Registers the unit and help text of [`BISECTIONS_TOTAL`] with the
+/// installed `metrics` recorder.
+pub fn describe_metrics() {
+    metrics::describe_counter!(
+        BISECTIONS_TOTAL,
+        metrics::Unit::Count,
+        "Failed batch combinations split in two to find their invalid items"
+    );
+}
+
 /// Length of an Ed25519 public key, in bytes (RFC 8032 §5.1.5).
 pub const PUBLIC_KEY_LENGTH: usize = 32;
 

@@ -1,0 +1,170 @@
+//! The coalescing policy of DESIGN §5, as pure functions of what the actor
+//! sees: how many verify requests are pending, how long the oldest has
+//! waited, and how many batches are in flight on the pool.
+//!
+//! Rules, in order (the first that holds dispatches every pending request
+//! as one batch):
+//! 1. [`Reason::IdleThread`]: fewer batches in flight than pool threads. At
+//!    low load a lone request goes out at once; nothing waits for a batch
+//!    to fill.
+//! 2. [`Reason::TargetBatch`]: `target_batch` requests are pending and
+//!    fewer than [`Policy::queue_limit`] batches are in flight, so one batch
+//!    at most waits queued behind each busy thread and a thread that frees
+//!    up starts the next batch without a round trip through the actor.
+//! 3. [`Reason::MaxWait`]: the oldest pending request has waited
+//!    `max_wait`. This dispatches even past the queue limit; that overshoot
+//!    is bounded by one batch, because the actor reads nothing while the
+//!    queue is full.
+//!
+//! Invariants: pending never exceeds `max_batch` (the actor reads at most
+//! the room left, [`Policy::room`]); batches in flight never exceed
+//! `queue_limit + 1`; so the memory the actor holds is bounded by
+//! `(queue_limit + 2) · max_batch` requests plus the topic's capacity.
+
+use std::time::Duration;
+
+use crate::config::KmsConfig;
+
+/// Why a batch was dispatched; a label on the `tracing` event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// A pool thread was idle.
+    IdleThread,
+    /// `target_batch` requests were pending.
+    TargetBatch,
+    /// The oldest pending request had waited `max_wait`.
+    MaxWait,
+    /// The actor is shutting down and answers what it holds.
+    Shutdown,
+}
+
+impl Reason {
+    /// The label used in `tracing` events.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Reason::IdleThread => "idle_thread",
+            Reason::TargetBatch => "target_batch",
+            Reason::MaxWait => "max_wait",
+            Reason::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// The numbers the policy needs from [`KmsConfig`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Policy {
+    threads: usize,
+    target_batch: usize,
+    max_batch: usize,
+    max_wait: Duration,
+}
+
+impl Policy {
+    pub(crate) fn new(config: &KmsConfig) -> Self {
+        Policy {
+            threads: config.threads,
+            target_batch: config.target_batch,
+            max_batch: config.max_batch,
+            max_wait: config.max_wait,
+        }
+    }
+
+    /// Longest a request is held before dispatch.
+    pub(crate) fn max_wait(&self) -> Duration {
+        self.max_wait
+    }
+
+    /// Batches in flight (running or queued on the pool) beyond which the
+    /// actor neither reads nor dispatches by size: one queued per thread.
+    pub(crate) fn queue_limit(&self) -> usize {
+        self.threads.saturating_mul(2)
+    }
+
+    /// Whether to dispatch the `pending` requests now, and why.
+    /// `oldest_wait` is how long the oldest of them has waited.
+    pub(crate) fn decide(
+        &self,
+        pending: usize,
+        oldest_wait: Duration,
+        in_flight: usize,
+    ) -> Option<Reason> {
+        if pending == 0 {
+            None
+        } else if in_flight < self.threads {
+            Some(Reason::IdleThread)
+        } else if pending >= self.target_batch && in_flight < self.queue_limit() {
+            Some(Reason::TargetBatch)
+        } else if oldest_wait >= self.max_wait {
+            Some(Reason::MaxWait)
+        } else {
+            None
+        }
+    }
+
+    /// How many more requests the actor may read now: the room left under
+    /// `max_batch`, or 0 while the pool's queue is full (backpressure: the
+    /// request topic fills, and a `Reject` topic answers `Overloaded`).
+    pub(crate) fn room(&self, pending: usize, in_flight: usize) -> usize {
+        if in_flight >= self.queue_limit() {
+            0
+        } else {
+            self.max_batch.saturating_sub(pending)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn policy() -> Policy {
+        Policy::new(&KmsConfig {
+            threads: 2,
+            target_batch: 64,
+            max_batch: 256,
+            max_wait: MS,
+            ..KmsConfig::default()
+        })
+    }
+
+    #[test]
+    fn an_idle_thread_takes_even_a_lone_request_at_once() {
+        let p = policy();
+        assert_eq!(p.decide(1, Duration::ZERO, 0), Some(Reason::IdleThread));
+        assert_eq!(p.decide(1, Duration::ZERO, 1), Some(Reason::IdleThread));
+        assert_eq!(p.decide(0, MS, 0), None, "nothing pending, nothing sent");
+    }
+
+    #[test]
+    fn while_every_thread_is_busy_a_batch_grows_to_the_target() {
+        let p = policy();
+        assert_eq!(p.decide(63, Duration::ZERO, 2), None);
+        assert_eq!(p.decide(64, Duration::ZERO, 2), Some(Reason::TargetBatch));
+        assert_eq!(p.decide(64, Duration::ZERO, 3), Some(Reason::TargetBatch));
+        assert_eq!(
+            p.decide(200, Duration::ZERO, 4),
+            None,
+            "the queue is full: one batch waits behind each thread"
+        );
+    }
+
+    #[test]
+    fn nothing_is_held_longer_than_max_wait() {
+        let p = policy();
+        assert_eq!(p.decide(1, MS, 2), Some(Reason::MaxWait));
+        assert_eq!(p.decide(1, MS, 4), Some(Reason::MaxWait));
+        assert_eq!(p.decide(1, MS / 2, 4), None);
+    }
+
+    #[test]
+    fn reading_stops_at_max_batch_and_when_the_queue_is_full() {
+        let p = policy();
+        assert_eq!(p.room(0, 0), 256);
+        assert_eq!(p.room(250, 3), 6);
+        assert_eq!(p.room(256, 0), 0);
+        assert_eq!(p.room(0, 4), 0);
+        assert_eq!(p.room(0, 5), 0);
+    }
+}

@@ -1,0 +1,264 @@
+//! Fault-injection tests of the whole actor: the batch verifier is replaced
+//! by one that blocks until the test opens a gate, or panics on cue, so a
+//! busy pool, a panicking batch and a caller that leaves mid-flight happen
+//! deterministically. Everything else (bus, coalescer, pool, replies) is
+//! the production code. `timeout` only detects hangs.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::FutureExt;
+use kms_bus::Bus;
+use kms_core::ed25519::verify_batch;
+use kms_core::{KeyId, Keystore, KmsError};
+
+use crate::batch::Verifier;
+use crate::{KmsActor, KmsConfig, KmsHandle};
+
+const HANG: Duration = Duration::from_secs(60);
+
+/// Holds verify batches until opened.
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl Gate {
+    fn wait(&self) {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        while !*open {
+            open = self
+                .opened
+                .wait(open)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn open(&self) {
+        *self.open.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.opened.notify_all();
+    }
+}
+
+/// What the injected verifier saw.
+#[derive(Default)]
+struct Seen {
+    batches: AtomicUsize,
+    items: AtomicUsize,
+}
+
+/// A verifier that waits for `gate`, panics on a message `b"boom"`, and
+/// otherwise is `verify_batch`.
+fn verifier(gate: Arc<Gate>, seen: Arc<Seen>) -> Verifier {
+    Arc::new(move |items| {
+        seen.batches.fetch_add(1, Ordering::SeqCst);
+        seen.items.fetch_add(items.len(), Ordering::SeqCst);
+        gate.wait();
+        assert!(items.iter().all(|i| i.message != b"boom"), "injected fault");
+        verify_batch(items)
+    })
+}
+
+struct Fixture {
+    handle: KmsHandle,
+    key: KeyId,
+    signature: [u8; 64],
+    gate: Arc<Gate>,
+    seen: Arc<Seen>,
+}
+
+/// One pool thread, small batches, the injected verifier, and a key with a
+/// valid signature on `b"m"`.
+fn fixture(config: KmsConfig) -> Fixture {
+    let ks = Keystore::new();
+    let key = ks.create_ed25519("acme", "tokens").expect("create");
+    let (key, signature) = ks.sign(&key, b"m").expect("sign");
+    let (gate, seen) = (Arc::new(Gate::default()), Arc::new(Seen::default()));
+    let handle = KmsActor::spawn_with(
+        config,
+        ks,
+        &Bus::new(),
+        verifier(Arc::clone(&gate), Arc::clone(&seen)),
+    )
+    .expect("spawn");
+    Fixture {
+        handle,
+        key,
+        signature,
+        gate,
+        seen,
+    }
+}
+
+fn small() -> KmsConfig {
+    KmsConfig {
+        threads: 1,
+        target_batch: 4,
+        max_batch: 4,
+        queue_capacity: 8,
+        ..KmsConfig::default()
+    }
+}
+
+/// Waits (yielding) until `seen` counts `n` batches started.
+async fn batches_started(seen: &Seen, n: usize) {
+    tokio::time::timeout(HANG, async {
+        while seen.batches.load(Ordering::SeqCst) < n {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("batch started");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_batch_answers_internal_and_the_actor_keeps_serving() {
+    let f = fixture(small());
+    f.gate.open();
+    let kms = f.handle.client();
+    for _ in 0..3 {
+        match kms.verify(&f.key, &b"boom"[..], f.signature).await {
+            Err(KmsError::Internal { reason }) => assert!(reason.contains("panicked")),
+            other => panic!("expected Internal, got {other:?}"),
+        }
+        // The same single pool thread, and the actor, still serve.
+        assert_eq!(kms.verify(&f.key, &b"m"[..], f.signature).await, Ok(()));
+    }
+    f.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_requests_are_not_stuck_behind_verify_batches() {
+    let f = fixture(small());
+    let kms = f.handle.client();
+    // Saturate: batches blocked on the pool, the coalescer full, the
+    // request topic full (the rest are refused Overloaded).
+    let verifies: Vec<_> = (0..40)
+        .map(|_| {
+            let (kms, key) = (kms.clone(), f.key.clone());
+            tokio::spawn(async move { kms.verify(&key, &b"m"[..], f.signature).await })
+        })
+        .collect();
+    batches_started(&f.seen, 1).await;
+    // Sign, rotate, attest and create are answered while no verify batch
+    // can finish.
+    let answered = tokio::time::timeout(HANG, async {
+        let (signer, _) = kms.sign(&f.key, &b"x"[..]).await.expect("sign");
+        let v2 = kms.rotate(&signer).await.expect("rotate");
+        let attested = kms.attest(&v2).await.expect("attest");
+        kms.create_key("acme", "other").await.expect("create");
+        attested.versions.len()
+    })
+    .await
+    .expect("priority lane answered while the pool is blocked");
+    assert_eq!(answered, 2);
+    // A verify answered so far can only have been refused: none could run.
+    let answered_early: Vec<bool> = verifies.iter().map(|t| t.is_finished()).collect();
+    f.gate.open();
+    let mut ok = 0;
+    for (t, early) in verifies.into_iter().zip(answered_early) {
+        match tokio::time::timeout(HANG, t)
+            .await
+            .expect("no hang")
+            .expect("task")
+        {
+            Ok(()) if !early => ok += 1,
+            Err(KmsError::Overloaded) => {}
+            other => panic!("unexpected answer {other:?} (before the gate opened: {early})"),
+        }
+    }
+    assert!(ok >= 8, "at least the topic's capacity got in, got {ok}");
+    f.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_mid_flight_finishes_the_running_batch() {
+    let f = fixture(small());
+    let kms = f.handle.client();
+    let running: Vec<_> = (0..4)
+        .map(|_| {
+            let (kms, key) = (kms.clone(), f.key.clone());
+            tokio::spawn(async move { kms.verify(&key, &b"m"[..], f.signature).await })
+        })
+        .collect();
+    batches_started(&f.seen, 1).await;
+    let shutdown = tokio::spawn(f.handle.shutdown());
+    // Once shutdown has begun, new calls are refused at once, even though
+    // a batch is still blocked on the pool.
+    tokio::time::timeout(HANG, async {
+        while kms.verify(&f.key, &b"m"[..], f.signature).await != Err(KmsError::ShuttingDown) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("refused after shutdown began");
+    assert!(
+        !shutdown.is_finished(),
+        "shutdown waits for the running batch"
+    );
+    f.gate.open();
+    tokio::time::timeout(HANG, shutdown)
+        .await
+        .expect("shutdown completes")
+        .expect("task");
+    for t in running {
+        assert_eq!(t.await.expect("task"), Ok(()), "accepted, so answered");
+    }
+}
+
+/// A `Bytes` whose owner counts its drop.
+struct Counted(Arc<AtomicUsize>);
+
+impl AsRef<[u8]> for Counted {
+    fn as_ref(&self) -> &[u8] {
+        b"m"
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_leaves_is_skipped_and_its_request_freed() {
+    let f = fixture(KmsConfig {
+        threads: 1,
+        ..KmsConfig::default()
+    });
+    let kms = f.handle.client();
+    let blocker = {
+        let (kms, key) = (kms.clone(), f.key.clone());
+        tokio::spawn(async move { kms.verify(&key, &b"m"[..], f.signature).await })
+    };
+    batches_started(&f.seen, 1).await;
+    let freed = Arc::new(AtomicUsize::new(0));
+    for _ in 0..10 {
+        let message = Bytes::from_owner(Counted(Arc::clone(&freed)));
+        // Publishes on the first poll, then the caller drops the future.
+        assert!(kms
+            .verify(&f.key, message, f.signature)
+            .now_or_never()
+            .is_none());
+    }
+    f.gate.open();
+    assert_eq!(blocker.await.expect("task"), Ok(()));
+    tokio::time::timeout(HANG, async {
+        while freed.load(Ordering::SeqCst) < 10 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("every abandoned request is freed");
+    assert_eq!(kms.verify(&f.key, &b"m"[..], f.signature).await, Ok(()));
+    assert_eq!(
+        f.seen.items.load(Ordering::SeqCst),
+        2,
+        "only the blocker and the last request were verified"
+    );
+    f.handle.shutdown().await;
+}

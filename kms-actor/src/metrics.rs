@@ -1,0 +1,165 @@
+//! The actor's metrics (DESIGN §7), through the `metrics` facade: this crate
+//! records, the embedding program chooses and installs the exporter (the
+//! gateway example serves Prometheus text).
+//!
+//! | name | kind | labels | unit |
+//! |---|---|---|---|
+//! | `kms_ops_total` | counter | `op`, `outcome` | requests |
+//! | `kms_op_duration_seconds` | histogram | `op` | seconds, from the call to its answer |
+//! | `kms_batch_size` | histogram | | verify requests per batch |
+//! | `kms_batch_wait_seconds` | histogram | | seconds the oldest request of a batch was held |
+//! | `kms_batches_in_flight` | gauge | | batches running or queued on the pool |
+//!
+//! `op` is `verify`, `sign`, `create_key`, `rotate` or `attest`; `outcome`
+//! is `ok` or the error's stable code ([`KmsError::code`], e.g.
+//! `kms.invalid_signature`). `kms_bisections_total` is recorded by kms-core
+//! and the `bus_*` counters by kms-bus.
+//!
+//! Handles are taken once, at [`crate::KmsActor::spawn`], from the recorder
+//! installed then: install the exporter before spawning the actor, or the
+//! actor records into the no-op recorder.
+
+use std::time::Duration;
+
+use kms_core::KmsError;
+use metrics::{Counter, Gauge, Histogram, Unit};
+
+/// `kms_ops_total{op,outcome}`: requests answered (counter).
+pub const OPS_TOTAL: &str = "kms_ops_total";
+/// `kms_op_duration_seconds{op}`: from a client call to its answer
+/// (histogram, seconds).
+pub const OP_DURATION_SECONDS: &str = "kms_op_duration_seconds";
+/// `kms_batch_size`: verify requests per dispatched batch (histogram).
+pub const BATCH_SIZE: &str = "kms_batch_size";
+/// `kms_batch_wait_seconds`: how long the oldest request of a batch was
+/// held by the coalescer before dispatch (histogram, seconds).
+pub const BATCH_WAIT_SECONDS: &str = "kms_batch_wait_seconds";
+/// `kms_batches_in_flight`: batches running or queued on the pool (gauge).
+pub const BATCHES_IN_FLIGHT: &str = "kms_batches_in_flight";
+
+/// Bucket bounds (seconds) that fit the actor's latencies, 10 µs to 100 ms:
+/// a lone verify answers in tens of µs, a saturated pool in a few ms. Pass
+/// to the exporter for [`OP_DURATION_SECONDS`] and [`BATCH_WAIT_SECONDS`].
+pub const LATENCY_BUCKETS_SECONDS: &[f64] = &[
+    10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3,
+];
+
+/// Bucket bounds for [`BATCH_SIZE`]: powers of two, 1 to 1024 requests.
+pub const BATCH_SIZE_BUCKETS: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+];
+
+/// Registers units and help texts with the installed recorder, for this
+/// crate's metrics and kms-core's and kms-bus's. Optional; call it after
+/// installing the exporter.
+pub fn describe() {
+    metrics::describe_counter!(
+        OPS_TOTAL,
+        Unit::Count,
+        "KMS requests answered, by operation and outcome"
+    );
+    metrics::describe_histogram!(
+        OP_DURATION_SECONDS,
+        Unit::Seconds,
+        "Time from a KmsClient call to its answer"
+    );
+    metrics::describe_histogram!(
+        BATCH_SIZE,
+        Unit::Count,
+        "Verify requests per dispatched batch"
+    );
+    metrics::describe_histogram!(
+        BATCH_WAIT_SECONDS,
+        Unit::Seconds,
+        "How long the oldest request of a batch was held before dispatch"
+    );
+    metrics::describe_gauge!(
+        BATCHES_IN_FLIGHT,
+        Unit::Count,
+        "Verify batches running or queued on the pool"
+    );
+    kms_core::ed25519::describe_metrics();
+    kms_bus::describe_metrics();
+}
+
+/// The operations, as the `op` label names them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum OpKind {
+    Verify = 0,
+    Sign,
+    CreateKey,
+    Rotate,
+    Attest,
+}
+
+impl OpKind {
+    const ALL: [OpKind; 5] = [
+        OpKind::Verify,
+        OpKind::Sign,
+        OpKind::CreateKey,
+        OpKind::Rotate,
+        OpKind::Attest,
+    ];
+
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            OpKind::Verify => "verify",
+            OpKind::Sign => "sign",
+            OpKind::CreateKey => "create_key",
+            OpKind::Rotate => "rotate",
+            OpKind::Attest => "attest",
+        }
+    }
+}
+
+/// Handles for one operation: the two common outcomes are cached, others
+/// are looked up when they happen.
+struct OpHandles {
+    ok: Counter,
+    invalid_signature: Counter,
+    duration: Histogram,
+}
+
+/// Handles taken at spawn, shared by the actor, its pool and its clients.
+pub(crate) struct Metrics {
+    ops: [OpHandles; 5],
+    pub(crate) batch_size: Histogram,
+    pub(crate) batch_wait: Histogram,
+    pub(crate) in_flight: Gauge,
+}
+
+impl Metrics {
+    /// Takes handles from the recorder installed now.
+    pub(crate) fn new() -> Self {
+        let ops = OpKind::ALL.map(|op| OpHandles {
+            ok: metrics::counter!(OPS_TOTAL, "op" => op.label(), "outcome" => "ok"),
+            invalid_signature: metrics::counter!(
+                OPS_TOTAL,
+                "op" => op.label(),
+                "outcome" => KmsError::InvalidSignature(
+                    kms_core::ed25519::SignatureError::Equation
+                ).code()
+            ),
+            duration: metrics::histogram!(OP_DURATION_SECONDS, "op" => op.label()),
+        });
+        Metrics {
+            ops,
+            batch_size: metrics::histogram!(BATCH_SIZE),
+            batch_wait: metrics::histogram!(BATCH_WAIT_SECONDS),
+            in_flight: metrics::gauge!(BATCHES_IN_FLIGHT),
+        }
+    }
+
+    /// Counts one answered request and its duration.
+    pub(crate) fn record_op<T>(&self, op: OpKind, answer: &Result<T, KmsError>, took: Duration) {
+        let handles = &self.ops[op as usize];
+        match answer {
+            Ok(_) => handles.ok.increment(1),
+            Err(KmsError::InvalidSignature(_)) => handles.invalid_signature.increment(1),
+            Err(e) => {
+                metrics::counter!(OPS_TOTAL, "op" => op.label(), "outcome" => e.code()).increment(1)
+            }
+        }
+        handles.duration.record(took.as_secs_f64());
+    }
+}

@@ -1,0 +1,55 @@
+//! The bus's metrics (DESIGN §7), through the `metrics` facade, one set of
+//! handles per topic, labelled `topic=<name>`:
+//!
+//! | name | kind | counts |
+//! |---|---|---|
+//! | `bus_published_total` | counter | messages published |
+//! | `bus_rejected_total` | counter | messages a full `Reject`/`Wait` ring refused (not the retries of `publish_wait`) |
+//! | `bus_lagged_total` | counter | messages subscribers missed on a `Lag` topic, summed over subscribers |
+//!
+//! Handles are taken when the topic is created, from the recorder installed
+//! then; with none installed they are no-ops and cost a branch.
+
+use metrics::{Counter, Unit};
+
+/// `bus_published_total{topic}`: messages published (counter).
+pub const PUBLISHED_TOTAL: &str = "bus_published_total";
+/// `bus_rejected_total{topic}`: messages refused by a full ring (counter).
+pub const REJECTED_TOTAL: &str = "bus_rejected_total";
+/// `bus_lagged_total{topic}`: messages missed by lagging subscribers,
+/// summed over subscribers (counter).
+pub const LAGGED_TOTAL: &str = "bus_lagged_total";
+
+/// Registers units and help texts of the bus's metrics with the installed
+/// recorder.
+pub fn describe_metrics() {
+    metrics::describe_counter!(PUBLISHED_TOTAL, Unit::Count, "Messages published, by topic");
+    metrics::describe_counter!(
+        REJECTED_TOTAL,
+        Unit::Count,
+        "Messages refused by a full Reject or Wait ring, by topic"
+    );
+    metrics::describe_counter!(
+        LAGGED_TOTAL,
+        Unit::Count,
+        "Messages missed by lagging subscribers (summed over subscribers), by topic"
+    );
+}
+
+/// One topic's handles.
+pub(crate) struct TopicMetrics {
+    pub(crate) published: Counter,
+    pub(crate) rejected: Counter,
+    pub(crate) lagged: Counter,
+}
+
+impl TopicMetrics {
+    pub(crate) fn new(topic: &str) -> Self {
+        let topic = topic.to_owned();
+        TopicMetrics {
+            published: metrics::counter!(PUBLISHED_TOTAL, "topic" => topic.clone()),
+            rejected: metrics::counter!(REJECTED_TOTAL, "topic" => topic.clone()),
+            lagged: metrics::counter!(LAGGED_TOTAL, "topic" => topic),
+        }
+    }
+}
