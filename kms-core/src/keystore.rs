@@ -9,12 +9,15 @@
 //!   zeroizes itself on drop; nothing here prints it (`Debug` shows public
 //!   data only) and nothing returns it.
 //!
+//! The locks and `Arc`s come from [`crate::sync`], so `loom-tests/` checks
+//! the rotation invariants above on this code.
+//!
 //! Lock order: the key map's lock is released before a key's versions lock
 //! is taken; the two never nest.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::PoisonError;
 use std::time::SystemTime;
 
 use curve25519_dalek::edwards::EdwardsPoint;
@@ -24,6 +27,7 @@ use uuid::Uuid;
 use crate::ed25519;
 use crate::error::KmsError;
 use crate::key_id::{Alg, KeyId};
+use crate::sync::{Arc, RwLock, RwLockReadGuard};
 
 /// What [`Keystore::attest`] reports about a key.
 #[derive(Debug, Clone, PartialEq, Eq)]

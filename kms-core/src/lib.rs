@@ -17,6 +17,7 @@ pub mod ed25519;
 mod error;
 mod key_id;
 mod keystore;
+mod sync;
 
 pub use error::KmsError;
 pub use key_id::{Alg, KeyId, KeyIdField, KeyIdParseError, MAX_NAME_LEN};

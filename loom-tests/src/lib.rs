@@ -1,8 +1,10 @@
-//! Loom models of the bus, on the code that ships.
+//! Loom models of the bus and of key rotation, on the code that ships.
 //!
-//! `kms-bus` takes every atomic, lock and cell from its `sync` module, which
-//! switches to loom's under `cfg(kms_loom)` (not `cfg(loom)`, which tokio
-//! reads itself). The models live in `tests/` and compile only under that
+//! `kms-bus` takes every atomic, lock and cell from its `sync` module, and
+//! `kms-core`'s keystore its locks and `Arc`s from its own; both switch to
+//! loom's under `cfg(kms_loom)` (not `cfg(loom)`, which tokio
+//! reads itself). The models live in `tests/` (`bus.rs`, `keystore.rs`)
+//! and compile only under that
 //! cfg. Run them with:
 //!
 //! ```text
