@@ -52,13 +52,15 @@ use crate::KmsError;
 pub const BISECTIONS_TOTAL: &str = "kms_bisections_total";
 
 /// Registers the unit and help text of [`BISECTIONS_TOTAL`] with the
-/// installed `metrics` recorder.
+/// installed `metrics` recorder, and the counter itself at 0, so a scrape
+/// shows it before the first bisection.
 pub fn describe_metrics() {
     metrics::describe_counter!(
         BISECTIONS_TOTAL,
         metrics::Unit::Count,
         "Failed batch combinations split in two to find their invalid items"
     );
+    metrics::counter!(BISECTIONS_TOTAL).increment(0);
 }
 
 /// Length of an Ed25519 public key, in bytes (RFC 8032 §5.1.5).
