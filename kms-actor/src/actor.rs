@@ -191,7 +191,11 @@ impl KmsActor {
                     Err(_) => break,
                 },
                 // A batch finished: the policy may dispatch or read again.
-                () = self.pool.wait_below(in_flight), if in_flight > 0 => {}
+                // Only awaited when that matters (requests held, or reading
+                // stopped), so an idle actor is not woken by every finished
+                // batch, which would cost a cross-thread wake-up per request.
+                () = self.pool.wait_below(in_flight),
+                    if in_flight > 0 && (!self.pending.is_empty() || room == 0) => {}
                 first = self.requests.recv(), if room > 0 => match first {
                     Ok(request) => {
                         self.accept(request);

@@ -1,0 +1,304 @@
+//! The KMS actor end to end (bus, coalescer, pool, replies), beside what it
+//! wraps, on the same signatures in the same group.
+//!
+//! * `actor/throughput/{end_to_end,raw_verify_batch}`: 8192 valid
+//!   signatures under 8192 distinct keys. `end_to_end`: 1024 client tasks
+//!   on a 2-worker tokio runtime, each verifying its share one request at a
+//!   time through `KmsClient::verify_with_public_key`, against an actor
+//!   with a 2-thread pool. `raw_verify_batch`: one `verify_batch` of all
+//!   8192 inside a 2-thread rayon pool, which splits it in two halves (the
+//!   split the actor's pool would make). Target: end to end ≥ 0.85 × raw.
+//! * `actor/idle_latency/{end_to_end,single_verify,pool_round_trip}`: one
+//!   request at a time from one client task (nothing else in flight),
+//!   against our single `verify` of the same signature on the calling
+//!   thread. Target: the difference (added latency) ≤ 25 µs.
+//!   `pool_round_trip` is the floor under that difference: a task hands an
+//!   empty job to a rayon thread that answers on a oneshot.
+//! * `actor/overload`: not a timing. Requests offered open-loop at twice
+//!   the end-to-end rate just measured, on a `Reject` topic, for 1 s; it
+//!   prints how many were accepted, refused (`Overloaded`), otherwise
+//!   answered (must be 0) and unanswered (must be 0, else it panics), the
+//!   p99 latency of accepted requests, and the most requests outstanding at
+//!   once (bounded by the topic, the coalescer and the pool queue).
+//!
+//! Run: `cargo bench --bench actor`. Results: `docs/PERFORMANCE.md`.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use criterion::{Criterion, Throughput};
+use ed25519_dalek::{Signer, SigningKey};
+use futures::stream::{FuturesUnordered, StreamExt};
+use hdrhistogram::Histogram;
+use kms::actor::{KmsActor, KmsClient, KmsConfig, KmsHandle};
+use kms::bus::Bus;
+use kms::core::ed25519::{verify, verify_batch, BatchItem};
+use kms::core::{Keystore, KmsError};
+use tokio::runtime::Runtime;
+
+const ITEMS: usize = 8192;
+const CLIENTS: usize = 1024;
+const THREADS: usize = 2;
+
+/// One signed item: a distinct key, a message and its signature.
+struct Item {
+    public_key: [u8; 32],
+    message: Bytes,
+    signature: [u8; 64],
+}
+
+fn items(n: usize) -> Vec<Item> {
+    (0..n)
+        .map(|i| {
+            let mut seed = [0u8; 32];
+            seed[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            seed[31] = 0xa5;
+            let key = SigningKey::from_bytes(&seed);
+            let message = format!("{{\"sub\":\"user-{i}\",\"scope\":\"read\"}}").into_bytes();
+            Item {
+                public_key: key.verifying_key().to_bytes(),
+                signature: key.sign(&message).to_bytes(),
+                message: Bytes::from(message),
+            }
+        })
+        .collect()
+}
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn actor(rt: &Runtime) -> KmsHandle {
+    let _guard = rt.enter();
+    KmsActor::spawn(
+        KmsConfig {
+            threads: THREADS,
+            ..KmsConfig::default()
+        },
+        Keystore::new(),
+        &Bus::new(),
+    )
+    .expect("spawn")
+}
+
+/// Every item verified through the actor by `CLIENTS` concurrent tasks.
+async fn end_to_end(kms: &KmsClient, items: &Arc<Vec<Item>>) {
+    let next = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let (kms, items, next) = (kms.clone(), Arc::clone(items), Arc::clone(&next));
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    loop {
+                        match kms
+                            .verify_with_public_key(
+                                item.public_key,
+                                item.message.clone(),
+                                item.signature,
+                            )
+                            .await
+                        {
+                            Ok(()) => break,
+                            Err(e) if e.is_retryable() => tokio::task::yield_now().await,
+                            Err(e) => panic!("item {i}: {e:?}"),
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("client task");
+    }
+}
+
+fn throughput(c: &mut Criterion, rt: &Runtime, kms: &KmsClient, items: &Arc<Vec<Item>>) {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(THREADS)
+        .build()
+        .expect("pool");
+    let batch: Vec<BatchItem<'_>> = items
+        .iter()
+        .map(|i| BatchItem {
+            public_key: &i.public_key,
+            message: &i.message,
+            signature: &i.signature,
+        })
+        .collect();
+    let mut group = c.benchmark_group("actor/throughput");
+    group.throughput(Throughput::Elements(ITEMS as u64));
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(8));
+    group.bench_function("end_to_end", |b| b.iter(|| rt.block_on(end_to_end(kms, items))));
+    group.bench_function("raw_verify_batch", |b| {
+        b.iter(|| {
+            let verdicts = pool.install(|| verify_batch(&batch));
+            assert!(verdicts.iter().all(|v| v.is_ok()));
+        })
+    });
+    group.finish();
+}
+
+fn idle_latency(c: &mut Criterion, rt: &Runtime, kms: &KmsClient, item: &Arc<Vec<Item>>) {
+    let mut group = c.benchmark_group("actor/idle_latency");
+    group.bench_function("end_to_end", |b| {
+        b.iter_custom(|iters| {
+            // The client is a task on the runtime, as the actors that embed
+            // a KmsClient are, not the bench's own thread.
+            let (kms, items) = (kms.clone(), Arc::clone(item));
+            rt.block_on(async move {
+                tokio::spawn(async move {
+                    let item = &items[0];
+                    let started = Instant::now();
+                    for _ in 0..iters {
+                        kms.verify_with_public_key(
+                            item.public_key,
+                            item.message.clone(),
+                            item.signature,
+                        )
+                        .await
+                        .expect("valid");
+                    }
+                    started.elapsed()
+                })
+                .await
+                .expect("client task")
+            })
+        })
+    });
+    let item = &item[0];
+    group.bench_function("single_verify", |b| {
+        b.iter(|| verify(&item.public_key, &item.message, &item.signature).expect("valid"))
+    });
+    // The floor under `end_to_end`: a task hands an empty job to a rayon
+    // pool thread, which answers on a oneshot (two cross-thread wake-ups).
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(THREADS)
+            .build()
+            .expect("pool"),
+    );
+    group.bench_function("pool_round_trip", |b| {
+        b.iter_custom(|iters| {
+            let pool = Arc::clone(&pool);
+            rt.block_on(async move {
+                tokio::spawn(async move {
+                    let started = Instant::now();
+                    for _ in 0..iters {
+                        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                        pool.spawn(move || {
+                            let _ = tx.send(());
+                        });
+                        rx.await.expect("answer");
+                    }
+                    started.elapsed()
+                })
+                .await
+                .expect("task")
+            })
+        })
+    });
+    group.finish();
+}
+
+/// Offers `rate` requests/s open-loop for `run_for` on a `Reject` topic and
+/// reports what became of them.
+fn overload(rt: &Runtime, kms: &KmsClient, items: &Arc<Vec<Item>>, rate: f64, run_for: Duration) {
+    rt.block_on(async {
+        let tick = Duration::from_millis(1);
+        let per_tick = (rate * tick.as_secs_f64()).ceil() as usize;
+        let mut in_flight = FuturesUnordered::new();
+        let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram");
+        let (mut offered, mut accepted, mut refused, mut other, mut peak) = (0usize, 0, 0, 0, 0);
+        let started = Instant::now();
+        let mut next_tick = tokio::time::Instant::now();
+        let mut collect = |answer: (Result<(), KmsError>, Instant),
+                           accepted: &mut usize,
+                           refused: &mut usize,
+                           other: &mut usize| match answer.0 {
+            Ok(()) => {
+                *accepted += 1;
+                latency.saturating_record(answer.1.elapsed().as_micros() as u64);
+            }
+            Err(KmsError::Overloaded) => *refused += 1,
+            Err(_) => *other += 1,
+        };
+        while started.elapsed() < run_for {
+            for _ in 0..per_tick {
+                let item = &items[offered % items.len()];
+                offered += 1;
+                let sent = Instant::now();
+                let call = kms.verify_with_public_key(
+                    item.public_key,
+                    item.message.clone(),
+                    item.signature,
+                );
+                in_flight.push(async move { (call.await, sent) });
+            }
+            peak = peak.max(in_flight.len());
+            next_tick += tick;
+            // Drive the calls (each publishes on its first poll) and take
+            // answers until the next tick is due.
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep_until(next_tick) => break,
+                    Some(answer) = in_flight.next() => {
+                        collect(answer, &mut accepted, &mut refused, &mut other);
+                    }
+                }
+            }
+        }
+        let drain = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(answer) = in_flight.next().await {
+                collect(answer, &mut accepted, &mut refused, &mut other);
+            }
+        })
+        .await;
+        let unanswered = offered - accepted - refused - other;
+        assert!(
+            drain.is_ok() && unanswered == 0,
+            "{unanswered} requests never answered"
+        );
+        println!(
+            "actor/overload: offered {offered} at {rate:.0}/s for {run_for:?}: accepted {accepted}, \
+             refused Overloaded {refused}, other answers {other}, unanswered {unanswered}; \
+             accepted p50 {} µs, p99 {} µs; at most {peak} calls outstanding at once",
+            latency.value_at_quantile(0.5),
+            latency.value_at_quantile(0.99)
+        );
+    });
+}
+
+/// End-to-end verifies per second on `items`, closed loop, one run.
+fn sustainable_rate(rt: &Runtime, kms: &KmsClient, items: &Arc<Vec<Item>>) -> f64 {
+    let started = Instant::now();
+    rt.block_on(end_to_end(kms, items));
+    items.len() as f64 / started.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    let rt = runtime();
+    let handle = actor(&rt);
+    let kms = handle.client();
+    let items = Arc::new(items(ITEMS));
+    // Warm the key cache and the pool before anything is timed.
+    rt.block_on(end_to_end(&kms, &items));
+
+    throughput(&mut c, &rt, &kms, &items);
+    idle_latency(&mut c, &rt, &kms, &items);
+    if !cfg!(debug_assertions) && std::env::args().any(|a| a == "--bench") {
+        let rate = sustainable_rate(&rt, &kms, &items);
+        overload(&rt, &kms, &items, 2.0 * rate, Duration::from_secs(1));
+    }
+    rt.block_on(handle.shutdown());
+    c.final_summary();
+}
