@@ -137,7 +137,9 @@ fn throughput(c: &mut Criterion, rt: &Runtime, kms: &KmsClient, items: &Arc<Vec<
     group.throughput(Throughput::Elements(ITEMS as u64));
     group.sample_size(20);
     group.measurement_time(Duration::from_secs(8));
-    group.bench_function("end_to_end", |b| b.iter(|| rt.block_on(end_to_end(kms, items))));
+    group.bench_function("end_to_end", |b| {
+        b.iter(|| rt.block_on(end_to_end(kms, items)))
+    });
     group.bench_function("raw_verify_batch", |b| {
         b.iter(|| {
             let verdicts = pool.install(|| verify_batch(&batch));
