@@ -103,6 +103,18 @@ fn small() -> KmsConfig {
     }
 }
 
+/// Waits until the actor has dispatched `n` batches (counted at dispatch,
+/// before a pool thread picks the batch up).
+async fn dispatched(handle: &KmsHandle, n: u64) {
+    tokio::time::timeout(HANG, async {
+        while handle.stats().batches < n {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("batch dispatched");
+}
+
 /// Waits (yielding) until `seen` counts `n` batches started.
 async fn batches_started(seen: &Seen, n: usize) {
     tokio::time::timeout(HANG, async {
@@ -188,8 +200,12 @@ async fn shutdown_mid_flight_finishes_the_running_batch() {
     let shutdown = tokio::spawn(f.handle.shutdown());
     // Once shutdown has begun, new calls are refused at once, even though
     // a batch is still blocked on the pool.
+    // (A call made before `closing` is visible is published and would wait
+    // for the gate; it is polled once and dropped, so it is skipped.)
     tokio::time::timeout(HANG, async {
-        while kms.verify(&f.key, &b"m"[..], f.signature).await != Err(KmsError::ShuttingDown) {
+        while kms.verify(&f.key, &b"m"[..], f.signature).now_or_never()
+            != Some(Err(KmsError::ShuttingDown))
+        {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     })
@@ -261,4 +277,114 @@ async fn a_caller_that_leaves_is_skipped_and_its_request_freed() {
         "only the blocker and the last request were verified"
     );
     f.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_every_thread_busy_a_lone_request_goes_out_after_max_wait() {
+    let f = fixture(KmsConfig {
+        threads: 1,
+        max_wait: Duration::from_millis(20),
+        ..KmsConfig::default()
+    });
+    let kms = f.handle.client();
+    let spawn_verify = || {
+        let (kms, key) = (kms.clone(), f.key.clone());
+        tokio::spawn(async move { kms.verify(&key, &b"m"[..], f.signature).await })
+    };
+    let first = spawn_verify();
+    batches_started(&f.seen, 1).await;
+    // The only thread is blocked; a second request is held, then sent
+    // after max_wait (queued behind the blocked batch), not held forever.
+    let second = spawn_verify();
+    dispatched(&f.handle, 2).await;
+    assert_eq!(f.handle.stats().batched_requests, 2);
+    f.gate.open();
+    assert_eq!(first.await.expect("task"), Ok(()));
+    assert_eq!(second.await.expect("task"), Ok(()));
+    f.handle.shutdown().await;
+}
+
+/// The `kms_actor::coalesce` dispatch events: (reason, batch size).
+#[derive(Clone, Default)]
+struct Dispatches(Arc<Mutex<Vec<(String, u64)>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Dispatches {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        #[derive(Default)]
+        struct Fields {
+            reason: String,
+            batch_size: u64,
+            dispatch: bool,
+        }
+        impl tracing::field::Visit for Fields {
+            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                if field.name() == "reason" {
+                    self.reason = value.to_owned();
+                }
+            }
+            fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+                if field.name() == "batch_size" {
+                    self.batch_size = value;
+                }
+            }
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.dispatch = format!("{value:?}") == "dispatch";
+                }
+            }
+        }
+        if event.metadata().target() != "kms_actor::coalesce" {
+            return;
+        }
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        if fields.dispatch {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((fields.reason, fields.batch_size));
+        }
+    }
+}
+
+// Current-thread runtime: the actor runs on this thread, so the capturing
+// subscriber set here sees its events.
+#[tokio::test(flavor = "current_thread")]
+async fn each_dispatch_is_a_tracing_event_and_a_full_target_batch_goes_out_at_once() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let dispatches = Dispatches::default();
+    let _subscriber =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(dispatches.clone()));
+    let f = fixture(KmsConfig {
+        threads: 1,
+        target_batch: 8,
+        max_batch: 16,
+        max_wait: Duration::from_secs(1),
+        ..KmsConfig::default()
+    });
+    let kms = f.handle.client();
+    let spawn_verify = || {
+        let (kms, key) = (kms.clone(), f.key.clone());
+        tokio::spawn(async move { kms.verify(&key, &b"m"[..], f.signature).await })
+    };
+    let mut calls = vec![spawn_verify()];
+    batches_started(&f.seen, 1).await;
+    // With the only thread blocked, 8 more make a full target batch.
+    calls.extend((0..8).map(|_| spawn_verify()));
+    dispatched(&f.handle, 2).await;
+    f.gate.open();
+    for call in calls {
+        assert_eq!(call.await.expect("task"), Ok(()));
+    }
+    f.handle.shutdown().await;
+    let seen = dispatches
+        .0
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    assert_eq!(
+        seen,
+        vec![("idle_thread".to_owned(), 1), ("target_batch".to_owned(), 8)],
+        "a lone request goes to the idle thread; 8 held requests go out by size, not after max_wait"
+    );
 }
