@@ -70,6 +70,14 @@ struct Fixture {
     seen: Arc<Seen>,
 }
 
+impl Fixture {
+    /// A client task verifying the valid signature on `b"m"`.
+    fn spawn_verify(&self) -> tokio::task::JoinHandle<Result<(), KmsError>> {
+        let (kms, key, signature) = (self.handle.client(), self.key.clone(), self.signature);
+        tokio::spawn(async move { kms.verify(&key, &b"m"[..], signature).await })
+    }
+}
+
 /// One pool thread, small batches, the injected verifier, and a key with a
 /// valid signature on `b"m"`.
 fn fixture(config: KmsConfig) -> Fixture {
@@ -148,12 +156,7 @@ async fn priority_requests_are_not_stuck_behind_verify_batches() {
     let kms = f.handle.client();
     // Saturate: batches blocked on the pool, the coalescer full, the
     // request topic full (the rest are refused Overloaded).
-    let verifies: Vec<_> = (0..40)
-        .map(|_| {
-            let (kms, key) = (kms.clone(), f.key.clone());
-            tokio::spawn(async move { kms.verify(&key, &b"m"[..], f.signature).await })
-        })
-        .collect();
+    let verifies: Vec<_> = (0..40).map(|_| f.spawn_verify()).collect();
     batches_started(&f.seen, 1).await;
     // Sign, rotate, attest and create are answered while no verify batch
     // can finish.
@@ -190,12 +193,7 @@ async fn priority_requests_are_not_stuck_behind_verify_batches() {
 async fn shutdown_mid_flight_finishes_the_running_batch() {
     let f = fixture(small());
     let kms = f.handle.client();
-    let running: Vec<_> = (0..4)
-        .map(|_| {
-            let (kms, key) = (kms.clone(), f.key.clone());
-            tokio::spawn(async move { kms.verify(&key, &b"m"[..], f.signature).await })
-        })
-        .collect();
+    let running: Vec<_> = (0..4).map(|_| f.spawn_verify()).collect();
     batches_started(&f.seen, 1).await;
     let shutdown = tokio::spawn(f.handle.shutdown());
     // Once shutdown has begun, new calls are refused at once, even though
@@ -247,10 +245,7 @@ async fn a_caller_that_leaves_is_skipped_and_its_request_freed() {
         ..KmsConfig::default()
     });
     let kms = f.handle.client();
-    let blocker = {
-        let (kms, key) = (kms.clone(), f.key.clone());
-        tokio::spawn(async move { kms.verify(&key, &b"m"[..], f.signature).await })
-    };
+    let blocker = f.spawn_verify();
     batches_started(&f.seen, 1).await;
     let freed = Arc::new(AtomicUsize::new(0));
     for _ in 0..10 {
@@ -286,16 +281,11 @@ async fn with_every_thread_busy_a_lone_request_goes_out_after_max_wait() {
         max_wait: Duration::from_millis(20),
         ..KmsConfig::default()
     });
-    let kms = f.handle.client();
-    let spawn_verify = || {
-        let (kms, key) = (kms.clone(), f.key.clone());
-        tokio::spawn(async move { kms.verify(&key, &b"m"[..], f.signature).await })
-    };
-    let first = spawn_verify();
+    let first = f.spawn_verify();
     batches_started(&f.seen, 1).await;
     // The only thread is blocked; a second request is held, then sent
     // after max_wait (queued behind the blocked batch), not held forever.
-    let second = spawn_verify();
+    let second = f.spawn_verify();
     dispatched(&f.handle, 2).await;
     assert_eq!(f.handle.stats().batched_requests, 2);
     f.gate.open();
@@ -362,15 +352,10 @@ async fn each_dispatch_is_a_tracing_event_and_a_full_target_batch_goes_out_at_on
         max_wait: Duration::from_secs(1),
         ..KmsConfig::default()
     });
-    let kms = f.handle.client();
-    let spawn_verify = || {
-        let (kms, key) = (kms.clone(), f.key.clone());
-        tokio::spawn(async move { kms.verify(&key, &b"m"[..], f.signature).await })
-    };
-    let mut calls = vec![spawn_verify()];
+    let mut calls = vec![f.spawn_verify()];
     batches_started(&f.seen, 1).await;
     // With the only thread blocked, 8 more make a full target batch.
-    calls.extend((0..8).map(|_| spawn_verify()));
+    calls.extend((0..8).map(|_| f.spawn_verify()));
     dispatched(&f.handle, 2).await;
     f.gate.open();
     for call in calls {
