@@ -68,6 +68,9 @@ pub(crate) struct Shared {
 
 /// The KMS actor. Start it with [`KmsActor::spawn`].
 pub struct KmsActor {
+    /// The request topic's name, a field of every `tracing` event, so the
+    /// events of several actors in one process can be told apart.
+    topic: String,
     policy: Policy,
     keystore: Keystore,
     requests: Subscriber<Request>,
@@ -103,8 +106,8 @@ impl KmsActor {
     /// [`KmsError::InvalidConfig`] if `config` is invalid
     /// ([`KmsConfig::validate`]) or a topic name is already used with
     /// another type or configuration or served by another actor;
-    /// [`KmsError::Internal`] if the pool cannot start or no tokio runtime
-    /// is running.
+    /// [`KmsError::Internal`] if the pool cannot start, no tokio runtime
+    /// is running, or the runtime has no time driver.
     pub fn spawn(config: KmsConfig, keystore: Keystore, bus: &Bus) -> Result<KmsHandle, KmsError> {
         Self::spawn_with(config, keystore, bus, batch::default_verifier())
     }
@@ -121,6 +124,17 @@ impl KmsActor {
         let runtime = tokio::runtime::Handle::try_current().map_err(|e| KmsError::Internal {
             reason: format!("KmsActor::spawn needs a tokio runtime: {e}"),
         })?;
+        // tokio offers no query for its time driver; building a timer
+        // without one panics, so try it here (the default panic hook prints
+        // tokio's message once) rather than in the actor at its first
+        // `max_wait`.
+        if std::panic::catch_unwind(|| drop(tokio::time::sleep(Duration::ZERO))).is_err() {
+            return Err(KmsError::Internal {
+                reason: "KmsActor::spawn needs a tokio runtime with its time driver \
+                         (enable_time or enable_all) for max_wait"
+                    .to_owned(),
+            });
+        }
         let topic = |name: String, capacity: usize| -> Result<Topic<Request>, KmsError> {
             let config = TopicConfig {
                 capacity,
@@ -150,6 +164,7 @@ impl KmsActor {
             Arc::clone(&shared),
         );
         let actor = KmsActor {
+            topic: config.request_topic.clone(),
             policy: Policy::new(&config),
             pending: Vec::with_capacity(config.max_batch),
             pending_since: None,
@@ -228,6 +243,7 @@ impl KmsActor {
         if !self.pending.is_empty() {
             tracing::trace!(
                 target: "kms_actor::coalesce",
+                topic = self.topic.as_str(),
                 pending = self.pending.len(),
                 in_flight = self.pool.in_flight(),
                 threads = self.pool.threads(),
@@ -275,6 +291,7 @@ impl KmsActor {
         Counters::add(&self.shared.counters.lagged_requests, n);
         tracing::warn!(
             target: "kms_actor::coalesce",
+            topic = self.topic.as_str(),
             lost = n,
             "requests lost to a lagging topic; their callers get Dropped"
         );
@@ -329,6 +346,7 @@ impl KmsActor {
         Counters::add(&self.shared.counters.batched_requests, batch.len() as u64);
         tracing::debug!(
             target: "kms_actor::coalesce",
+            topic = self.topic.as_str(),
             batch_size = batch.len(),
             waited_us = waited.as_micros() as u64,
             in_flight = self.pool.in_flight(),

@@ -294,22 +294,41 @@ async fn with_every_thread_busy_a_lone_request_goes_out_after_max_wait() {
     f.handle.shutdown().await;
 }
 
-/// The `kms_actor::coalesce` dispatch events: (reason, batch size).
+/// The `kms_actor::coalesce` dispatch events: (topic, reason, batch size).
 #[derive(Clone, Default)]
-struct Dispatches(Arc<Mutex<Vec<(String, u64)>>>);
+struct Dispatches(Arc<Mutex<Vec<(String, String, u64)>>>);
+
+/// The one process-wide capture. Global, not `set_default`: a scoped
+/// subscriber misses events when other tests' threads register the same
+/// callsites concurrently (tracing caches callsite interest per process).
+fn dispatches() -> &'static Dispatches {
+    static CAPTURE: std::sync::OnceLock<Dispatches> = std::sync::OnceLock::new();
+    CAPTURE.get_or_init(|| {
+        use tracing_subscriber::layer::SubscriberExt;
+        let capture = Dispatches::default();
+        tracing::subscriber::set_global_default(
+            tracing_subscriber::registry().with(capture.clone()),
+        )
+        .expect("the only global subscriber in this test binary");
+        capture
+    })
+}
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Dispatches {
     fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
         #[derive(Default)]
         struct Fields {
+            topic: String,
             reason: String,
             batch_size: u64,
             dispatch: bool,
         }
         impl tracing::field::Visit for Fields {
             fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-                if field.name() == "reason" {
-                    self.reason = value.to_owned();
+                match field.name() {
+                    "reason" => self.reason = value.to_owned(),
+                    "topic" => self.topic = value.to_owned(),
+                    _ => {}
                 }
             }
             fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
@@ -329,23 +348,23 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Dispatches {
         let mut fields = Fields::default();
         event.record(&mut fields);
         if fields.dispatch {
-            self.0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push((fields.reason, fields.batch_size));
+            self.0.lock().unwrap_or_else(PoisonError::into_inner).push((
+                fields.topic,
+                fields.reason,
+                fields.batch_size,
+            ));
         }
     }
 }
 
-// Current-thread runtime: the actor runs on this thread, so the capturing
-// subscriber set here sees its events.
+// Current-thread runtime: the 8 client tasks all publish before the actor
+// runs again, so they are read in one drain.
 #[tokio::test(flavor = "current_thread")]
 async fn each_dispatch_is_a_tracing_event_and_a_full_target_batch_goes_out_at_once() {
-    use tracing_subscriber::layer::SubscriberExt;
-    let dispatches = Dispatches::default();
-    let _subscriber =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(dispatches.clone()));
+    const TOPIC: &str = "faults.tracing";
+    let capture = dispatches();
     let f = fixture(KmsConfig {
+        request_topic: TOPIC.to_owned(),
         threads: 1,
         target_batch: 8,
         max_batch: 16,
@@ -362,11 +381,14 @@ async fn each_dispatch_is_a_tracing_event_and_a_full_target_batch_goes_out_at_on
         assert_eq!(call.await.expect("task"), Ok(()));
     }
     f.handle.shutdown().await;
-    let seen = dispatches
+    let seen: Vec<(String, u64)> = capture
         .0
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .clone();
+        .iter()
+        .filter(|(topic, ..)| topic == TOPIC)
+        .map(|(_, reason, size)| (reason.clone(), *size))
+        .collect();
     assert_eq!(
         seen,
         vec![("idle_thread".to_owned(), 1), ("target_batch".to_owned(), 8)],

@@ -333,6 +333,19 @@ fn spawn_outside_a_runtime_is_an_error_not_a_panic() {
     assert!(matches!(result, Err(KmsError::Internal { .. })));
 }
 
+#[test]
+fn spawn_on_a_runtime_without_timers_is_an_error_not_a_panic() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime without the time driver");
+    let _inside = runtime.enter();
+    match KmsActor::spawn(config(1), Keystore::new(), &Bus::new()) {
+        Err(KmsError::Internal { reason }) => assert!(reason.contains("time driver")),
+        Err(e) => panic!("expected Internal, got {e:?}"),
+        Ok(_) => panic!("spawned on a runtime that cannot run max_wait"),
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_second_actor_on_the_same_topic_is_refused_until_the_first_is_gone() {
     let bus = Bus::new();
