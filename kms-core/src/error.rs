@@ -8,6 +8,7 @@ use thiserror::Error;
 
 use crate::ed25519::SignatureError;
 use crate::key_id::KeyIdParseError;
+use crate::seal::SealError;
 
 /// Everything a KMS operation can fail with.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -67,6 +68,10 @@ pub enum KmsError {
     /// Not retryable on this instance.
     #[error("the KMS is shutting down")]
     ShuttingDown,
+    /// An envelope could not be parsed, opened or accepted; the inner error
+    /// says why. Not retryable.
+    #[error(transparent)]
+    Seal(#[from] SealError),
     /// The configuration given to the KMS is invalid. Not retryable.
     #[error("invalid configuration: {reason}")]
     InvalidConfig {
@@ -98,6 +103,7 @@ impl KmsError {
             KmsError::Dropped => "kms.dropped",
             KmsError::ShuttingDown => "kms.shutting_down",
             KmsError::InvalidConfig { .. } => "kms.invalid_config",
+            KmsError::Seal(_) => "kms.seal",
             KmsError::Internal { .. } => "kms.internal",
         }
     }

@@ -8,8 +8,11 @@
 //!   version verifies; secrets are zeroized on drop and never printed.
 //! * [`KmsError`]: one error enum with stable codes and `is_retryable`.
 //!
-//! Not supported (yet): sealing, durable storage, key import, algorithms
-//! other than Ed25519, Ed25519ph and Ed25519ctx.
+//! * [`seal`]: XChaCha20-Poly1305 envelopes with an authenticated, versioned
+//!   header and an anti-rollback policy.
+//!
+//! Not supported (yet): durable storage, key import, algorithms other than
+//! Ed25519, Ed25519ph and Ed25519ctx.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -17,6 +20,7 @@ pub mod ed25519;
 mod error;
 mod key_id;
 mod keystore;
+pub mod seal;
 mod sync;
 
 pub use error::KmsError;
