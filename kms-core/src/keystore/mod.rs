@@ -13,10 +13,20 @@
 //! the rotation invariants above on this code.
 //!
 //! Lock order: the key map's lock is released before a key's versions lock
-//! is taken; the two never nest.
+//! is taken; the two never nest. A durable store's mutation lock
+//! ([`Keystore::open`]) is taken before either and held until memory is
+//! updated, so the file and memory see mutations in the same order.
+//!
+//! Durability ([`Keystore::open`]): a mutation first writes the whole store,
+//! sealed under the master key, to disk (`durable.rs`: temporary file,
+//! fsync, rename, directory fsync), and only then changes memory. If the
+//! write fails, the call fails and nothing changed.
+
+mod durable;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::path::Path;
 use std::sync::PoisonError;
 use std::time::SystemTime;
 
@@ -27,7 +37,11 @@ use uuid::Uuid;
 use crate::ed25519;
 use crate::error::KmsError;
 use crate::key_id::{Alg, KeyId};
+use crate::seal::SealKey;
 use crate::sync::{Arc, RwLock, RwLockReadGuard};
+use durable::{Durable, StoredKey, StoredVersion};
+
+pub use durable::STORE_FILE;
 
 /// What [`Keystore::attest`] reports about a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +107,14 @@ pub struct Keystore {
     /// Keys by UUID. A key id must also match the record's tenant, purpose
     /// and algorithm to name it.
     keys: Arc<RwLock<HashMap<Uuid, Arc<KeyRecord>>>>,
+    /// The on-disk store, for a keystore made by [`Keystore::open`].
+    durable: Option<std::sync::Arc<Durable>>,
+}
+
+/// A mutation not yet in memory, to include in the snapshot written first.
+enum Pending<'a> {
+    Key(&'a KeyId, &'a KeyVersion),
+    Version(Uuid, &'a KeyVersion),
 }
 
 impl fmt::Debug for Keystore {
@@ -107,9 +129,102 @@ impl fmt::Debug for Keystore {
 }
 
 impl Keystore {
-    /// An empty keystore.
+    /// An empty in-memory keystore: its keys live as long as the process.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Opens (or creates) the durable keystore in `dir`, sealed under
+    /// `master_key`, and loads every key and version in it. Each later
+    /// `create_ed25519` and `rotate` is on disk before it returns.
+    ///
+    /// The store is one file, [`STORE_FILE`], holding an envelope
+    /// (`kms_core::seal`) of all keys; nothing secret is written in the
+    /// clear. Opening writes nothing, except an empty store when `dir` has
+    /// none.
+    ///
+    /// # Errors
+    /// [`KmsError::Seal`] when the file is not an envelope, names another
+    /// sealing key (`WrongKey`), or does not authenticate (`Authentication`:
+    /// a wrong master key or a corrupt file); [`KmsError::Internal`] for
+    /// I/O errors or a snapshot that does not decode. On error nothing on
+    /// disk has changed.
+    pub fn open(dir: impl AsRef<Path>, master_key: SealKey) -> Result<Keystore, KmsError> {
+        let (durable, stored) = Durable::open(dir.as_ref(), master_key)?;
+        let mut keys = HashMap::with_capacity(stored.len());
+        for key in stored {
+            let versions = key
+                .versions
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let version = u32::try_from(i + 1).map_err(|_| KmsError::Internal {
+                        reason: "keystore: too many versions".to_owned(),
+                    })?;
+                    Ok(Arc::new(version_from_seed(version, &v.seed, v.created_at)))
+                })
+                .collect::<Result<Vec<_>, KmsError>>()?;
+            if versions.is_empty() {
+                return Err(KmsError::Internal {
+                    reason: format!("keystore: key {} has no version", key.id),
+                });
+            }
+            keys.insert(
+                key.id.uuid(),
+                Arc::new(KeyRecord {
+                    id: key.id.with_version(1),
+                    versions: RwLock::new(versions),
+                }),
+            );
+        }
+        Ok(Keystore {
+            keys: Arc::new(RwLock::new(keys)),
+            durable: Some(std::sync::Arc::new(durable)),
+        })
+    }
+
+    /// Whether this keystore writes its mutations to disk.
+    pub fn is_durable(&self) -> bool {
+        self.durable.is_some()
+    }
+
+    /// Writes every key, plus `pending`, to the durable store. Called with
+    /// the store's mutation lock held.
+    fn persist(&self, durable: &Durable, pending: Pending<'_>) -> Result<(), KmsError> {
+        let stored_version = |v: &KeyVersion| StoredVersion {
+            seed: zeroize::Zeroizing::new(v.signing_key.to_bytes()),
+            created_at: v.info.created_at,
+        };
+        let records: Vec<Arc<KeyRecord>> = self
+            .keys
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        let mut stored: Vec<StoredKey> = records
+            .iter()
+            .map(|r| {
+                let mut versions: Vec<StoredVersion> =
+                    r.versions().iter().map(|v| stored_version(v)).collect();
+                if let Pending::Version(uuid, v) = pending {
+                    if uuid == r.id.uuid() {
+                        versions.push(stored_version(v));
+                    }
+                }
+                StoredKey {
+                    id: r.id.clone(),
+                    versions,
+                }
+            })
+            .collect();
+        if let Pending::Key(id, v) = pending {
+            stored.push(StoredKey {
+                id: id.clone(),
+                versions: vec![stored_version(v)],
+            });
+        }
+        durable.write(&stored)
     }
 
     /// Creates an Ed25519 key for `tenant` and `purpose`; returns the id of
@@ -123,6 +238,13 @@ impl Keystore {
         let uuid = uuid::Builder::from_random_bytes(random_bytes()?).into_uuid();
         let id = KeyId::new(tenant, purpose, Alg::Ed25519, uuid, 1)?;
         let version = new_version(1)?;
+        let _mutation = self.durable.as_deref().map(|durable| {
+            let guard = durable.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            (durable, guard)
+        });
+        if let Some((durable, _)) = &_mutation {
+            self.persist(durable, Pending::Key(&id, &version))?;
+        }
         let record = Arc::new(KeyRecord {
             id: id.clone(),
             versions: RwLock::new(vec![Arc::new(version)]),
@@ -184,18 +306,31 @@ impl Keystore {
     pub fn rotate(&self, key: &KeyId) -> Result<KeyId, KmsError> {
         let record = self.record(key)?;
         version_of(&record.versions(), key)?;
-        // Generate outside the lock; the version number is fixed under it.
+        // Generate outside the locks; the version number is fixed under them.
         let mut fresh = new_version(0)?;
+        let next_after = |len: usize| {
+            u32::try_from(len)
+                .ok()
+                .and_then(|n| n.checked_add(1))
+                .ok_or_else(|| KmsError::VersionsExhausted {
+                    key: key.to_string(),
+                })
+        };
+        let _mutation = self.durable.as_deref().map(|durable| {
+            let guard = durable.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            (durable, guard)
+        });
+        if let Some((durable, _)) = &_mutation {
+            // Mutations are serialised by the store's lock, so the count
+            // read here is still the count under the write lock below.
+            fresh.info.version = next_after(record.versions().len())?;
+            self.persist(durable, Pending::Version(record.id.uuid(), &fresh))?;
+        }
         let mut versions = record
             .versions
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        let next = u32::try_from(versions.len())
-            .ok()
-            .and_then(|n| n.checked_add(1))
-            .ok_or_else(|| KmsError::VersionsExhausted {
-                key: key.to_string(),
-            })?;
+        let next = next_after(versions.len())?;
         fresh.info.version = next;
         versions.push(Arc::new(fresh));
         Ok(record.id.with_version(next))
@@ -271,15 +406,20 @@ fn new_version(version: u32) -> Result<KeyVersion, KmsError> {
     // which it zeroizes on drop.
     let mut seed = zeroize::Zeroizing::new([0u8; 32]);
     getrandom::fill(&mut *seed).map_err(|_| KmsError::EntropyUnavailable)?;
-    let signing_key = SigningKey::from_bytes(&seed);
+    Ok(version_from_seed(version, &seed, SystemTime::now()))
+}
+
+/// A version from its 32-byte seed (RFC 8032 §5.1.5).
+fn version_from_seed(version: u32, seed: &[u8; 32], created_at: SystemTime) -> KeyVersion {
+    let signing_key = SigningKey::from_bytes(seed);
     let verifying_key = signing_key.verifying_key();
-    Ok(KeyVersion {
+    KeyVersion {
         info: VersionInfo {
             version,
             public_key: verifying_key.to_bytes(),
-            created_at: SystemTime::now(),
+            created_at,
         },
         point: verifying_key.to_edwards(),
         signing_key,
-    })
+    }
 }

@@ -1,0 +1,114 @@
+//! The durable keystore (`Keystore::open`): reopening restores exactly the
+//! same keys and versions, old signatures keep verifying, and a wrong
+//! master key or a corrupt file is a typed error that changes nothing on
+//! disk. (Crashes mid-write: `tests/crash.rs`.)
+
+use kms_core::seal::{SealError, SealKey};
+use kms_core::{Keystore, KmsError, STORE_FILE};
+
+fn master() -> SealKey {
+    SealKey::from_bytes("master", 1, &[42u8; 32]).expect("master key")
+}
+
+#[test]
+fn reopening_restores_the_same_keys_and_versions() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (key, other, signed) = {
+        let ks = Keystore::open(dir.path(), master()).expect("create");
+        assert!(ks.is_durable());
+        let key = ks.create_ed25519("acme", "tokens").expect("create");
+        let other = ks.create_ed25519("globex", "passports").expect("create");
+        let mut signed = vec![ks.sign(&key, b"v1").expect("sign")];
+        for _ in 0..3 {
+            ks.rotate(&key).expect("rotate");
+            signed.push(ks.sign(&key, b"later").expect("sign"));
+        }
+        (key, other, signed)
+    };
+    let before = Keystore::open(dir.path(), master()).expect("reopen");
+    let again = Keystore::open(dir.path(), master()).expect("reopen twice");
+    for ks in [&before, &again] {
+        let attestation = ks.attest(&key).expect("attest");
+        assert_eq!(attestation.head.version(), 4);
+        assert_eq!(attestation.versions.len(), 4);
+        assert_eq!(ks.attest(&other).expect("attest").head.version(), 1);
+        for (id, signature) in &signed {
+            let message: &[u8] = if id.version() == 1 { b"v1" } else { b"later" };
+            ks.verify(id, message, signature)
+                .expect("old signatures verify");
+        }
+        let (head, signature) = ks.sign(&key, b"after reopen").expect("sign");
+        assert_eq!(head.version(), 4);
+        ks.verify(&head, b"after reopen", &signature)
+            .expect("verify");
+    }
+    assert_eq!(
+        before.attest(&key).expect("attest"),
+        again.attest(&key).expect("attest"),
+        "public keys and creation times are restored exactly"
+    );
+    // A rotation after reopening continues the numbering and persists.
+    assert_eq!(before.rotate(&key).expect("rotate").version(), 5);
+    let third = Keystore::open(dir.path(), master()).expect("reopen");
+    assert_eq!(third.attest(&key).expect("attest").head.version(), 5);
+}
+
+#[test]
+fn a_wrong_master_key_is_a_typed_error_and_writes_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ks = Keystore::open(dir.path(), master()).expect("create");
+    let key = ks.create_ed25519("acme", "tokens").expect("create");
+    let path = dir.path().join(STORE_FILE);
+    let on_disk = std::fs::read(&path).expect("store file");
+    assert!(
+        !on_disk.windows(4).any(|w| w == b"acme"),
+        "nothing readable in the file"
+    );
+
+    let wrong_bytes = SealKey::from_bytes("master", 1, &[43u8; 32]).expect("key");
+    assert_eq!(
+        Keystore::open(dir.path(), wrong_bytes).err(),
+        Some(KmsError::Seal(SealError::Authentication))
+    );
+    let wrong_name = SealKey::from_bytes("other", 1, &[42u8; 32]).expect("key");
+    assert!(matches!(
+        Keystore::open(dir.path(), wrong_name),
+        Err(KmsError::Seal(SealError::WrongKey { .. }))
+    ));
+    assert_eq!(
+        std::fs::read(&path).expect("store file"),
+        on_disk,
+        "unchanged"
+    );
+
+    let mut corrupt = on_disk.clone();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 1;
+    std::fs::write(&path, &corrupt).expect("corrupt");
+    assert_eq!(
+        Keystore::open(dir.path(), master()).err(),
+        Some(KmsError::Seal(SealError::Authentication))
+    );
+    std::fs::write(&path, b"not an envelope").expect("garbage");
+    assert!(matches!(
+        Keystore::open(dir.path(), master()),
+        Err(KmsError::Seal(SealError::Malformed { .. }))
+    ));
+    std::fs::write(&path, &on_disk).expect("restore");
+    let restored = Keystore::open(dir.path(), master()).expect("reopen");
+    assert_eq!(restored.attest(&key).expect("attest").head.version(), 1);
+}
+
+#[test]
+fn a_stale_temporary_file_is_ignored() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let key = Keystore::open(dir.path(), master())
+        .expect("create")
+        .create_ed25519("acme", "tokens")
+        .expect("create");
+    std::fs::write(dir.path().join("keystore.kms.tmp"), b"half a write").expect("tmp");
+    let ks = Keystore::open(dir.path(), master()).expect("reopen");
+    assert_eq!(ks.rotate(&key).expect("rotate").version(), 2);
+    let ks = Keystore::open(dir.path(), master()).expect("reopen");
+    assert_eq!(ks.attest(&key).expect("attest").head.version(), 2);
+}
