@@ -25,17 +25,17 @@ fn a_sealed_secret_opens_with_the_same_key_and_aad_only() {
     );
     assert_eq!(envelope.header.counter, 1);
     assert_eq!(
-        &**k.open(AAD, &envelope).expect("open"),
+        &*k.open(AAD, &envelope).expect("open"),
         b"32 bytes of secret seed material"
     );
     assert_eq!(
-        k.open(b"another context", &envelope),
-        Err(SealError::Authentication)
+        k.open(b"another context", &envelope).err(),
+        Some(SealError::Authentication)
     );
     let same_name_other_bytes = SealKey::from_bytes("master", 3, &[8u8; 32]).expect("key");
     assert_eq!(
-        same_name_other_bytes.open(AAD, &envelope),
-        Err(SealError::Authentication)
+        same_name_other_bytes.open(AAD, &envelope).err(),
+        Some(SealError::Authentication)
     );
     let other_version = SealKey::from_bytes("master", 4, &[7u8; 32]).expect("key");
     assert!(matches!(
@@ -69,7 +69,7 @@ fn each_header_field_altered_is_refused_with_the_right_error() {
     let with = |f: &dyn Fn(&mut Envelope)| {
         let mut e = sealed.clone();
         f(&mut e);
-        k.open(AAD, &e)
+        k.open(AAD, &e).map(|p| p.to_vec())
     };
     assert_eq!(
         with(&|e| e.header.format_version = 2),
@@ -150,10 +150,10 @@ fn anti_rollback_rejects_an_older_envelope_of_the_same_key_id() {
         [1, 2, 3]
     );
     let policy = AntiRollback::new();
-    assert_eq!(&**policy.open(&k, AAD, &second).expect("open"), b"v2");
+    assert_eq!(&*policy.open(&k, AAD, &second).expect("open"), b"v2");
     assert_eq!(
-        policy.open(&k, AAD, &first),
-        Err(SealError::Rollback {
+        policy.open(&k, AAD, &first).err(),
+        Some(SealError::Rollback {
             key_id: "master".to_owned(),
             counter: 1,
             newest: 2
@@ -169,8 +169,8 @@ fn anti_rollback_rejects_an_older_envelope_of_the_same_key_id() {
     let mut forged = third.clone();
     forged.header.counter = 1000;
     assert_eq!(
-        policy.open(&k, AAD, &forged),
-        Err(SealError::Authentication)
+        policy.open(&k, AAD, &forged).err(),
+        Some(SealError::Authentication)
     );
     assert_eq!(policy.newest("master"), 3);
     // A key restored from storage continues its count.
@@ -226,6 +226,6 @@ proptest! {
                                  aad in proptest::collection::vec(any::<u8>(), 0..40)) {
         let k = key();
         let e = Envelope::from_bytes(&k.seal(&aad, &secret).expect("seal").to_bytes()).expect("parse");
-        prop_assert_eq!(&**k.open(&aad, &e).expect("open"), &secret[..]);
+        prop_assert_eq!(&*k.open(&aad, &e).expect("open"), &secret[..]);
     }
 }

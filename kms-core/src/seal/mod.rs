@@ -16,11 +16,12 @@
 //!
 //! Invariants: key bytes live only inside the cipher, which zeroizes itself
 //! on drop (`zeroize` feature), and are never printed; [`SealKey::open`]
-//! returns plaintext in a [`Zeroizing`] buffer; nothing is returned from a
-//! failed open.
+//! returns a [`Plaintext`], wiped on drop (so is a failed open's buffer);
+//! nothing is returned from a failed open.
 
 mod envelope;
 mod error;
+mod plaintext;
 mod rollback;
 
 use std::fmt;
@@ -35,6 +36,7 @@ pub use envelope::{
     valid_key_id, Envelope, Header, FORMAT_VERSION, MAGIC, MAX_KEY_ID_LEN, NONCE_LEN, TAG_LEN,
 };
 pub use error::SealError;
+pub use plaintext::Plaintext;
 pub use rollback::AntiRollback;
 
 /// Largest plaintext, and largest caller AAD, one envelope takes: 64 MiB.
@@ -192,7 +194,7 @@ impl SealKey {
     /// version; [`SealError::Malformed`] if the ciphertext is shorter than
     /// the tag; [`SealError::Authentication`] if anything authenticated
     /// was altered or `aad` differs.
-    pub fn open(&self, aad: &[u8], envelope: &Envelope) -> Result<Zeroizing<Vec<u8>>, SealError> {
+    pub fn open(&self, aad: &[u8], envelope: &Envelope) -> Result<Plaintext, SealError> {
         let header = &envelope.header;
         if header.format_version != FORMAT_VERSION {
             return Err(SealError::UnsupportedVersion(header.format_version));
@@ -210,15 +212,16 @@ impl SealKey {
             .ok_or(SealError::Malformed { what: "tag" })?;
         let (body, tag) = envelope.ciphertext.split_at(split);
         let tag = Tag::try_from(tag).map_err(|_| SealError::Malformed { what: "tag" })?;
-        let mut plaintext = Zeroizing::new(body.to_vec());
-        self.cipher
-            .decrypt_inout_detached(
-                &envelope.nonce.into(),
-                &associated_data(aad, header),
-                plaintext.as_mut_slice().into(),
-                &tag,
-            )
-            .map_err(|_| SealError::Authentication)?;
+        let mut plaintext = body.to_vec();
+        let opened = self.cipher.decrypt_inout_detached(
+            &envelope.nonce.into(),
+            &associated_data(aad, header),
+            plaintext.as_mut_slice().into(),
+            &tag,
+        );
+        // Wrapped first, so the buffer is wiped on either path.
+        let plaintext = Plaintext::new(plaintext);
+        opened.map_err(|_| SealError::Authentication)?;
         Ok(plaintext)
     }
 }

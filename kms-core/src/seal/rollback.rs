@@ -3,9 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use zeroize::Zeroizing;
-
-use super::{Envelope, SealError, SealKey};
+use super::{Envelope, Plaintext, SealError, SealKey};
 
 /// Remembers, per sealing key id, the highest counter it has accepted, and
 /// rejects an authentic envelope whose counter is below it: a replayed
@@ -38,7 +36,7 @@ impl AntiRollback {
         key: &SealKey,
         aad: &[u8],
         envelope: &Envelope,
-    ) -> Result<Zeroizing<Vec<u8>>, SealError> {
+    ) -> Result<Plaintext, SealError> {
         let plaintext = key.open(aad, envelope)?;
         self.accept(&envelope.header.key_id, envelope.header.counter)?;
         Ok(plaintext)
