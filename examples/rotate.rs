@@ -1,0 +1,69 @@
+//! A durable keystore in a temporary directory: create a key, sign, rotate,
+//! reopen, and check that the old signature still verifies under its
+//! version and the head signs with the new one.
+//!
+//! ```text
+//! cargo run --example rotate
+//! ```
+//!
+//! Exits 0 when every step behaves as it must, 1 otherwise.
+
+use std::process::ExitCode;
+
+use kms::core::seal::SealKey;
+use kms::core::{Keystore, KmsError, STORE_FILE};
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rotate example failed: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run() -> Result<(), KmsError> {
+    let dir = std::env::temp_dir().join(format!("kms-rotate-example-{}", std::process::id()));
+    // In production the master key comes from a KMS, an HSM or the
+    // operator, never from the same disk as the store.
+    let master_bytes = [0x42u8; 32];
+    let master = || SealKey::from_bytes("store-master", 1, &master_bytes);
+
+    let (v1, old_signature) = {
+        let ks = Keystore::open(&dir, master()?)?;
+        let key = ks.create_ed25519("acme", "passports")?;
+        let (v1, signature) = ks.sign(&key, b"passport issued before rotation")?;
+        let v2 = ks.rotate(&key)?;
+        println!("created {v1}, signed with it, rotated to {v2}");
+        (v1, signature)
+    };
+    println!(
+        "store on disk: {} ({} bytes, sealed)",
+        dir.join(STORE_FILE).display(),
+        std::fs::metadata(dir.join(STORE_FILE)).map_or(0, |m| m.len())
+    );
+
+    // A new process would do exactly this.
+    let ks = Keystore::open(&dir, master()?)?;
+    ks.verify(&v1, b"passport issued before rotation", &old_signature)?;
+    println!("reopened: the v1 signature still verifies under {v1}");
+    let (head, signature) = ks.sign(&v1, b"passport issued after reopening")?;
+    ks.verify(&head, b"passport issued after reopening", &signature)?;
+    println!(
+        "the head {head} signs; versions: {}",
+        ks.attest(&v1)?.versions.len()
+    );
+
+    let wrong = SealKey::from_bytes("store-master", 1, &[0x43u8; 32])?;
+    match Keystore::open(&dir, wrong) {
+        Err(e) => println!("a wrong master key is refused: {e}"),
+        Ok(_) => {
+            return Err(KmsError::Internal {
+                reason: "a wrong master key opened the store".to_owned(),
+            })
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
