@@ -25,4 +25,4 @@ mod sync;
 
 pub use error::KmsError;
 pub use key_id::{Alg, KeyId, KeyIdField, KeyIdParseError, MAX_NAME_LEN};
-pub use keystore::{Attestation, Keystore, VersionInfo, STORE_FILE};
+pub use keystore::{Attestation, Keystore, Origin, VersionInfo, EXPORT_AAD, STORE_FILE};

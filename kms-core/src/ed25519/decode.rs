@@ -146,6 +146,23 @@ fn decode_point(bytes: &[u8; 32], which: Component) -> Result<EdwardsPoint, Sign
         .ok_or(SignatureError::UndecodablePoint(which))
 }
 
+/// Decodes a public key that is to be trusted with a secret (an imported
+/// key): canonical (RFC 8032 §5.1.3), not of small order, and torsion-free
+/// (`[ℓ]A = 𝒪`), as DESIGN §3.1 requires of imported keys.
+///
+/// # Errors
+/// [`SignatureError::NonCanonicalPoint`], [`SignatureError::UndecodablePoint`]
+/// or [`SignatureError::SmallOrder`] for `A`; a point with a torsion
+/// component is refused as [`SignatureError::SmallOrder`] too (its torsion
+/// part has small order).
+pub(crate) fn decode_trusted_public_key(bytes: &[u8; 32]) -> Result<EdwardsPoint, SignatureError> {
+    let point = decode_point(bytes, Component::PublicKey)?;
+    if has_small_order(bytes) || !point.is_torsion_free() {
+        return Err(SignatureError::SmallOrder(Component::PublicKey));
+    }
+    Ok(point)
+}
+
 /// Whether the 255-bit little-endian `y` (sign bit masked off) is below
 /// p = 2^255 - 19. The only values ≥ p are `p..=2^255-1`: bytes 1..31 all
 /// `0xff`, byte 31 `0x7f` after masking, and byte 0 ≥ `0xed`.

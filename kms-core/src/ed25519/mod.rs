@@ -43,6 +43,8 @@ pub use error::{Component, SignatureError};
 pub use key_cache::KEY_CACHE_CAPACITY;
 pub use parallel::PARALLEL_MIN_ITEMS;
 
+pub(crate) use decode::decode_trusted_public_key;
+
 use crate::KmsError;
 
 /// `kms_bisections_total` (counter, through the `metrics` facade): how many

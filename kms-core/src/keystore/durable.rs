@@ -14,7 +14,9 @@
 //! ```text
 //! u32 key count
 //! per key:   u8 id length, id (text form of version 1), u32 version count
-//! per version: 32-byte seed, u64 seconds and u32 nanoseconds since the epoch
+//! per version: 32-byte seed, u64 seconds and u32 nanoseconds since the
+//!              epoch, u8 origin (0 generated, 1 imported); if imported:
+//!              u8 length + source key id, u8 length + sealing key `id@vN`
 //! ```
 
 use std::fs::{self, File, OpenOptions};
@@ -27,6 +29,7 @@ use zeroize::Zeroizing;
 
 use crate::error::KmsError;
 use crate::key_id::KeyId;
+use crate::keystore::Origin;
 use crate::seal::{Envelope, SealKey};
 
 /// The store's file name inside its directory.
@@ -35,10 +38,11 @@ const TMP_FILE: &str = "keystore.kms.tmp";
 /// Associated data of the store's envelope.
 const STORE_AAD: &[u8] = b"kms.keystore.v1";
 
-/// One version as stored: seed and creation time.
+/// One version as stored: seed, creation time, origin.
 pub(crate) struct StoredVersion {
     pub(crate) seed: Zeroizing<[u8; 32]>,
     pub(crate) created_at: SystemTime,
+    pub(crate) origin: Origin,
 }
 
 /// One key as stored.
@@ -156,6 +160,16 @@ fn encode(keys: &[StoredKey]) -> Result<Zeroizing<Vec<u8>>, KmsError> {
             let since = v.created_at.duration_since(UNIX_EPOCH).unwrap_or_default();
             out.extend_from_slice(&since.as_secs().to_be_bytes());
             out.extend_from_slice(&since.subsec_nanos().to_be_bytes());
+            match &v.origin {
+                Origin::Generated => out.push(0),
+                Origin::Imported { source, sealed_by } => {
+                    out.push(1);
+                    for text in [source, sealed_by] {
+                        out.push(u8::try_from(text.len()).map_err(|_| too_many())?);
+                        out.extend_from_slice(text.as_bytes());
+                    }
+                }
+            }
         }
     }
     Ok(out)
@@ -191,9 +205,24 @@ fn decode(bytes: &[u8]) -> Result<Vec<StoredKey>, KmsError> {
             let secs = take(8, "creation time")?;
             let secs = u64::from_be_bytes(secs.try_into().map_err(|_| bad("creation time"))?);
             let nanos = be32(take(4, "creation time")?);
+            let origin = match take(1, "origin")?[0] {
+                0 => Origin::Generated,
+                1 => {
+                    let mut text = |what: &str| -> Result<String, KmsError> {
+                        let len = usize::from(take(1, what)?[0]);
+                        String::from_utf8(take(len, what)?.to_vec()).map_err(|_| bad(what))
+                    };
+                    Origin::Imported {
+                        source: text("import source")?,
+                        sealed_by: text("import sealing key")?,
+                    }
+                }
+                _ => return Err(bad("origin")),
+            };
             stored.push(StoredVersion {
                 seed,
                 created_at: UNIX_EPOCH + Duration::new(secs, nanos.min(999_999_999)),
+                origin,
             });
         }
         keys.push(StoredKey {

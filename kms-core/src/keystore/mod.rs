@@ -23,6 +23,7 @@
 //! write fails, the call fails and nothing changed.
 
 mod durable;
+mod transfer;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -42,6 +43,7 @@ use crate::sync::{Arc, RwLock, RwLockReadGuard};
 use durable::{Durable, StoredKey, StoredVersion};
 
 pub use durable::STORE_FILE;
+pub use transfer::EXPORT_AAD;
 
 /// What [`Keystore::attest`] reports about a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +65,22 @@ pub struct VersionInfo {
     pub public_key: [u8; 32],
     /// When the version was created (wall clock).
     pub created_at: SystemTime,
+    /// Where the version's secret came from.
+    pub origin: Origin,
+}
+
+/// Where a version's secret came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// Generated inside this keystore from the OS random source.
+    Generated,
+    /// Imported with [`Keystore::import_sealed`].
+    Imported {
+        /// The key id the exporting keystore gave it (text form).
+        source: String,
+        /// The sealing key the envelope was sealed under, `id@vN`.
+        sealed_by: String,
+    },
 }
 
 /// One version of a key: its secret and what is public about it.
@@ -161,7 +179,12 @@ impl Keystore {
                     let version = u32::try_from(i + 1).map_err(|_| KmsError::Internal {
                         reason: "keystore: too many versions".to_owned(),
                     })?;
-                    Ok(Arc::new(version_from_seed(version, &v.seed, v.created_at)))
+                    Ok(Arc::new(version_from_seed(
+                        version,
+                        &v.seed,
+                        v.created_at,
+                        v.origin.clone(),
+                    )))
                 })
                 .collect::<Result<Vec<_>, KmsError>>()?;
             if versions.is_empty() {
@@ -194,6 +217,7 @@ impl Keystore {
         let stored_version = |v: &KeyVersion| StoredVersion {
             seed: zeroize::Zeroizing::new(v.signing_key.to_bytes()),
             created_at: v.info.created_at,
+            origin: v.info.origin.clone(),
         };
         let records: Vec<Arc<KeyRecord>> = self
             .keys
@@ -237,7 +261,12 @@ impl Keystore {
     pub fn create_ed25519(&self, tenant: &str, purpose: &str) -> Result<KeyId, KmsError> {
         let uuid = uuid::Builder::from_random_bytes(random_bytes()?).into_uuid();
         let id = KeyId::new(tenant, purpose, Alg::Ed25519, uuid, 1)?;
-        let version = new_version(1)?;
+        self.insert_new_key(id, new_version(1)?)
+    }
+
+    /// Adds a key whose only version is `version`: on disk first for a
+    /// durable store, then in memory. Returns its id.
+    fn insert_new_key(&self, id: KeyId, version: KeyVersion) -> Result<KeyId, KmsError> {
         let _mutation = self.durable.as_deref().map(|durable| {
             let guard = durable.lock.lock().unwrap_or_else(PoisonError::into_inner);
             (durable, guard)
@@ -253,7 +282,7 @@ impl Keystore {
         self.keys
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(uuid, record);
+            .insert(id.uuid(), record);
         Ok(id)
     }
 
@@ -406,11 +435,21 @@ fn new_version(version: u32) -> Result<KeyVersion, KmsError> {
     // which it zeroizes on drop.
     let mut seed = zeroize::Zeroizing::new([0u8; 32]);
     getrandom::fill(&mut *seed).map_err(|_| KmsError::EntropyUnavailable)?;
-    Ok(version_from_seed(version, &seed, SystemTime::now()))
+    Ok(version_from_seed(
+        version,
+        &seed,
+        SystemTime::now(),
+        Origin::Generated,
+    ))
 }
 
 /// A version from its 32-byte seed (RFC 8032 §5.1.5).
-fn version_from_seed(version: u32, seed: &[u8; 32], created_at: SystemTime) -> KeyVersion {
+fn version_from_seed(
+    version: u32,
+    seed: &[u8; 32],
+    created_at: SystemTime,
+    origin: Origin,
+) -> KeyVersion {
     let signing_key = SigningKey::from_bytes(seed);
     let verifying_key = signing_key.verifying_key();
     KeyVersion {
@@ -418,6 +457,7 @@ fn version_from_seed(version: u32, seed: &[u8; 32], created_at: SystemTime) -> K
             version,
             public_key: verifying_key.to_bytes(),
             created_at,
+            origin,
         },
         point: verifying_key.to_edwards(),
         signing_key,

@@ -1,0 +1,102 @@
+//! Sealed export and import of a key version (DESIGN §3.1, §3.4). A private
+//! key leaves the keystore only inside an envelope sealed under a
+//! caller-supplied [`SealKey`]; there is no plaintext export.
+//!
+//! The envelope's associated data is [`EXPORT_AAD`]; its plaintext (wiped
+//! after use) is:
+//!
+//! ```text
+//! 32-byte seed ‖ 32-byte public key ‖ u8 length ‖ source key id (text)
+//! ```
+//!
+//! Import re-derives the public key from the seed, requires it to equal the
+//! one carried, and requires that key to be canonical, not of small order
+//! and torsion-free; the new key records where it came from
+//! ([`Origin::Imported`]).
+
+use std::time::SystemTime;
+
+use super::{version_from_seed, Keystore, Origin};
+use crate::ed25519;
+use crate::error::KmsError;
+use crate::key_id::{Alg, KeyId};
+use crate::seal::{Envelope, SealKey};
+
+/// Associated data of an export envelope: it can be opened as nothing else.
+pub const EXPORT_AAD: &[u8] = b"kms.export.ed25519.v1";
+
+impl Keystore {
+    /// Exports the version `key` names, sealed under `to`. The seed, its
+    /// public key and `key`'s text form travel inside the envelope.
+    ///
+    /// # Errors
+    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`], or
+    /// [`KmsError::Seal`] if sealing fails.
+    pub fn export_sealed(&self, key: &KeyId, to: &SealKey) -> Result<Envelope, KmsError> {
+        let record = self.record(key)?;
+        let version = crate::sync::Arc::clone(super::version_of(&record.versions(), key)?);
+        let source = key.to_string();
+        let mut plaintext = zeroize::Zeroizing::new(Vec::with_capacity(65 + source.len()));
+        plaintext.extend_from_slice(&version.signing_key.to_bytes());
+        plaintext.extend_from_slice(&version.info.public_key);
+        // Key ids are at most ~230 bytes (two 64-byte names, a UUID).
+        plaintext.push(u8::try_from(source.len()).unwrap_or(u8::MAX));
+        plaintext.extend_from_slice(source.as_bytes());
+        Ok(to.seal(EXPORT_AAD, &plaintext)?)
+    }
+
+    /// Imports the key version in `envelope` (from [`Keystore::export_sealed`]),
+    /// sealed under `from`, as a new key of `tenant` and `purpose` whose
+    /// version 1 is that secret. Durable stores write it before returning.
+    ///
+    /// # Errors
+    /// [`KmsError::Seal`] if the envelope does not open under `from` with
+    /// [`EXPORT_AAD`]; [`KmsError::InvalidArgument`] if its contents are
+    /// malformed, or the public key carried does not match the seed;
+    /// [`KmsError::InvalidSignature`] if that public key is not canonical,
+    /// has small order or is not torsion-free; [`KmsError::InvalidKeyId`]
+    /// for a bad tenant or purpose; [`KmsError::EntropyUnavailable`].
+    pub fn import_sealed(
+        &self,
+        tenant: &str,
+        purpose: &str,
+        from: &SealKey,
+        envelope: &Envelope,
+    ) -> Result<KeyId, KmsError> {
+        let plaintext = from.open(EXPORT_AAD, envelope)?;
+        let malformed = |reason: &str| KmsError::InvalidArgument {
+            what: "imported key",
+            reason: reason.to_owned(),
+        };
+        if plaintext.len() < 65 {
+            return Err(malformed("the envelope is too short for a key"));
+        }
+        let mut seed = zeroize::Zeroizing::new([0u8; 32]);
+        seed.copy_from_slice(&plaintext[..32]);
+        let mut public_key = [0u8; 32];
+        public_key.copy_from_slice(&plaintext[32..64]);
+        let len = usize::from(plaintext[64]);
+        let source = plaintext
+            .get(65..65 + len)
+            .filter(|_| plaintext.len() == 65 + len)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .ok_or_else(|| malformed("the source key id does not decode"))?
+            .to_owned();
+        ed25519::decode_trusted_public_key(&public_key)?;
+        let version = version_from_seed(
+            1,
+            &seed,
+            SystemTime::now(),
+            Origin::Imported {
+                source,
+                sealed_by: format!("{}@v{}", from.id(), from.version()),
+            },
+        );
+        if version.info.public_key != public_key {
+            return Err(malformed("the public key does not match the seed"));
+        }
+        let uuid = uuid::Builder::from_random_bytes(super::random_bytes()?).into_uuid();
+        let id = KeyId::new(tenant, purpose, Alg::Ed25519, uuid, 1)?;
+        self.insert_new_key(id, version)
+    }
+}
