@@ -11,8 +11,11 @@
 //! * [`seal`]: XChaCha20-Poly1305 envelopes with an authenticated, versioned
 //!   header and an anti-rollback policy.
 //!
-//! Not supported (yet): durable storage, key import, algorithms other than
-//! Ed25519, Ed25519ph and Ed25519ctx.
+//! * Durable storage: [`Keystore::open`] keeps keys in one sealed file,
+//!   replaced atomically on each mutation; sealed export and import
+//!   ([`Keystore::export_sealed`], [`Keystore::import_sealed`]).
+//!
+//! Not supported: algorithms other than Ed25519, Ed25519ph and Ed25519ctx.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
