@@ -7,8 +7,9 @@
 //! create. The actor's `select!` is biased: shutdown, then the priority
 //! lane, then finished batches, then new verify requests, then the
 //! `max_wait` timer. Priority requests are served on the actor task at
-//! once, so they never wait behind verify batches, nor for the verify
-//! topic's backlog. (Under a flood of priority requests, reading new verify
+//! once (create and rotate on a durable keystore, which fsync, on tokio's
+//! blocking pool), so they never wait behind verify batches, nor for the
+//! verify topic's backlog. (Under a flood of priority requests, reading new verify
 //! requests waits; dispatching those already read does not.)
 //!
 //! # Coalescing
@@ -317,11 +318,30 @@ impl KmsActor {
                     reply.send(ks.sign(&key, &message));
                 }
             }
+            // A durable keystore fsyncs in these two; that must not stall
+            // the actor's task (and with it every lane), so they run on
+            // tokio's blocking pool. The in-memory store answers inline.
+            Op::CreateKey {
+                tenant,
+                purpose,
+                reply,
+            } if ks.is_durable() => {
+                let ks = ks.clone();
+                drop(tokio::task::spawn_blocking(move || {
+                    reply.send(ks.create_ed25519(&tenant, &purpose));
+                }));
+            }
             Op::CreateKey {
                 tenant,
                 purpose,
                 reply,
             } => reply.send(ks.create_ed25519(&tenant, &purpose)),
+            Op::Rotate { key, reply } if ks.is_durable() => {
+                let ks = ks.clone();
+                drop(tokio::task::spawn_blocking(move || {
+                    reply.send(ks.rotate(&key));
+                }));
+            }
             Op::Rotate { key, reply } => reply.send(ks.rotate(&key)),
             Op::Attest { key, reply } => {
                 if !reply.is_abandoned() {

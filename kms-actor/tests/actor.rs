@@ -365,3 +365,21 @@ async fn a_second_actor_on_the_same_topic_is_refused_until_the_first_is_gone() {
     assert_eq!(key.version(), 1);
     second.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_keystore_behind_the_actor_persists_create_and_rotate() {
+    let dir = std::env::temp_dir().join(format!("kms-actor-durable-{}", std::process::id()));
+    let master = || kms_core::seal::SealKey::from_bytes("master", 1, &[9; 32]).expect("key");
+    let ks = Keystore::open(&dir, master()).expect("open");
+    let handle = KmsActor::spawn(config(1), ks, &Bus::new()).expect("spawn");
+    let kms = handle.client();
+    let key = kms.create_key("acme", "tokens").await.expect("create");
+    let v2 = kms.rotate(&key).await.expect("rotate");
+    let (signer, signature) = kms.sign(&key, &b"m"[..]).await.expect("sign");
+    assert_eq!(signer, v2);
+    handle.shutdown().await;
+    let reopened = Keystore::open(&dir, master()).expect("reopen");
+    reopened.verify(&v2, b"m", &signature).expect("persisted");
+    assert_eq!(reopened.attest(&key).expect("attest").versions.len(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
