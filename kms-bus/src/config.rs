@@ -78,8 +78,9 @@ pub enum Backend {
     /// payload), lock-free on the publish and read paths. The last reader of
     /// a message moves it out instead of cloning it, a parked subscriber is
     /// woken once per burst, and [`Publisher::publish_batch`](crate::Publisher::publish_batch)
-    /// reserves the whole batch at once. At most 64 subscribers at a time;
-    /// the 65th [`subscribe`](crate::Topic::subscribe) is
+    /// reserves the whole batch at once. At most
+    /// [`SOA_MAX_SUBSCRIBERS`](crate::SOA_MAX_SUBSCRIBERS) (56) subscribers
+    /// at a time; the next [`subscribe`](crate::Topic::subscribe) is
     /// [`BusError::TooManySubscribers`].
     Soa,
 }

@@ -38,7 +38,9 @@ pub enum BusError {
         reason: &'static str,
     },
     /// A [`Backend::Soa`](crate::Backend::Soa) topic already has `limit`
-    /// live subscribers (one bit each in a 64-bit mask). Code
+    /// live subscribers ([`SOA_MAX_SUBSCRIBERS`](crate::SOA_MAX_SUBSCRIBERS):
+    /// one bit each in the slot's mask word, whose top 8 bits count
+    /// readers). Code
     /// `bus.too_many_subscribers`; retryable once a subscriber is dropped.
     #[error("topic {name:?} already has {limit} subscribers, the most its backend supports")]
     TooManySubscribers {

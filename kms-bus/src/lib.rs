@@ -185,5 +185,10 @@ pub use crate::config::{Backend, Overflow, TopicConfig};
 pub use crate::error::{BusError, PublishError, RecvError, RejectCause, TryRecvError};
 pub use crate::metrics::{describe_metrics, LAGGED_TOTAL, PUBLISHED_TOTAL, REJECTED_TOTAL};
 pub use crate::publisher::Publisher;
+
+/// Most live subscribers a [`Backend::Soa`] topic takes (a count): one bit
+/// each in a 64-bit mask word whose top 8 bits count readers in a `Lag`
+/// read.
+pub const SOA_MAX_SUBSCRIBERS: usize = soa::MAX_SUBSCRIBERS;
 pub use crate::subscriber::Subscriber;
 pub use crate::topic::Topic;

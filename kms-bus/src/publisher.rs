@@ -141,12 +141,11 @@ impl<T> Publisher<T> {
     /// full or not at all, never in part.
     pub async fn publish_wait(&self, msg: T) -> Result<(), PublishError<T>> {
         let shared = &*self.shared;
+        if shared.config.overflow != Overflow::Wait {
+            return self.publish(msg);
+        }
         let mut msg = match self.offer(msg) {
-            Err(PublishError::Full(msg)) if shared.config.overflow == Overflow::Wait => msg,
-            Err(PublishError::Full(msg)) => {
-                shared.metrics.rejected.increment(1);
-                return Err(PublishError::Full(msg));
-            }
+            Err(PublishError::Full(msg)) => msg,
             other => return other,
         };
         loop {

@@ -437,21 +437,24 @@ impl<T> Soa<T> {
             // Every message of one reservation gets the same mask
             // (invariant 2).
             let mask = self.mask_for(first);
-            for x in first..first + count {
-                let i = self.index(x);
-                outcome.evicted.extend(self.make_room(i, x));
-                match msgs.next() {
-                    Some(msg) if mask != 0 => {
-                        self.commit(i, x, mask, msg);
-                        outcome.published += 1;
-                    }
-                    // No member (see `publish_one`): an empty written slot.
-                    _ => self.stamps[i].store(self.ready(x), Ordering::Release),
-                }
-            }
             if mask == 0 {
+                // No member (see `publish_one`): every reserved slot becomes
+                // an empty written slot, and every message goes back,
+                // including the ones this reservation was for.
+                for x in first..first + count {
+                    let i = self.index(x);
+                    outcome.evicted.extend(self.make_room(i, x));
+                    self.stamps[i].store(self.ready(x), Ordering::Release);
+                }
                 outcome.rejected = Some((msgs.collect(), RejectCause::NoSubscribers));
                 break;
+            }
+            // `count <= msgs.len()`, so the zip takes exactly `count`.
+            for (x, msg) in (first..first + count).zip(msgs.by_ref()) {
+                let i = self.index(x);
+                outcome.evicted.extend(self.make_room(i, x));
+                self.commit(i, x, mask, msg);
+                outcome.published += 1;
             }
         }
         if outcome.published > 0 {

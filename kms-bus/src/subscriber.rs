@@ -139,14 +139,21 @@ impl<T: Clone> Subscriber<T> {
         if self.pending_lag > 0 {
             return Err(TryRecvError::Lagged(std::mem::take(&mut self.pending_lag)));
         }
-        let mut taken = 0;
+        let (mut taken, mut room) = (0, false);
         while taken < max {
-            match self.read() {
+            let (read, freed) = self.read_step();
+            // Publishers waiting for room are woken once per drain, not
+            // once per freed slot.
+            room |= freed;
+            match read {
                 Read::Message(msg) => {
                     out.push(msg);
                     taken += 1;
                 }
-                Read::Lagged(missed) if taken == 0 => return Err(TryRecvError::Lagged(missed)),
+                Read::Lagged(missed) if taken == 0 => {
+                    self.notify_room(room);
+                    return Err(TryRecvError::Lagged(missed));
+                }
                 Read::Lagged(missed) => {
                     self.pending_lag = missed;
                     break;
@@ -154,6 +161,7 @@ impl<T: Clone> Subscriber<T> {
                 Read::Empty => break,
             }
         }
+        self.notify_room(room);
         if taken > 0 {
             return Ok(taken);
         }
@@ -166,15 +174,29 @@ impl<T: Clone> Subscriber<T> {
     /// copy if the ring asks for it.
     #[inline]
     fn read(&mut self) -> Read<T> {
+        let (read, room) = self.read_step();
+        self.notify_room(room);
+        read
+    }
+
+    /// One read step without the room wake-up: the read, and whether it
+    /// freed a slot a waiting publisher wants.
+    #[inline]
+    fn read_step(&mut self) -> (Read<T>, bool) {
         let Step { read, spare, room } = self.shared.ring.read(&mut self.position);
-        if room {
-            self.shared.room.notify_waiters();
-        }
         drop(spare);
         if let Read::Lagged(missed) = read {
             self.shared.metrics.lagged.increment(missed);
         }
-        read
+        (read, room)
+    }
+
+    /// Wakes publishers waiting for room, if a read freed a slot they want.
+    #[inline]
+    fn notify_room(&self, room: bool) {
+        if room {
+            self.shared.room.notify_waiters();
+        }
     }
 
     /// After a read found nothing: `Empty` while a publisher is alive;

@@ -53,18 +53,17 @@ pub(crate) struct Shared<T> {
 }
 
 impl<T> Shared<T> {
-    /// Whether no publisher is alive. Called by subscribers while holding
-    /// the ring lock, after finding nothing to read.
+    /// Whether no publisher is alive. Called by a subscriber after a read
+    /// found nothing (`Subscriber::after_empty`), outside any lock.
     ///
     /// `Acquire` pairs with the `Release` decrement in `Publisher::drop`:
     /// if this reads the zero written by the last drop, every publish those
-    /// publishers made (each under the ring lock, before its drop) happened
-    /// before this load, hence before the caller's critical section began,
-    /// which therefore already saw those messages in the ring. If it reads
-    /// a non-zero count instead, the subscriber does not report `Closed`;
-    /// a subscriber in `recv` registered its wake-up before this check, and
-    /// the last drop calls `notify_waiters` after its decrement, so it is
-    /// woken and looks again.
+    /// publishers made happened before this load, so the second read that
+    /// `after_empty` makes next sees all of them; only if that read is
+    /// empty too is the topic `Closed`. If this reads a non-zero count, the
+    /// subscriber does not report `Closed`; a subscriber in `recv`
+    /// registered its wake-up before this check, and the last drop calls
+    /// `notify_waiters` after its decrement, so it is woken and looks again.
     pub(crate) fn publishers_gone(&self) -> bool {
         self.publishers.load(Ordering::Acquire) == 0
     }
@@ -98,7 +97,8 @@ impl<T> Topic<T> {
     /// # Errors
     ///
     /// [`BusError::TooManySubscribers`] if the topic is
-    /// [`Backend::Soa`](crate::Backend::Soa) and already has 64 live
+    /// [`Backend::Soa`](crate::Backend::Soa) and already has
+    /// [`SOA_MAX_SUBSCRIBERS`](crate::SOA_MAX_SUBSCRIBERS) (56) live
     /// subscribers. The Classic backend has no limit.
     pub fn subscribe(&self) -> Result<Subscriber<T>, BusError> {
         Subscriber::new(Arc::clone(&self.shared)).map_err(|Crowded { limit }| {

@@ -116,3 +116,48 @@ fn default_config_is_classic_lag_1024() {
     assert_eq!(config.backend, Backend::Classic);
     assert_eq!(config.overflow, Overflow::Lag);
 }
+
+#[test]
+fn a_soa_topic_refuses_a_subscriber_past_the_limit_until_one_leaves() {
+    let topic = Bus::new()
+        .topic::<u8>(
+            "crowded",
+            TopicConfig {
+                backend: Backend::Soa,
+                ..config(8, Overflow::Reject)
+            },
+        )
+        .expect("topic");
+    let mut subscribers: Vec<_> = (0..kms_bus::SOA_MAX_SUBSCRIBERS)
+        .map(|_| topic.subscribe().expect("within the limit"))
+        .collect();
+    assert_eq!(kms_bus::SOA_MAX_SUBSCRIBERS, 56);
+    match topic.subscribe() {
+        Err(e @ BusError::TooManySubscribers { limit: 56, .. }) => {
+            assert!(e.is_retryable());
+            assert_eq!(e.code(), "bus.too_many_subscribers");
+        }
+        other => panic!("expected TooManySubscribers, got {:?}", other.map(|_| ())),
+    }
+    // Every member gets a message published now; one leaving frees a bit.
+    topic.publisher().publish(7).expect("publish");
+    subscribers.pop();
+    let mut newcomer = topic.subscribe().expect("room again");
+    topic.publisher().publish(8).expect("publish");
+    assert_eq!(
+        newcomer.try_recv(),
+        Ok(8),
+        "the newcomer starts after it joined"
+    );
+    for s in &mut subscribers {
+        assert_eq!(s.try_recv(), Ok(7));
+        assert_eq!(s.try_recv(), Ok(8));
+    }
+    let classic = Bus::new()
+        .topic::<u8>("roomy", config(8, Overflow::Reject))
+        .expect("topic");
+    let many: Vec<_> = (0..100)
+        .map(|_| classic.subscribe().expect("no limit"))
+        .collect();
+    assert_eq!(many.len(), 100);
+}

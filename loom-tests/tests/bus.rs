@@ -187,3 +187,36 @@ fn subscribe_races_a_publish() {
         check_released(&originals);
     });
 }
+
+/// A batch races the last subscriber leaving: every message is either
+/// published (and released by the leaving subscriber) or handed back;
+/// none is lost between the reservation and the mask.
+#[test]
+fn a_batch_racing_the_last_unsubscribe_loses_nothing() {
+    loom::model(|| {
+        let originals = payloads(2);
+        let topic = topic(4, Overflow::Reject);
+        let sub = topic.subscribe().unwrap();
+        let publisher = topic.publisher();
+        let leaver = thread::spawn(move || drop(sub));
+        let (published, handed_back) = match publisher.publish_batch(originals.iter().cloned()) {
+            Ok(n) => (n, Vec::new()),
+            Err(PublishError::Batch {
+                published,
+                rejected,
+                ..
+            }) => (published, rejected),
+            Err(e) => panic!("unexpected {e}"),
+        };
+        leaver.join().unwrap();
+        assert_eq!(
+            published + handed_back.len(),
+            2,
+            "every message is published or handed back"
+        );
+        drop(handed_back);
+        drop(publisher);
+        drop(topic);
+        check_released(&originals);
+    });
+}
