@@ -77,13 +77,16 @@ struct Tally {
     retries: usize,
 }
 
+/// A latency histogram in µs: 1 µs to 60 s, 3 significant digits.
+fn latency_histogram() -> Result<Histogram<u64>, String> {
+    Histogram::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())
+}
+
 impl Tally {
     fn new() -> Result<Self, String> {
-        // 1 µs to 60 s, 3 significant digits.
-        let histogram = || Histogram::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string());
         Ok(Tally {
-            window: histogram()?,
-            all: histogram()?,
+            window: latency_histogram()?,
+            all: latency_histogram()?,
             matched: 0,
             mismatches: Vec::new(),
             retries: 0,
@@ -234,24 +237,23 @@ async fn run(options: Options) -> Result<bool, String> {
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
             .map_err(|e| e.to_string())?,
     );
-    let mut window = Tally::new()?;
+    let mut window = latency_histogram()?;
     let (mut last_stats, mut last_tick) = (handle.stats(), Instant::now());
     while started.elapsed() < options.duration || next.load(Ordering::Relaxed) < vectors.len() {
         tokio::time::sleep(Duration::from_millis(500)).await;
         for tally in &tallies {
             let mut t = tally.lock().unwrap_or_else(PoisonError::into_inner);
-            window.window.add(&t.window).map_err(|e| e.to_string())?;
+            window.add(&t.window).map_err(|e| e.to_string())?;
             t.window.reset();
         }
         let stats = handle.stats();
         progress.set_message(live_line(
-            &window.window,
-            &last_stats,
-            &stats,
+            &window,
+            &stats.since(&last_stats),
             last_tick.elapsed(),
         ));
         progress.tick();
-        window.window.reset();
+        window.reset();
         (last_stats, last_tick) = (stats, Instant::now());
     }
     stop.store(true, Ordering::Relaxed);
@@ -321,24 +323,12 @@ async fn run(options: Options) -> Result<bool, String> {
 }
 
 /// Throughput, p99 and mean batch size since the last tick.
-fn live_line(
-    latency: &Histogram<u64>,
-    before: &KmsStats,
-    now: &KmsStats,
-    took: Duration,
-) -> String {
-    let batches = now.batches.saturating_sub(before.batches);
-    let batched = now.batched_requests.saturating_sub(before.batched_requests);
-    let mean_batch = if batches == 0 {
-        0.0
-    } else {
-        batched as f64 / batches as f64
-    };
+fn live_line(latency: &Histogram<u64>, window: &KmsStats, took: Duration) -> String {
     format!(
         "{:>7.0} verifies/s  p99 {:>6} µs  mean batch {:>5.1}",
         latency.len() as f64 / took.as_secs_f64().max(1e-9),
         latency.value_at_quantile(0.99),
-        mean_batch
+        window.mean_batch_size()
     )
 }
 

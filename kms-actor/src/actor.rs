@@ -7,9 +7,9 @@
 //! create. The actor's `select!` is biased: shutdown, then the priority
 //! lane, then finished batches, then new verify requests, then the
 //! `max_wait` timer. Priority requests are served on the actor task at
-//! once (create and rotate on a durable keystore, which fsync, on tokio's
-//! blocking pool), so they never wait behind verify batches, nor for the
-//! verify topic's backlog. (Under a flood of priority requests, reading new verify
+//! once (create and rotate, which may fsync, on tokio's blocking pool), so
+//! they never wait behind verify batches, nor for the verify topic's
+//! backlog. (Under a flood of priority requests, reading new verify
 //! requests waits; dispatching those already read does not.)
 //!
 //! # Coalescing
@@ -167,7 +167,7 @@ impl KmsActor {
         let actor = KmsActor {
             topic: config.request_topic.clone(),
             policy: Policy::new(&config),
-            pending: Vec::with_capacity(config.max_batch),
+            pending: Vec::new(),
             pending_since: None,
             drained: Vec::with_capacity(config.max_batch),
             keystore,
@@ -199,7 +199,8 @@ impl KmsActor {
                 first = self.priority.recv() => match first {
                     Ok(request) => {
                         self.accept(request);
-                        self.drain_priority();
+                        // The rest waits for the next turn of the loop.
+                        let _ = self.drain_priority();
                     }
                     Err(RecvError::Lagged(n)) => self.count_lagged(n),
                     // Closed: every publisher is gone (the handle holds
@@ -234,14 +235,15 @@ impl KmsActor {
 
     /// Dispatches pending requests for as long as the policy says so.
     fn dispatch_due(&mut self) {
-        while let Some(reason) = self.policy.decide(
-            self.pending.len(),
-            self.pending_since.map_or(Duration::ZERO, |t| t.elapsed()),
-            self.pool.in_flight(),
-        ) {
-            self.dispatch(reason);
-        }
-        if !self.pending.is_empty() {
+        // `dispatch` takes everything pending, so one decision per wake. The
+        // clock is read only while something is held, and once.
+        let waited = self.waited();
+        if let Some(reason) = self
+            .policy
+            .decide(self.pending.len(), waited, self.pool.in_flight())
+        {
+            self.dispatch(reason, waited);
+        } else if !self.pending.is_empty() {
             tracing::trace!(
                 target: "kms_actor::coalesce",
                 topic = self.topic.as_str(),
@@ -251,6 +253,11 @@ impl KmsActor {
                 "holding: every thread is busy"
             );
         }
+    }
+
+    /// How long the oldest pending request has been held (zero if none).
+    fn waited(&self) -> Duration {
+        self.pending_since.map_or(Duration::ZERO, |t| t.elapsed())
     }
 
     /// Takes what is on the request topic now, up to the room the policy
@@ -270,12 +277,20 @@ impl KmsActor {
         }
     }
 
-    /// Serves up to [`PRIORITY_BURST`] more priority requests.
-    fn drain_priority(&mut self) {
+    /// Serves up to [`PRIORITY_BURST`] more priority requests; returns
+    /// whether the topic may hold more (something was taken or a lag was
+    /// counted).
+    fn drain_priority(&mut self) -> bool {
         match self.priority.drain(&mut self.drained, PRIORITY_BURST) {
-            Ok(_) => self.accept_drained(),
-            Err(TryRecvError::Lagged(n)) => self.count_lagged(n),
-            Err(_) => {}
+            Ok(_) => {
+                self.accept_drained();
+                true
+            }
+            Err(TryRecvError::Lagged(n)) => {
+                self.count_lagged(n);
+                true
+            }
+            Err(_) => false,
         }
     }
 
@@ -318,31 +333,15 @@ impl KmsActor {
                     reply.send(ks.sign(&key, &message));
                 }
             }
-            // A durable keystore fsyncs in these two; that must not stall
-            // the actor's task (and with it every lane), so they run on
-            // tokio's blocking pool. The in-memory store answers inline.
+            // Create and rotate write the keystore, and a durable one
+            // fsyncs: that must not stall the actor's task (and with it
+            // every lane), so both run on tokio's blocking pool.
             Op::CreateKey {
                 tenant,
                 purpose,
                 reply,
-            } if ks.is_durable() => {
-                let ks = ks.clone();
-                drop(tokio::task::spawn_blocking(move || {
-                    reply.send(ks.create_ed25519(&tenant, &purpose));
-                }));
-            }
-            Op::CreateKey {
-                tenant,
-                purpose,
-                reply,
-            } => reply.send(ks.create_ed25519(&tenant, &purpose)),
-            Op::Rotate { key, reply } if ks.is_durable() => {
-                let ks = ks.clone();
-                drop(tokio::task::spawn_blocking(move || {
-                    reply.send(ks.rotate(&key));
-                }));
-            }
-            Op::Rotate { key, reply } => reply.send(ks.rotate(&key)),
+            } => self.off_task(move |ks| reply.send(ks.create_ed25519(&tenant, &purpose))),
+            Op::Rotate { key, reply } => self.off_task(move |ks| reply.send(ks.rotate(&key))),
             Op::Attest { key, reply } => {
                 if !reply.is_abandoned() {
                     reply.send(ks.attest(&key));
@@ -352,13 +351,18 @@ impl KmsActor {
         Counters::add(&self.shared.counters.other_requests, 1);
     }
 
+    /// Runs `job` on tokio's blocking pool with the keystore.
+    fn off_task(&self, job: impl FnOnce(&Keystore) + Send + 'static) {
+        let keystore = self.keystore.clone();
+        // Detached: the job answers its request itself.
+        drop(tokio::task::spawn_blocking(move || job(&keystore)));
+    }
+
     /// Hands the pending verify requests to the pool as one batch.
-    fn dispatch(&mut self, reason: Reason) {
+    /// `waited` is how long the oldest of them was held.
+    fn dispatch(&mut self, reason: Reason, waited: Duration) {
         let batch = std::mem::take(&mut self.pending);
-        let waited = self
-            .pending_since
-            .take()
-            .map_or(Duration::ZERO, |t| t.elapsed());
+        self.pending_since = None;
         let metrics = &self.shared.metrics;
         metrics.batch_size.record(batch.len() as f64);
         metrics.batch_wait.record(waited.as_secs_f64());
@@ -383,19 +387,17 @@ impl KmsActor {
     /// batches finish, join the pool.
     async fn finish(mut self) {
         loop {
-            while let Ok(n) = self.priority.drain(&mut self.drained, PRIORITY_BURST) {
-                if n == 0 {
-                    break;
-                }
-                self.accept_drained();
-            }
+            while self.drain_priority() {}
+            // Room to read first: `drain_requests` reads nothing while the
+            // pool's queue is full, and an empty `pending` must mean an
+            // empty topic, not a full queue.
+            self.pool.wait_below(self.policy.queue_limit()).await;
             self.drain_requests();
             if self.pending.is_empty() {
                 break;
             }
-            // Keep the bound on batches in flight while emptying the topic.
-            self.pool.wait_below(self.policy.queue_limit()).await;
-            self.dispatch(Reason::Shutdown);
+            let waited = self.waited();
+            self.dispatch(Reason::Shutdown, waited);
         }
         // Releases anything published after the final drain: those callers
         // see their reply dropped and, with `closing` set, ShuttingDown.

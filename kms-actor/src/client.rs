@@ -18,7 +18,6 @@ use kms_bus::{PublishError, Publisher};
 use kms_core::{Attestation, KeyId, KmsError};
 
 use crate::actor::Shared;
-use crate::metrics::OpKind;
 use crate::reply::{Answer, Reply};
 use crate::request::{Op, Request, VerifyBy, VerifyRequest};
 
@@ -110,7 +109,7 @@ impl KmsClient {
     ) -> Result<(KeyId, [u8; 64]), KmsError> {
         let message = message.into();
         let key = key.clone();
-        self.call(OpKind::Sign, |reply| Op::Sign {
+        self.call(|reply| Op::Sign {
             key,
             message,
             reply,
@@ -126,7 +125,7 @@ impl KmsClient {
     /// [`KmsClient`].
     pub async fn create_key(&self, tenant: &str, purpose: &str) -> Result<KeyId, KmsError> {
         let (tenant, purpose) = (tenant.to_owned(), purpose.to_owned());
-        self.call(OpKind::CreateKey, |reply| Op::CreateKey {
+        self.call(|reply| Op::CreateKey {
             tenant,
             purpose,
             reply,
@@ -142,8 +141,7 @@ impl KmsClient {
     /// one of the errors listed on [`KmsClient`].
     pub async fn rotate(&self, key: &KeyId) -> Result<KeyId, KmsError> {
         let key = key.clone();
-        self.call(OpKind::Rotate, |reply| Op::Rotate { key, reply })
-            .await
+        self.call(|reply| Op::Rotate { key, reply }).await
     }
 
     /// Reports `key`'s algorithm, head and versions with creation times.
@@ -153,8 +151,7 @@ impl KmsClient {
     /// errors listed on [`KmsClient`].
     pub async fn attest(&self, key: &KeyId) -> Result<Attestation, KmsError> {
         let key = key.clone();
-        self.call(OpKind::Attest, |reply| Op::Attest { key, reply })
-            .await
+        self.call(|reply| Op::Attest { key, reply }).await
     }
 
     async fn verify_by(
@@ -163,7 +160,7 @@ impl KmsClient {
         message: Bytes,
         signature: [u8; 64],
     ) -> Result<(), KmsError> {
-        self.call(OpKind::Verify, |reply| {
+        self.call(|reply| {
             Op::Verify(VerifyRequest {
                 by,
                 message,
@@ -176,30 +173,28 @@ impl KmsClient {
 
     /// Publishes one request on its lane, waits for its one answer, and
     /// counts and times the answer.
-    async fn call<T>(&self, kind: OpKind, op: impl FnOnce(Reply<T>) -> Op) -> Result<T, KmsError> {
+    async fn call<T>(&self, op: impl FnOnce(Reply<T>) -> Op) -> Result<T, KmsError> {
         let started = Instant::now();
-        let answer = self.publish_and_wait(kind, op).await;
+        let (reply, answer) = Reply::new();
+        let op = op(reply);
+        let kind = op.kind();
+        let answer = self.publish_and_wait(op, answer).await;
         self.shared
             .metrics
             .record_op(kind, &answer, started.elapsed());
         answer
     }
 
-    async fn publish_and_wait<T>(
-        &self,
-        kind: OpKind,
-        op: impl FnOnce(Reply<T>) -> Op,
-    ) -> Result<T, KmsError> {
+    async fn publish_and_wait<T>(&self, op: Op, answer: Answer<T>) -> Result<T, KmsError> {
         // Acquire pairs with the Release store in `KmsHandle::shutdown`.
         if self.shared.closing.load(Ordering::Acquire) {
             return Err(KmsError::ShuttingDown);
         }
-        let (reply, answer) = Reply::new();
-        let lane = match kind {
-            OpKind::Verify => &self.requests,
+        let lane = match op {
+            Op::Verify(_) => &self.requests,
             _ => &self.priority,
         };
-        match lane.publish(Request { op: op(reply) }) {
+        match lane.publish(Request { op }) {
             Ok(()) => {}
             Err(PublishError::Full(_)) => return Err(KmsError::Overloaded),
             Err(PublishError::NoSubscribers(_)) => return Err(KmsError::ShuttingDown),

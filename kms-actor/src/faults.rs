@@ -395,3 +395,32 @@ async fn each_dispatch_is_a_tracing_event_and_a_full_target_batch_goes_out_at_on
         "a lone request goes to the idle thread; 8 held requests go out by size, not after max_wait"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_with_the_pool_queue_full_still_answers_the_whole_backlog() {
+    let f = fixture(KmsConfig {
+        threads: 1,
+        target_batch: 4,
+        max_batch: 4,
+        queue_capacity: 16,
+        ..KmsConfig::default()
+    });
+    let calls: Vec<_> = (0..12).map(|_| f.spawn_verify()).collect();
+    // Two batches in flight (one running, blocked; one queued) fill the
+    // pool's queue, so the actor stops reading with requests on the topic.
+    dispatched(&f.handle, 2).await;
+    let shutdown = tokio::spawn(f.handle.shutdown());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    f.gate.open();
+    tokio::time::timeout(HANG, shutdown)
+        .await
+        .expect("shutdown completes")
+        .expect("task");
+    for call in calls {
+        assert_eq!(
+            call.await.expect("task"),
+            Ok(()),
+            "queued before shutdown, so answered"
+        );
+    }
+}

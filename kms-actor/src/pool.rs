@@ -60,7 +60,12 @@ impl VerifyPool {
             // Jobs catch their own panics (`batch::run`) and answer their
             // requests `Internal`; this handler only keeps an escaped panic
             // from aborting the process (rayon's default for `spawn`).
-            .panic_handler(|_| {})
+            .panic_handler(|_| {
+                tracing::error!(
+                    target: "kms_actor::pool",
+                    "a panic escaped a verify job; the pool keeps running"
+                );
+            })
             .exit_handler(move |_| {
                 // The receiver lives until `join`; a failed send means
                 // nobody is joining any more.

@@ -4,6 +4,7 @@
 use bytes::Bytes;
 use kms_core::{Attestation, KeyId};
 
+use crate::metrics::OpKind;
 use crate::reply::Reply;
 
 /// One request to the KMS actor, made by [`crate::KmsClient`], which also
@@ -16,15 +17,8 @@ pub(crate) struct Request {
 
 impl std::fmt::Debug for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let name = match &self.op {
-            Op::Verify(_) => "verify",
-            Op::Sign { .. } => "sign",
-            Op::CreateKey { .. } => "create_key",
-            Op::Rotate { .. } => "rotate",
-            Op::Attest { .. } => "attest",
-        };
         f.debug_struct("Request")
-            .field("op", &name)
+            .field("op", &self.op.kind().label())
             .finish_non_exhaustive()
     }
 }
@@ -51,6 +45,19 @@ pub(crate) enum Op {
         key: KeyId,
         reply: Reply<Attestation>,
     },
+}
+
+impl Op {
+    /// Which operation this is (the metrics' `op` label, and the lane).
+    pub(crate) fn kind(&self) -> OpKind {
+        match self {
+            Op::Verify(_) => OpKind::Verify,
+            Op::Sign { .. } => OpKind::Sign,
+            Op::CreateKey { .. } => OpKind::CreateKey,
+            Op::Rotate { .. } => OpKind::Rotate,
+            Op::Attest { .. } => OpKind::Attest,
+        }
+    }
 }
 
 /// A verify request: what to verify, and where the verdict goes.

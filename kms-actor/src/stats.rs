@@ -45,6 +45,19 @@ pub struct KmsStats {
 }
 
 impl KmsStats {
+    /// What happened between `earlier` and this snapshot (each counter's
+    /// difference; 0 if `earlier` is not older).
+    pub fn since(&self, earlier: &KmsStats) -> KmsStats {
+        KmsStats {
+            batches: self.batches.saturating_sub(earlier.batches),
+            batched_requests: self
+                .batched_requests
+                .saturating_sub(earlier.batched_requests),
+            other_requests: self.other_requests.saturating_sub(earlier.other_requests),
+            lagged_requests: self.lagged_requests.saturating_sub(earlier.lagged_requests),
+        }
+    }
+
     /// Mean verify requests per batch (0.0 before the first batch).
     pub fn mean_batch_size(&self) -> f64 {
         if self.batches == 0 {
