@@ -112,7 +112,10 @@ impl KmsError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            KmsError::EntropyUnavailable | KmsError::Overloaded | KmsError::Dropped
+            KmsError::EntropyUnavailable
+                | KmsError::Overloaded
+                | KmsError::Dropped
+                | KmsError::Seal(SealError::EntropyUnavailable)
         )
     }
 }

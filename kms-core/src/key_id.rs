@@ -194,6 +194,11 @@ fn parse_version(text: &str) -> Result<u32, KeyIdParseError> {
         .map_err(|_| KeyIdParseError::new(KeyIdField::Version, "out of range 1..=4294967295"))
 }
 
+/// Whether `b` may appear in a tenant or purpose: `[A-Za-z0-9._-]`.
+pub(crate) fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
+}
+
 fn check_name(field: KeyIdField, name: &str) -> Result<(), KeyIdParseError> {
     if name.is_empty() {
         return Err(KeyIdParseError::new(field, "empty"));
@@ -201,10 +206,7 @@ fn check_name(field: KeyIdField, name: &str) -> Result<(), KeyIdParseError> {
     if name.len() > MAX_NAME_LEN {
         return Err(KeyIdParseError::new(field, "longer than 64 bytes"));
     }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-    {
+    if !name.bytes().all(is_name_byte) {
         return Err(KeyIdParseError::new(
             field,
             "only ASCII letters, digits, `.`, `_` and `-` are allowed",

@@ -19,10 +19,12 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod bytes;
 pub mod ed25519;
 mod error;
 mod key_id;
 mod keystore;
+mod random;
 pub mod seal;
 mod sync;
 

@@ -178,6 +178,23 @@ fn anti_rollback_rejects_an_older_envelope_of_the_same_key_id() {
         .expect("key")
         .with_counter(3);
     assert_eq!(restored.seal(AAD, b"v4").expect("seal").header.counter, 4);
+    // At the end of the count the key stays exhausted; it never wraps to
+    // reuse counter 1.
+    let ending = SealKey::from_bytes("master", 3, &[7u8; 32])
+        .expect("key")
+        .with_counter(u64::MAX - 1);
+    assert_eq!(
+        ending.seal(AAD, b"last").expect("seal").header.counter,
+        u64::MAX
+    );
+    for _ in 0..2 {
+        assert_eq!(
+            ending.seal(AAD, b"more").err(),
+            Some(SealError::CounterExhausted)
+        );
+    }
+    assert!(KmsError::from(SealError::EntropyUnavailable).is_retryable());
+    assert!(!KmsError::from(SealError::Authentication).is_retryable());
 }
 
 #[test]

@@ -6,16 +6,12 @@
 //! ciphertext and tag and open back, `invalid` must fail to open. Every
 //! other IV size must be refused: the IETF construction takes 96 bits only.
 
-use std::path::PathBuf;
-
 use chacha20poly1305::aead::{AeadInOut, KeyInit};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce, Tag};
 use serde::Deserialize;
 
 fn testdata(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../testdata")
-        .join(name);
+    let path = kms_vectors::testdata_dir().join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 

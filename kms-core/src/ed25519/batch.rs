@@ -128,6 +128,12 @@ impl Evidence {
 /// Verdicts for `entries` (all currently `Ok` in `out`) by one combination,
 /// resolved when it fails.
 fn combine(keys: &[EdwardsPoint], entries: &[Entry], out: &mut [Verdict], evidence: &mut Evidence) {
+    if entries.len() <= PER_ITEM_BELOW {
+        // Checked each on its own (see `resolve_unknown`): no coefficients
+        // to draw. Batches of 2–4 are the idle actor's usual case.
+        check_each(keys, entries, out, evidence);
+        return;
+    }
     match coefficients::draw(entries.len()) {
         Some(z) => resolve_unknown(keys, entries, &z, out, evidence),
         // No randomness: each item on its own needs none.

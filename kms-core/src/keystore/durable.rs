@@ -27,6 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use zeroize::Zeroizing;
 
+use crate::bytes::Reader;
 use crate::error::KmsError;
 use crate::key_id::KeyId;
 use crate::keystore::Origin;
@@ -73,16 +74,16 @@ impl Durable {
     pub(crate) fn open(dir: &Path, master: SealKey) -> Result<(Durable, Vec<StoredKey>), KmsError> {
         fs::create_dir_all(dir).map_err(|e| io("create the store directory", dir, &e))?;
         let path = dir.join(STORE_FILE);
-        let (keys, master) = match fs::read(&path) {
+        let (keys, master, fresh) = match fs::read(&path) {
             Ok(bytes) => {
                 let envelope = Envelope::from_bytes(&bytes)?;
                 let plaintext = master.open(STORE_AAD, &envelope)?;
                 let keys = decode(&plaintext)?;
                 // Continue the count, so each write has a newer counter.
                 let counter = envelope.header.counter.max(master.counter());
-                (keys, master.with_counter(counter))
+                (keys, master.with_counter(counter), false)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), master),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), master, true),
             Err(e) => return Err(io("read the store", &path, &e)),
         };
         let durable = Durable {
@@ -90,7 +91,7 @@ impl Durable {
             master,
             lock: Mutex::new(()),
         };
-        if keys.is_empty() && !path.exists() {
+        if fresh {
             durable.write(&[])?;
         }
         Ok((durable, keys))
@@ -179,49 +180,38 @@ fn decode(bytes: &[u8]) -> Result<Vec<StoredKey>, KmsError> {
     let bad = |what: &str| KmsError::Internal {
         reason: format!("keystore: the snapshot's {what} does not decode"),
     };
-    let mut r = bytes;
-    let mut take = |n: usize, what: &str| -> Result<&[u8], KmsError> {
-        if r.len() < n {
-            return Err(bad(what));
-        }
-        let (head, rest) = r.split_at(n);
-        r = rest;
-        Ok(head)
+    let mut r = Reader::new(bytes);
+    let text = |r: &mut Reader<'_>, what: &str| {
+        r.short_slice()
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .map(str::to_owned)
+            .ok_or_else(|| bad(what))
     };
-    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-    let count = be32(take(4, "key count")?);
+    let count = r.u32().ok_or_else(|| bad("key count"))?;
     let mut keys = Vec::new();
     for _ in 0..count {
-        let len = usize::from(take(1, "id length")?[0]);
-        let id: KeyId = std::str::from_utf8(take(len, "key id")?)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| bad("key id"))?;
-        let versions = be32(take(4, "version count")?);
+        let id: KeyId = text(&mut r, "key id")?.parse().map_err(|_| bad("key id"))?;
+        let versions = r.u32().ok_or_else(|| bad("version count"))?;
         let mut stored = Vec::new();
         for _ in 0..versions {
-            let mut seed = Zeroizing::new([0u8; 32]);
-            seed.copy_from_slice(take(32, "seed")?);
-            let secs = take(8, "creation time")?;
-            let secs = u64::from_be_bytes(secs.try_into().map_err(|_| bad("creation time"))?);
-            let nanos = be32(take(4, "creation time")?);
-            let origin = match take(1, "origin")?[0] {
-                0 => Origin::Generated,
-                1 => {
-                    let mut text = |what: &str| -> Result<String, KmsError> {
-                        let len = usize::from(take(1, what)?[0]);
-                        String::from_utf8(take(len, what)?.to_vec()).map_err(|_| bad(what))
-                    };
-                    Origin::Imported {
-                        source: text("import source")?,
-                        sealed_by: text("import sealing key")?,
-                    }
-                }
+            let seed = Zeroizing::new(r.take::<32>().ok_or_else(|| bad("seed"))?);
+            let created_at = r
+                .u64()
+                .zip(r.u32())
+                .filter(|&(_, nanos)| nanos < 1_000_000_000)
+                .and_then(|(secs, nanos)| UNIX_EPOCH.checked_add(Duration::new(secs, nanos)))
+                .ok_or_else(|| bad("creation time"))?;
+            let origin = match r.take::<1>().ok_or_else(|| bad("origin"))? {
+                [0] => Origin::Generated,
+                [1] => Origin::Imported {
+                    source: text(&mut r, "import source")?,
+                    sealed_by: text(&mut r, "import sealing key")?,
+                },
                 _ => return Err(bad("origin")),
             };
             stored.push(StoredVersion {
                 seed,
-                created_at: UNIX_EPOCH + Duration::new(secs, nanos.min(999_999_999)),
+                created_at,
                 origin,
             });
         }
@@ -230,7 +220,7 @@ fn decode(bytes: &[u8]) -> Result<Vec<StoredKey>, KmsError> {
             versions: stored,
         });
     }
-    if !r.is_empty() {
+    if !r.rest().is_empty() {
         return Err(bad("length"));
     }
     Ok(keys)

@@ -211,6 +211,17 @@ impl Keystore {
         self.durable.is_some()
     }
 
+    /// For a durable store: the store and its mutation lock, held until
+    /// the returned guard drops (mutations are serialised, file and memory
+    /// change in the same order). `None` for an in-memory keystore.
+    fn begin_mutation(&self) -> Option<(&Durable, std::sync::MutexGuard<'_, ()>)> {
+        self.durable.as_deref().map(|durable| {
+            // A poisoned lock guards `()`: nothing to tear.
+            let guard = durable.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            (durable, guard)
+        })
+    }
+
     /// Writes every key, plus `pending`, to the durable store. Called with
     /// the store's mutation lock held.
     fn persist(&self, durable: &Durable, pending: Pending<'_>) -> Result<(), KmsError> {
@@ -267,10 +278,7 @@ impl Keystore {
     /// Adds a key whose only version is `version`: on disk first for a
     /// durable store, then in memory. Returns its id.
     fn insert_new_key(&self, id: KeyId, version: KeyVersion) -> Result<KeyId, KmsError> {
-        let _mutation = self.durable.as_deref().map(|durable| {
-            let guard = durable.lock.lock().unwrap_or_else(PoisonError::into_inner);
-            (durable, guard)
-        });
+        let _mutation = self.begin_mutation();
         if let Some((durable, _)) = &_mutation {
             self.persist(durable, Pending::Key(&id, &version))?;
         }
@@ -345,10 +353,7 @@ impl Keystore {
                     key: key.to_string(),
                 })
         };
-        let _mutation = self.durable.as_deref().map(|durable| {
-            let guard = durable.lock.lock().unwrap_or_else(PoisonError::into_inner);
-            (durable, guard)
-        });
+        let _mutation = self.begin_mutation();
         if let Some((durable, _)) = &_mutation {
             // Mutations are serialised by the store's lock, so the count
             // read here is still the count under the write lock below.
@@ -426,7 +431,7 @@ fn version_of<'a>(
 
 fn random_bytes<const N: usize>() -> Result<[u8; N], KmsError> {
     let mut bytes = [0u8; N];
-    getrandom::fill(&mut bytes).map_err(|_| KmsError::EntropyUnavailable)?;
+    crate::random::fill(&mut bytes)?;
     Ok(bytes)
 }
 
@@ -434,7 +439,7 @@ fn new_version(version: u32) -> Result<KeyVersion, KmsError> {
     // The seed is wiped when `seed` drops; `SigningKey` keeps its own copy,
     // which it zeroizes on drop.
     let mut seed = zeroize::Zeroizing::new([0u8; 32]);
-    getrandom::fill(&mut *seed).map_err(|_| KmsError::EntropyUnavailable)?;
+    crate::random::fill(&mut *seed)?;
     Ok(version_from_seed(
         version,
         &seed,

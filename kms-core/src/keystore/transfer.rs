@@ -17,6 +17,7 @@
 use std::time::SystemTime;
 
 use super::{version_from_seed, Keystore, Origin};
+use crate::bytes::Reader;
 use crate::ed25519;
 use crate::error::KmsError;
 use crate::key_id::{Alg, KeyId};
@@ -68,17 +69,17 @@ impl Keystore {
             what: "imported key",
             reason: reason.to_owned(),
         };
-        if plaintext.len() < 65 {
-            return Err(malformed("the envelope is too short for a key"));
-        }
-        let mut seed = zeroize::Zeroizing::new([0u8; 32]);
-        seed.copy_from_slice(&plaintext[..32]);
-        let mut public_key = [0u8; 32];
-        public_key.copy_from_slice(&plaintext[32..64]);
-        let len = usize::from(plaintext[64]);
-        let source = plaintext
-            .get(65..65 + len)
-            .filter(|_| plaintext.len() == 65 + len)
+        let mut r = Reader::new(&plaintext);
+        let seed = zeroize::Zeroizing::new(
+            r.take::<32>()
+                .ok_or_else(|| malformed("the envelope is too short for a key"))?,
+        );
+        let public_key = r
+            .take::<32>()
+            .ok_or_else(|| malformed("the envelope is too short for a key"))?;
+        let source = r
+            .short_slice()
+            .filter(|_| r.rest().is_empty())
             .and_then(|b| std::str::from_utf8(b).ok())
             .ok_or_else(|| malformed("the source key id does not decode"))?
             .to_owned();

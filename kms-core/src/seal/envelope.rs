@@ -18,6 +18,8 @@
 //! Bytes `0..26+L` are the header, bound into the AEAD's associated data.
 
 use super::error::SealError;
+use crate::bytes::Reader;
+use crate::key_id::is_name_byte;
 
 /// The magic at the start of every envelope.
 pub const MAGIC: [u8; 4] = *b"KMSE";
@@ -60,20 +62,10 @@ pub struct Envelope {
 
 /// Whether `id` is a valid sealing key id: 1..=64 bytes of `[A-Za-z0-9._:-]`.
 pub fn valid_key_id(id: &str) -> bool {
-    (1..=MAX_KEY_ID_LEN).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+    (1..=MAX_KEY_ID_LEN).contains(&id.len()) && id.bytes().all(|b| is_name_byte(b) || b == b':')
 }
 
 impl Header {
-    /// The header's bytes (offsets `0..26+L` of the envelope).
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(26 + self.key_id.len());
-        self.write(&mut out);
-        out
-    }
-
     pub(crate) fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&MAGIC);
         out.push(self.format_version);
@@ -106,35 +98,31 @@ impl Envelope {
     /// [`SealError::UnsupportedVersion`] for a format version other than
     /// [`FORMAT_VERSION`].
     pub fn from_bytes(bytes: &[u8]) -> Result<Envelope, SealError> {
-        let mut r = Reader(bytes);
-        if r.take::<4>("magic")? != MAGIC {
-            return Err(SealError::Malformed { what: "magic" });
+        let malformed = |what| SealError::Malformed { what };
+        let mut r = Reader::new(bytes);
+        if r.take::<4>().ok_or(malformed("magic"))? != MAGIC {
+            return Err(malformed("magic"));
         }
-        let [format_version] = r.take::<1>("format version")?;
+        let [format_version] = r.take::<1>().ok_or(malformed("format version"))?;
         if format_version != FORMAT_VERSION {
             return Err(SealError::UnsupportedVersion(format_version));
         }
-        let [len] = r.take::<1>("key id length")?;
-        let id = r.slice(usize::from(len), "key id")?;
-        let key_id = std::str::from_utf8(id)
-            .ok()
+        let key_id = r
+            .short_slice()
+            .and_then(|id| std::str::from_utf8(id).ok())
             .filter(|id| valid_key_id(id))
-            .ok_or(SealError::Malformed { what: "key id" })?
+            .ok_or(malformed("key id"))?
             .to_owned();
-        let key_version = u32::from_be_bytes(r.take("key version")?);
-        let counter = u64::from_be_bytes(r.take("counter")?);
-        let created_at = u64::from_be_bytes(r.take("creation time")?);
-        if key_version == 0 {
-            return Err(SealError::Malformed {
-                what: "key version",
-            });
-        }
-        if counter == 0 {
-            return Err(SealError::Malformed { what: "counter" });
-        }
-        let nonce = r.take::<NONCE_LEN>("nonce")?;
-        if r.0.len() < TAG_LEN {
-            return Err(SealError::Malformed { what: "tag" });
+        let key_version = r
+            .u32()
+            .filter(|&v| v != 0)
+            .ok_or(malformed("key version"))?;
+        let counter = r.u64().filter(|&c| c != 0).ok_or(malformed("counter"))?;
+        let created_at = r.u64().ok_or(malformed("creation time"))?;
+        let nonce = r.take::<NONCE_LEN>().ok_or(malformed("nonce"))?;
+        let ciphertext = r.rest();
+        if ciphertext.len() < TAG_LEN {
+            return Err(malformed("tag"));
         }
         Ok(Envelope {
             header: Header {
@@ -145,27 +133,7 @@ impl Envelope {
                 created_at,
             },
             nonce,
-            ciphertext: r.0.to_vec(),
+            ciphertext: ciphertext.to_vec(),
         })
-    }
-}
-
-/// A cursor over the input that never reads past its end.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn slice(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], SealError> {
-        if self.0.len() < n {
-            return Err(SealError::Malformed { what });
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
-    }
-
-    fn take<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], SealError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.slice(N, what)?);
-        Ok(out)
     }
 }

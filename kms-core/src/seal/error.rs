@@ -2,7 +2,8 @@
 
 use thiserror::Error;
 
-/// Everything sealing and opening can fail with. None is retryable: the same
+/// Everything sealing and opening can fail with. Only
+/// [`SealError::EntropyUnavailable`] is retryable: otherwise the same
 /// envelope and key give the same answer.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
@@ -50,6 +51,10 @@ pub enum SealError {
         /// The length given, in bytes.
         len: usize,
     },
+    /// The operating system's random source failed while drawing a nonce.
+    /// Retryable ([`crate::KmsError::is_retryable`]).
+    #[error("the operating system's random source failed")]
+    EntropyUnavailable,
     /// The sealing key's counter reached `u64::MAX`.
     #[error("the sealing key's counter is exhausted")]
     CounterExhausted,

@@ -3,8 +3,9 @@
 //!
 //! * **AEAD:** XChaCha20-Poly1305 from the `chacha20poly1305` crate
 //!   (draft-irtf-cfrg-xchacha: HChaCha20 subkey + the RFC 8439 §2.8 AEAD).
-//! * **Nonces:** 192 bits, random for every envelope, from the crate's
-//!   `Generate` (the OS random source). At 2^-96 collision odds after 2^48
+//! * **Nonces:** 192 bits, random for every envelope, from the OS random
+//!   source (`getrandom`, which is what the crate's `Generate` draws from,
+//!   but failing with a typed error where `Generate` panics). At 2^-96 collision odds after 2^48
 //!   envelopes per key, random nonces need no state and survive restarts.
 //! * **Header:** format version, sealing key id and version, a counter and
 //!   the creation time ([`Header`]) are authenticated: the AEAD's associated
@@ -28,7 +29,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use chacha20poly1305::aead::{AeadInOut, Generate, KeyInit};
+use chacha20poly1305::aead::{AeadInOut, KeyInit};
 use chacha20poly1305::{Tag, XChaCha20Poly1305, XNonce};
 use zeroize::Zeroizing;
 
@@ -78,7 +79,7 @@ impl SealKey {
     /// random source fails.
     pub fn generate(id: &str) -> Result<SealKey, crate::KmsError> {
         let mut bytes = Zeroizing::new([0u8; SEAL_KEY_LEN]);
-        getrandom::fill(&mut *bytes).map_err(|_| crate::KmsError::EntropyUnavailable)?;
+        crate::random::fill(&mut *bytes)?;
         SealKey::from_bytes(id, 1, &bytes)
     }
 
@@ -142,18 +143,21 @@ impl SealKey {
     ///
     /// # Errors
     /// [`SealError::TooLarge`] above [`MAX_PLAINTEXT`] bytes of plaintext or
-    /// of `aad`; [`SealError::CounterExhausted`] after 2^64 − 1 envelopes.
+    /// of `aad`; [`SealError::CounterExhausted`] after 2^64 − 1 envelopes;
+    /// [`SealError::EntropyUnavailable`] if the OS random source fails.
     pub fn seal(&self, aad: &[u8], plaintext: &[u8]) -> Result<Envelope, SealError> {
         for len in [plaintext.len(), aad.len()] {
             if len > MAX_PLAINTEXT {
                 return Err(SealError::TooLarge { len });
             }
         }
+        // `fetch_update` with `checked_add`: at `u64::MAX` the counter stays
+        // exhausted instead of wrapping to 0 and reusing counters.
         let counter = self
             .counter
-            .fetch_add(1, Ordering::Relaxed)
-            .checked_add(1)
-            .ok_or(SealError::CounterExhausted)?;
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| c.checked_add(1))
+            .map_err(|_| SealError::CounterExhausted)?
+            + 1;
         let header = Header {
             format_version: FORMAT_VERSION,
             key_id: self.id.clone(),
@@ -163,7 +167,9 @@ impl SealKey {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
         };
-        let nonce = XNonce::generate();
+        let mut nonce = [0u8; NONCE_LEN];
+        getrandom::fill(&mut nonce).map_err(|_| SealError::EntropyUnavailable)?;
+        let nonce = XNonce::from(nonce);
         let mut ciphertext = Vec::with_capacity(plaintext.len() + TAG_LEN);
         ciphertext.extend_from_slice(plaintext);
         let tag = self
