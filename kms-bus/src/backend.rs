@@ -102,6 +102,14 @@ impl<T> Ring<T> {
         }
     }
 
+    /// Sequence numbers taken so far (see `bus_published_total`).
+    pub(crate) fn sequence(&self) -> u64 {
+        match self {
+            Self::Classic(ring) => ring.sequence(),
+            Self::Soa(ring) => ring.sequence(),
+        }
+    }
+
     /// Announces a subscriber at `position` about to park; call after
     /// creating its `Notified` and before its final re-check. Returns `true`
     /// if the caller must yield and look again instead of sleeping (a

@@ -179,11 +179,18 @@ impl<T> Classic<T> {
         let mut ring = lock(&self.ring);
         // Relaxed: only changed under the ring lock, which is held.
         let receivers = self.subscribers.load(Ordering::Relaxed);
+        let seq = ring.tail;
         let evicted = ring.push(msg, receivers)?;
         Ok(PublishedOne {
+            seq,
             evicted,
             wake: true,
         })
+    }
+
+    /// Messages published so far (the ring's sequence count).
+    pub(crate) fn sequence(&self) -> u64 {
+        lock(&self.ring).tail
     }
 
     /// Publishes `msgs` in order under one lock acquisition, stopping at
@@ -192,6 +199,7 @@ impl<T> Classic<T> {
     pub(crate) fn publish(&self, msgs: impl ExactSizeIterator<Item = T>) -> Published<T> {
         let mut outcome = Published {
             published: 0,
+            end: 0,
             rejected: None,
             evicted: Vec::new(),
             wake: false,
@@ -217,6 +225,7 @@ impl<T> Classic<T> {
             }
         }
         outcome.wake = outcome.published > 0;
+        outcome.end = ring.tail;
         outcome
     }
 }

@@ -5,6 +5,7 @@ use std::pin::pin;
 
 use crate::config::Overflow;
 use crate::error::{PublishError, RejectCause};
+use crate::metrics::PUBLISHED_STRIDE;
 use crate::sync::{fence, Arc, Ordering};
 use crate::topic::Shared;
 
@@ -44,7 +45,7 @@ impl<T> Publisher<T> {
     ///   [`Overflow::Reject`](crate::Overflow::Reject) or
     ///   [`Overflow::Wait`](crate::Overflow::Wait) and its oldest message is
     ///   still unread by some subscriber.
-    #[inline]
+    #[inline(always)]
     pub fn publish(&self, msg: T) -> Result<(), PublishError<T>> {
         let result = self.offer(msg);
         if let Err(PublishError::Full(_)) = result {
@@ -55,14 +56,16 @@ impl<T> Publisher<T> {
 
     /// [`publish`](Self::publish) without counting a refusal in
     /// `bus_rejected_total`, for `publish_wait`, whose refusals are retries.
-    #[inline]
+    #[inline(always)]
     fn offer(&self, msg: T) -> Result<(), PublishError<T>> {
         match self.shared.ring.publish_one(msg) {
             Ok(published) => {
                 if published.wake {
                     self.shared.notify.notify_waiters();
                 }
-                self.shared.metrics.published.increment(1);
+                if published.seq % PUBLISHED_STRIDE == 0 {
+                    self.shared.metrics.published.absolute(published.seq + 1);
+                }
                 drop(published.evicted);
                 Ok(())
             }
@@ -102,7 +105,9 @@ impl<T> Publisher<T> {
             self.shared.notify.notify_waiters();
         }
         let metrics = &self.shared.metrics;
-        metrics.published.increment(outcome.published as u64);
+        if outcome.published > 0 {
+            metrics.published.absolute(outcome.end);
+        }
         drop(outcome.evicted);
         match outcome.rejected {
             None => Ok(outcome.published),

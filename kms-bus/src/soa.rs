@@ -194,6 +194,9 @@ unsafe impl<T: Send + Sync> Sync for Soa<T> {}
 pub(crate) struct Published<T> {
     /// Number of messages published from the front of the batch.
     pub(crate) published: usize,
+    /// One past the sequence number of the last message published (0 if
+    /// none was).
+    pub(crate) end: u64,
     /// The messages not published, in order, and why.
     pub(crate) rejected: Option<(Vec<T>, RejectCause)>,
     /// Unread payloads that `Lag` publishes overwrote; the caller drops them.
@@ -204,6 +207,8 @@ pub(crate) struct Published<T> {
 
 /// What a single-message publish did.
 pub(crate) struct PublishedOne<T> {
+    /// The message's sequence number.
+    pub(crate) seq: u64,
     /// The unread payload a `Lag` publish overwrote; the caller drops it.
     pub(crate) evicted: Option<T>,
     /// Whether a subscriber was parked and must be woken.
@@ -407,6 +412,7 @@ impl<T> Soa<T> {
         }
         self.commit(i, first, mask, msg);
         Ok(PublishedOne {
+            seq: first,
             evicted,
             wake: self.take_parked(),
         })
@@ -420,6 +426,7 @@ impl<T> Soa<T> {
         let mut msgs = msgs.into_iter();
         let mut outcome = Published {
             published: 0,
+            end: 0,
             rejected: None,
             evicted: Vec::new(),
             wake: false,
@@ -455,6 +462,7 @@ impl<T> Soa<T> {
                 outcome.evicted.extend(self.make_room(i, x));
                 self.commit(i, x, mask, msg);
                 outcome.published += 1;
+                outcome.end = x + 1;
             }
         }
         if outcome.published > 0 {
@@ -476,6 +484,13 @@ impl<T> Soa<T> {
         // Release: pairs with the reader's Acquire of the stamp, so the
         // payload and mask are visible to it.
         self.stamps[i].store(self.ready(x), Ordering::Release);
+    }
+
+    /// Sequence numbers taken so far: the messages published, plus any a
+    /// batch reserved and handed back because every subscriber had left.
+    pub(crate) fn sequence(&self) -> u64 {
+        // Relaxed: a count for reporting.
+        self.tail.load(Ordering::Relaxed)
     }
 
     /// After a publish: whether a subscriber announced it parks, clearing

@@ -90,7 +90,13 @@ impl<T: Clone> Subscriber<T> {
                 // missed our flag, so give the runtime a turn and look again
                 // (it finishes without waiting for anything).
                 None if in_flight => YieldNow(false).await,
-                None => notified.await,
+                None => {
+                    // Caught up: a good moment to bring the published count
+                    // up to date (see `metrics.rs`), off the per-message path.
+                    let sequence = shared.ring.sequence();
+                    shared.metrics.published.absolute(sequence);
+                    notified.await
+                }
             }
         }
     }
@@ -181,7 +187,7 @@ impl<T: Clone> Subscriber<T> {
 
     /// One read step without the room wake-up: the read, and whether it
     /// freed a slot a waiting publisher wants.
-    #[inline]
+    #[inline(always)]
     fn read_step(&mut self) -> (Read<T>, bool) {
         let Step { read, spare, room } = self.shared.ring.read(&mut self.position);
         drop(spare);
@@ -192,7 +198,7 @@ impl<T: Clone> Subscriber<T> {
     }
 
     /// Wakes publishers waiting for room, if a read freed a slot they want.
-    #[inline]
+    #[inline(always)]
     fn notify_room(&self, room: bool) {
         if room {
             self.shared.room.notify_waiters();
