@@ -3,6 +3,8 @@
 use std::fmt;
 use std::pin::pin;
 
+use tokio::task::coop;
+
 use crate::config::Overflow;
 use crate::error::{PublishError, RejectCause};
 use crate::metrics::PUBLISHED_STRIDE;
@@ -139,12 +141,23 @@ impl<T> Publisher<T> {
     ///   no subscriber (also when the last one leaves while this waits).
     /// * [`PublishError::Full`] with the message, only on a `Reject` topic.
     ///
+    /// # Cooperative scheduling
+    ///
+    /// Inside a tokio runtime each call consumes one unit of the task's
+    /// cooperative budget (`tokio::task::coop::consume_budget`) before it
+    /// offers the message, so a task that loops on `publish_wait` into a
+    /// topic that always has room still yields to the other tasks of its
+    /// worker.
+    ///
     /// # Cancel safety
     ///
     /// Dropping the future before it completes drops the message unpublished
     /// (as tokio's `mpsc::Sender::send` does): it was either published in
     /// full or not at all, never in part.
     pub async fn publish_wait(&self, msg: T) -> Result<(), PublishError<T>> {
+        // One unit of tokio's cooperative budget per call, taken before the
+        // message is offered (so a yield here publishes nothing).
+        coop::consume_budget().await;
         let shared = &*self.shared;
         if shared.config.overflow != Overflow::Wait {
             return self.publish(msg);

@@ -35,13 +35,21 @@
 //!
 //! # Invariants
 //!
+//! Each invariant names the accesses whose ordering it relies on, as
+//! "writer (ordering) → reader (ordering)": the reader's Acquire reads the
+//! value the writer's Release wrote (or a later read-modify-write of it, in
+//! its release sequence), so everything the writer did before is visible.
+//!
 //! 1. **Reservation.** `tail` is the next sequence number to reserve. A
 //!    publisher reserves `tail .. tail + k` with one compare-and-swap, after
 //!    checking that each of those slots holds the fully written message one
 //!    lap earlier and (under `Reject` and `Wait`) that it has been read by
 //!    everybody (`mask == 0`). Tail values are therefore always reservation
 //!    boundaries, and a reserved slot belongs to its publisher alone until it
-//!    stores the ready stamp.
+//!    stores the ready stamp. Synchronises: the previous lap's ready stamp
+//!    (Release) → the reservation's stamp load (Acquire); the last reader's
+//!    `mask = 0` (Release, `free_slot`) → the reservation's mask load
+//!    (Acquire), so the old payload was moved out before it is overwritten.
 //! 2. **Membership.** A subscriber owns one bit `b` of `active` and starts at
 //!    `start = tail` read after setting its bit. A message `x` carries bit `b`
 //!    exactly when the subscriber was a member at `x`: the publisher reads
@@ -49,13 +57,21 @@
 //!    subscriber that set its bit while the message was being reserved).
 //!    Since `start` is a tail value, a reservation lies wholly before or
 //!    wholly after it, so every message of one batch has the same mask.
+//!    Synchronises: a store-load (Dekker) argument over `active` and `tail`,
+//!    so every access to them in `subscribe`, `unsubscribe`, `reserve` and
+//!    `mask_for` is `SeqCst` (one total order), with a loom-only fence after
+//!    the read-modify-writes (`sync::seqcst_fence_for_loom`).
 //! 3. **Reading.** A subscriber at `next = x` reads only after seeing
 //!    `stamps[i] == ready(x)` with its bit set in `masks[i]`. A reader that is
 //!    not the last clones the payload, then clears its bit with a
 //!    compare-and-swap (never to zero). The reader whose bit is the only one
 //!    left moves the payload out and then stores mask 0. Hence `masks[i]`
 //!    reaches 0 only after the payload was taken, and a reader that clears
-//!    its bit has finished touching the payload.
+//!    its bit has finished touching the payload. Synchronises: `commit`'s
+//!    ready stamp (Release) → the reader's stamp load (Acquire), so the
+//!    payload and mask written before it are visible; each reader's bit
+//!    clear (AcqRel) → the next reader's mask load or compare-and-swap
+//!    (Acquire), so every clone happens before the last reader's move.
 //! 4. **Overwriting** (`Lag`). A `Lag` reader counts itself in the mask
 //!    word's top bits with the compare-and-swap that claims (the last claim
 //!    clears the bits and counts in one step), re-checks the stamp, and
@@ -65,20 +81,43 @@
 //!    old payload (dropped after the publish returns). A reader whose claim
 //!    landed on a later lap sees a changed stamp in its re-check and undoes
 //!    the claim. Under `Reject` and `Wait` a slot is only reused at
-//!    `mask == 0`, so readers never count themselves.
+//!    `mask == 0`, so readers never count themselves. Synchronises:
+//!    * a reader's uncount or bit clear (Release) → `evict`'s mask load and
+//!      compare-and-swap (Acquire), so the reader's clone or move happens
+//!      before the payload is taken or overwritten;
+//!    * `evict`'s writing stamp (Release) and mask compare-and-swap (AcqRel),
+//!      then `commit`'s new mask (**Release**) → the claiming reader's
+//!      compare-and-swap (Acquire) that reads that mask or a later value of
+//!      its release sequence. The writing stamp precedes the new mask in the
+//!      publisher's program order, so the reader's re-check sees at least
+//!      the writing stamp and undoes the claim. (This store was once
+//!      `Relaxed`, which heads no release sequence: the re-check could read
+//!      the old ready stamp and clone the payload being written. The `Lag`
+//!      loom models report that as a causality violation.)
+//!    * When `make_room` finds mask 0 it stores no writing stamp: every
+//!      subscriber at `x` still has its bit in `x`'s mask (invariant 2), so
+//!      a mask of 0 means nobody will read `x` and no reader can claim on
+//!      this lap by mistake.
 //! 5. **Lag count.** A reader whose slot holds a later message reads `tail`,
 //!    bounded below by the message its slot's stamp names: every message
-//!    below `tail - capacity` has been (or is being) overwritten, so it reports `tail - capacity - next` missed messages and
-//!    resumes at `tail - capacity`. Each message is either delivered or
-//!    counted once: delivered + lagged = published.
+//!    below `tail - capacity` has been (or is being) overwritten, so it
+//!    reports `tail - capacity - next` missed messages and resumes at
+//!    `tail - capacity`. Each message is either delivered or counted once:
+//!    delivered + lagged = published. Synchronises: nothing beyond the stamp
+//!    load (Acquire) of invariant 3; the stamp itself bounds the tail from
+//!    below, so a stale `tail` cannot under-count.
 //! 6. **Wrap.** The stamp encodes the full sequence number, so a reader that
 //!    finds its slot reused for a later lap sees a larger stamp and never
-//!    delivers a wrong or duplicate message.
+//!    delivers a wrong or duplicate message. Stamps only grow, and every
+//!    stamp store is Release (read with Acquire).
 //! 7. **Leaving.** A departing subscriber clears its bit in `active`, reads
 //!    `tail` as `end`, and for every message in `max(next, end - capacity) ..
 //!    end` waits until it is written and clears its bit there (taking and
 //!    dropping the payload if it was the last claim). Messages from `end` on
 //!    never carry its bit. Only then is the bit free for another subscriber.
+//!    Synchronises: as invariant 2 for `active`/`tail`; as invariant 3 (or
+//!    4 under `Lag`) for each claim it clears; the `membership` mutex orders
+//!    it with the next `subscribe` that takes the bit.
 //!
 //! # Wake-ups (edge-coalesced)
 //!
@@ -479,8 +518,16 @@ impl<T> Soa<T> {
         // `make_room` made sure no reader touches the old payload and took
         // it out if it was unread, so the cell is free to overwrite.
         self.payloads[i].with_mut(|p| unsafe { (*p).write(msg) });
-        // Relaxed: published by the Release of the ready stamp below.
-        self.masks[i].store(mask, Ordering::Relaxed);
+        // Release: a `Lag` reader may claim this mask before it sees the
+        // ready stamp below (it saw the previous lap's ready stamp and then
+        // compare-and-swapped the mask word). Its Acquire compare-and-swap
+        // synchronises with this store, so it also sees the writing stamp
+        // `evict` stored before it (program order) and its stamp re-check
+        // fails (invariant 4). A `Relaxed` store here heads no release
+        // sequence and gives that reader nothing: loom reports the payload
+        // write below racing the reader's clone. On x86 a `Release` store is
+        // a plain store.
+        self.masks[i].store(mask, Ordering::Release);
         // Release: pairs with the reader's Acquire of the stamp, so the
         // payload and mask are visible to it.
         self.stamps[i].store(self.ready(x), Ordering::Release);

@@ -1,9 +1,11 @@
 //! `Subscriber<T>`: the receiving side of a topic.
 
 use std::fmt;
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
+
+use tokio::task::coop;
 
 use crate::backend::{Crowded, Position, Read, Step};
 use crate::error::{RecvError, TryRecvError};
@@ -60,15 +62,31 @@ impl<T: Clone> Subscriber<T> {
     ///   and this subscriber has read every message. (A publisher created
     ///   later from a [`Topic`](crate::Topic) handle opens the topic again.)
     ///
+    /// # Cooperative scheduling
+    ///
+    /// Inside a tokio runtime every message taken consumes one unit of the
+    /// task's cooperative budget (`tokio::task::coop`, as tokio's own
+    /// channels do). When the budget is spent, `recv` returns `Pending` once
+    /// (waking the task at once) *before* taking a message, so a task that
+    /// loops on a topic that always has messages still lets the other tasks
+    /// of its worker run. Outside a runtime (or under
+    /// `tokio::task::coop::unconstrained`) there is no budget.
+    ///
     /// # Cancel safety
     ///
-    /// This method is cancel safe. The only await point waits for a wake-up;
-    /// a message is taken from the ring and returned in the same poll, so
-    /// dropping the future (for example in `tokio::select!`) never loses a
-    /// message.
+    /// This method is cancel safe. Its await points (a spent budget, a
+    /// wake-up, a yield to an in-flight publish) all come before a message
+    /// is taken; a message is taken from the ring and returned in the same
+    /// poll, so dropping the future (for example in `tokio::select!`) never
+    /// loses a message.
     pub async fn recv(&mut self) -> Result<T, RecvError> {
         loop {
-            if let Some(result) = recv_result(self.try_recv()) {
+            // One unit of tokio's cooperative budget per message taken
+            // (`budgeted`): a task looping on a busy topic yields to its
+            // worker's other tasks once its budget is spent, before it takes
+            // anything, so the message stays in the ring.
+            if let Some(result) = poll_fn(|cx| budgeted(cx, || recv_result(self.try_recv()))).await
+            {
                 return result;
             }
             // Register for a wake-up first, then re-check (as crossbeam does
@@ -221,6 +239,19 @@ impl<T: Clone> Subscriber<T> {
             Read::Empty => Err(TryRecvError::Closed),
         }
     }
+}
+
+/// Runs one attempt `f` under tokio's cooperative budget: `Pending` (with a
+/// wake-up scheduled by tokio) if the task's budget is spent, without
+/// running `f`; otherwise runs `f` and keeps the unit of budget only if `f`
+/// made progress (`Some`). `coop::poll_proceed` is public since tokio 1.47.
+fn budgeted<R>(cx: &mut Context<'_>, f: impl FnOnce() -> Option<R>) -> Poll<Option<R>> {
+    let coop = ready!(coop::poll_proceed(cx));
+    let outcome = f();
+    if outcome.is_some() {
+        coop.made_progress();
+    }
+    Poll::Ready(outcome)
 }
 
 /// A future that is pending once (waking itself at once), then ready: a

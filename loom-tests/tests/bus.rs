@@ -4,10 +4,12 @@
 //! to 1: a leaked payload leaves it higher, a double drop lower. Each model
 //! also checks counts: per subscriber, delivered + lagged = published.
 //!
-//! Not modelled yet (see the closing note of the SoA issue): `Overflow::Lag`
-//! (overwrite racing readers, lag counts, a wrap with two subscribers) and
-//! a subscriber dropped mid-stream; those models did not pass within loom's
-//! branch limit and were removed rather than ignored.
+//! `Overflow::Lag` is modelled too: an overwrite racing two readers, a wrap
+//! with two subscribers, exact lag counts, and a subscriber dropped
+//! mid-stream (under `Reject` and under `Lag`). These models once failed
+//! with a causality violation: `commit` stored a new lap's mask `Relaxed`,
+//! so a reader's claim on it did not synchronise with the overwrite's
+//! writing stamp (`soa.rs`, invariant 4).
 //!
 //! Subscribers read with `recv().await` driven by `loom::future::block_on`,
 //! so the real wake-up path (`parked` flag, fences, `Notify`) is modelled,
@@ -52,6 +54,27 @@ fn recv_all(sub: &mut Subscriber<Arc<u64>>) -> (Vec<u64>, u64) {
             Err(e) => panic!("unexpected {e}"),
         }
     }
+}
+
+/// One `try_recv` while other threads run, recorded into `got` and
+/// `lagged` (`Empty` and `Closed` record nothing). The Lag models read this
+/// way: one racing read is where the overwrite race lives, and the blocking
+/// `recv` path (covered by `edge_notify_races_a_publish`) multiplies the
+/// interleavings past what a preemption bound of 2 explores in minutes.
+fn try_take(sub: &mut Subscriber<Arc<u64>>, got: &mut Vec<u64>, lagged: &mut u64) {
+    match sub.try_recv() {
+        Ok(v) => got.push(*v),
+        Err(TryRecvError::Lagged(n)) => *lagged += n,
+        Err(TryRecvError::Empty | TryRecvError::Closed) => {}
+        Err(e) => panic!("unexpected {e}"),
+    }
+}
+
+/// Delivered values are increasing (in order, no duplicate) and, with the
+/// lag, account for all `published`.
+fn check_counts(got: &[u64], lagged: u64, published: u64) {
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "order: {got:?}");
+    assert_eq!(got.len() as u64 + lagged, published, "{got:?} + {lagged}");
 }
 
 fn check_released(originals: &[Arc<u64>]) {
@@ -217,6 +240,176 @@ fn a_batch_racing_the_last_unsubscribe_loses_nothing() {
         drop(handed_back);
         drop(publisher);
         drop(topic);
+        check_released(&originals);
+    });
+}
+
+/// Publish across a wrap (capacity 2, three messages) under `Lag` while two
+/// subscribers each read twice; then each reads the rest. Each gets its
+/// messages in order and counts the others as lag, exactly.
+#[test]
+fn lag_wrap_with_two_subscribers() {
+    loom::model(|| {
+        let originals = payloads(3);
+        let topic = topic(2, Overflow::Lag);
+        let mut a = topic.subscribe().unwrap();
+        let mut b = topic.subscribe().unwrap();
+        let publisher = topic.publisher();
+        let sent = originals.clone();
+        let producer = thread::spawn(move || {
+            for p in sent {
+                publisher.publish(p).expect("two subscribers");
+            }
+        });
+        let reader = thread::spawn(move || {
+            let (mut got, mut lagged) = (Vec::new(), 0);
+            try_take(&mut b, &mut got, &mut lagged);
+            try_take(&mut b, &mut got, &mut lagged);
+            (b, got, lagged)
+        });
+        let (mut got_a, mut lagged_a) = (Vec::new(), 0);
+        try_take(&mut a, &mut got_a, &mut lagged_a);
+        try_take(&mut a, &mut got_a, &mut lagged_a);
+        producer.join().unwrap();
+        let (mut b, mut got_b, mut lagged_b) = reader.join().unwrap();
+        for (sub, got, lagged) in [
+            (&mut a, &mut got_a, &mut lagged_a),
+            (&mut b, &mut got_b, &mut lagged_b),
+        ] {
+            let (rest, more) = recv_all(sub);
+            got.extend(rest);
+            *lagged += more;
+            check_counts(got, *lagged, 3);
+            assert_eq!(got.last(), Some(&3), "the newest message is never lost");
+        }
+        drop((a, b, topic));
+        check_released(&originals);
+    });
+}
+
+/// Two `Lag` readers (one cloning, one moving the payload out) race a
+/// publish that overwrites their slot (capacity 1).
+#[test]
+fn lag_readers_race_an_overwrite() {
+    loom::model(|| {
+        let originals = payloads(2);
+        let topic = topic(1, Overflow::Lag);
+        let mut a = topic.subscribe().unwrap();
+        let mut b = topic.subscribe().unwrap();
+        let publisher = topic.publisher();
+        publisher.publish(Arc::clone(&originals[0])).unwrap();
+        let second = Arc::clone(&originals[1]);
+        let producer = thread::spawn(move || publisher.publish(second).unwrap());
+        let reader = thread::spawn(move || {
+            let (mut got, mut lagged) = (Vec::new(), 0);
+            try_take(&mut b, &mut got, &mut lagged);
+            (b, got, lagged)
+        });
+        let (mut got_a, mut lagged_a) = (Vec::new(), 0);
+        try_take(&mut a, &mut got_a, &mut lagged_a);
+        producer.join().unwrap();
+        let (mut b, mut got_b, mut lagged_b) = reader.join().unwrap();
+        for (sub, got, lagged) in [
+            (&mut a, &mut got_a, &mut lagged_a),
+            (&mut b, &mut got_b, &mut lagged_b),
+        ] {
+            let (rest, more) = recv_all(sub);
+            got.extend(rest);
+            *lagged += more;
+            check_counts(got, *lagged, 2);
+            assert_eq!(got.last(), Some(&2), "the newest message is never lost");
+        }
+        drop((a, b, topic));
+        check_released(&originals);
+    });
+}
+
+/// `Lag` counts: a subscriber reading twice while three publishes go into
+/// one slot reports exactly what it missed, and never misses the newest.
+#[test]
+fn lag_counts_are_exact() {
+    loom::model(|| {
+        let originals = payloads(3);
+        let topic = topic(1, Overflow::Lag);
+        let mut sub = topic.subscribe().unwrap();
+        let publisher = topic.publisher();
+        let sent = originals.clone();
+        let producer = thread::spawn(move || {
+            for p in sent {
+                publisher.publish(p).unwrap();
+            }
+        });
+        let (mut got, mut lagged) = (Vec::new(), 0);
+        try_take(&mut sub, &mut got, &mut lagged);
+        try_take(&mut sub, &mut got, &mut lagged);
+        producer.join().unwrap();
+        let (rest, more) = recv_all(&mut sub);
+        got.extend(rest);
+        lagged += more;
+        check_counts(&got, lagged, 3);
+        assert_eq!(got.last(), Some(&3), "the newest message is never lost");
+        drop((sub, topic));
+        check_released(&originals);
+    });
+}
+
+/// A subscriber dropped mid-stream releases its claims while the other
+/// reads and a producer publishes; the other one still gets everything, and
+/// no payload is leaked or dropped twice.
+#[test]
+fn subscriber_dropped_mid_stream() {
+    loom::model(|| {
+        let originals = payloads(2);
+        let topic = topic(2, Overflow::Reject);
+        let mut stays = topic.subscribe().unwrap();
+        let mut leaves = topic.subscribe().unwrap();
+        let publisher = topic.publisher();
+        publisher.publish(Arc::clone(&originals[0])).unwrap();
+        let second = Arc::clone(&originals[1]);
+        let producer = thread::spawn(move || publisher.publish(second).expect("capacity 2"));
+        let leaver = thread::spawn(move || {
+            let _ = leaves.try_recv();
+            drop(leaves);
+        });
+        let (mut got, mut lagged) = (Vec::new(), 0);
+        try_take(&mut stays, &mut got, &mut lagged);
+        producer.join().unwrap();
+        leaver.join().unwrap();
+        let (rest, more) = recv_all(&mut stays);
+        got.extend(rest);
+        assert_eq!((got, lagged + more), (vec![1, 2], 0));
+        drop((stays, topic));
+        check_released(&originals);
+    });
+}
+
+/// The same under `Lag` with one slot: the departing subscriber's release
+/// races an overwrite of the slot it still has a claim on.
+#[test]
+fn lag_subscriber_dropped_mid_stream() {
+    loom::model(|| {
+        let originals = payloads(2);
+        let topic = topic(1, Overflow::Lag);
+        let mut stays = topic.subscribe().unwrap();
+        let mut leaves = topic.subscribe().unwrap();
+        let publisher = topic.publisher();
+        publisher.publish(Arc::clone(&originals[0])).unwrap();
+        let second = Arc::clone(&originals[1]);
+        let producer = thread::spawn(move || publisher.publish(second).unwrap());
+        let leaver = thread::spawn(move || {
+            let _ = leaves.try_recv();
+            drop(leaves);
+        });
+        let (mut got, mut lagged) = (Vec::new(), 0);
+        try_take(&mut stays, &mut got, &mut lagged);
+        producer.join().unwrap();
+        leaver.join().unwrap();
+        let (rest, more) = recv_all(&mut stays);
+        got.extend(rest);
+        lagged += more;
+        check_counts(&got, lagged, 2);
+        assert_eq!(got.last(), Some(&2), "the newest message is never lost");
+        drop((stays, topic));
         check_released(&originals);
     });
 }

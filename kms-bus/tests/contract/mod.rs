@@ -3,6 +3,7 @@
 
 mod close;
 pub mod common;
+mod coop;
 mod delivery;
 mod drain;
 mod model;
