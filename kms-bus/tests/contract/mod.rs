@@ -9,3 +9,4 @@ mod drain;
 mod model;
 mod overflow;
 mod release;
+mod threads;
