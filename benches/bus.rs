@@ -22,6 +22,15 @@
 //!   `futures::executor::block_on`), capacity 1024, `Lag`; the iteration
 //!   ends when the consumer has accounted for all 4096 (received + lagged).
 //!
+//! * `threads/4_to_1_drain`: the KMS request pattern. Four producer
+//!   threads publish 1024 messages each into one consumer thread that
+//!   blocks for the first ready message and then takes what is ready in
+//!   batches of up to 256 (ours: `recv` then `drain`; tokio mpsc:
+//!   `blocking_recv` then `try_recv`; crossbeam-channel and flume: `recv`
+//!   then `try_recv`). Bounded at 1024 everywhere; producers wait for room
+//!   (ours: an `Overflow::Wait` topic and `publish_wait`; the peers'
+//!   blocking sends). The iteration ends when the consumer has all 4096.
+//!
 //! Run: `cargo bench --bench bus`. Results: `docs/PERFORMANCE.md`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -321,6 +330,147 @@ fn threads(c: &mut Criterion) {
     group.finish();
 }
 
+/// Producer threads in `threads/4_to_1_drain`.
+const PRODUCERS: usize = 4;
+/// Most messages the consumer takes per batch in `threads/4_to_1_drain`.
+const DRAIN: usize = 256;
+
+/// Runs `PRODUCERS` threads of `produce(per_thread)` and, on this thread,
+/// `consume(total)`; returns the time from the start of the producers to
+/// the end of the consumer.
+fn fan_in(
+    iters: u64,
+    produce: impl Fn(u64) + Send + Sync + 'static,
+    consume: impl FnOnce(u64),
+) -> Duration {
+    let per_thread = iters * (STREAM / PRODUCERS) as u64;
+    let produce = Arc::new(produce);
+    let start = Instant::now();
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|_| {
+            let produce = Arc::clone(&produce);
+            std::thread::spawn(move || produce(per_thread))
+        })
+        .collect();
+    consume(per_thread * PRODUCERS as u64);
+    for p in producers {
+        p.join().expect("producer");
+    }
+    start.elapsed()
+}
+
+fn threads_fan_in(c: &mut Criterion) {
+    let mut group = c.benchmark_group("threads/4_to_1_drain");
+    group.throughput(Throughput::Elements(STREAM as u64));
+    for (name, backend) in [("soa", Backend::Soa), ("classic", Backend::Classic)] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let topic = topic(backend, Overflow::Wait, CAPACITY);
+                let mut sub = topic.subscribe().expect("subscribe");
+                let publisher = topic.publisher();
+                fan_in(
+                    iters,
+                    move |n| {
+                        let publisher = publisher.clone();
+                        for i in 0..n {
+                            futures::executor::block_on(publisher.publish_wait(i))
+                                .expect("publish");
+                        }
+                    },
+                    |total| {
+                        let mut out = Vec::with_capacity(DRAIN);
+                        let mut seen = 0u64;
+                        while seen < total {
+                            futures::executor::block_on(sub.recv()).expect("recv");
+                            seen += 1;
+                            if let Ok(n) = sub.drain(&mut out, DRAIN) {
+                                seen += n as u64;
+                            }
+                            out.clear();
+                        }
+                    },
+                )
+            })
+        });
+    }
+    group.bench_function("tokio_mpsc", |b| {
+        b.iter_custom(|iters| {
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<u64>(CAPACITY);
+            fan_in(
+                iters,
+                move |n| {
+                    for i in 0..n {
+                        tx.blocking_send(i).expect("send");
+                    }
+                },
+                |total| {
+                    let mut seen = 0u64;
+                    while seen < total {
+                        rx.blocking_recv().expect("recv");
+                        seen += 1;
+                        let mut taken = 0;
+                        while taken < DRAIN && rx.try_recv().is_ok() {
+                            taken += 1;
+                        }
+                        seen += taken as u64;
+                    }
+                },
+            )
+        })
+    });
+    group.bench_function("crossbeam_channel", |b| {
+        b.iter_custom(|iters| {
+            let (tx, rx) = crossbeam_channel::bounded::<u64>(CAPACITY);
+            fan_in(
+                iters,
+                move |n| {
+                    for i in 0..n {
+                        tx.send(i).expect("send");
+                    }
+                },
+                |total| {
+                    let mut seen = 0u64;
+                    while seen < total {
+                        rx.recv().expect("recv");
+                        seen += 1;
+                        let mut taken = 0;
+                        while taken < DRAIN && rx.try_recv().is_ok() {
+                            taken += 1;
+                        }
+                        seen += taken as u64;
+                    }
+                },
+            )
+        })
+    });
+    group.bench_function("flume", |b| {
+        b.iter_custom(|iters| {
+            let (tx, rx) = flume::bounded::<u64>(CAPACITY);
+            fan_in(
+                iters,
+                move |n| {
+                    for i in 0..n {
+                        tx.send(i).expect("send");
+                    }
+                },
+                |total| {
+                    let mut seen = 0u64;
+                    while seen < total {
+                        rx.recv().expect("recv");
+                        seen += 1;
+                        let mut taken = 0;
+                        while taken < DRAIN && rx.try_recv().is_ok() {
+                            taken += 1;
+                        }
+                        seen += taken as u64;
+                    }
+                },
+            )
+        })
+    });
+    group.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_secs(1))
@@ -334,5 +484,6 @@ fn main() {
     publish_try_recv(&mut c);
     fan_out(&mut c);
     threads(&mut c);
+    threads_fan_in(&mut c);
     c.final_summary();
 }
