@@ -1,6 +1,8 @@
-//! A durable keystore in a temporary directory: create a key, sign, rotate,
-//! reopen, and check that the old signature still verifies under its
-//! version and the head signs with the new one.
+//! A durable keystore in a temporary directory: create the store and a
+//! key, sign, rotate, reopen, and check that the old signature still
+//! verifies under its version and the head signs with the new one; a
+//! second open while the store is held, creating over it, and a wrong
+//! master key are refused.
 //!
 //! ```text
 //! cargo run --example rotate
@@ -30,8 +32,10 @@ fn run() -> Result<(), KmsError> {
     let master_bytes = [0x42u8; 32];
     let master = || SealKey::from_bytes("store-master", 1, &master_bytes);
 
+    // A directory left by an earlier run that was killed: start afresh.
+    let _ = std::fs::remove_dir_all(&dir);
     let (v1, old_signature) = {
-        let ks = Keystore::open(&dir, master()?)?;
+        let ks = Keystore::create(&dir, master()?)?;
         let key = ks.create_ed25519("acme", "passports")?;
         let (v1, signature) = ks.sign(&key, b"passport issued before rotation")?;
         let v2 = ks.rotate(&key)?;
@@ -46,6 +50,10 @@ fn run() -> Result<(), KmsError> {
 
     // A new process would do exactly this.
     let ks = Keystore::open(&dir, master()?)?;
+    match Keystore::open(&dir, master()?) {
+        Err(e @ KmsError::StoreInUse { .. }) => println!("a second open is refused: {e}"),
+        other => return Err(unexpected("a second open", other.map(|_| ()))),
+    }
     ks.verify(&v1, b"passport issued before rotation", &old_signature)?;
     println!("reopened: the v1 signature still verifies under {v1}");
     let (head, signature) = ks.sign(&v1, b"passport issued after reopening")?;
@@ -55,15 +63,23 @@ fn run() -> Result<(), KmsError> {
         ks.attest(&v1)?.versions.len()
     );
 
+    drop(ks);
+
+    match Keystore::create(&dir, master()?) {
+        Err(e @ KmsError::StoreExists { .. }) => println!("creating over it is refused: {e}"),
+        other => return Err(unexpected("creating over the store", other.map(|_| ()))),
+    }
     let wrong = SealKey::from_bytes("store-master", 1, &[0x43u8; 32])?;
     match Keystore::open(&dir, wrong) {
-        Err(e) => println!("a wrong master key is refused: {e}"),
-        Ok(_) => {
-            return Err(KmsError::Internal {
-                reason: "a wrong master key opened the store".to_owned(),
-            })
-        }
+        Err(e @ KmsError::Seal(_)) => println!("a wrong master key is refused: {e}"),
+        other => return Err(unexpected("a wrong master key", other.map(|_| ()))),
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+fn unexpected(what: &str, got: Result<(), KmsError>) -> KmsError {
+    KmsError::Internal {
+        reason: format!("{what} was not refused as it must be: {got:?}"),
+    }
 }

@@ -462,7 +462,7 @@ fn token(
     // Deterministic spread of forgeries: a multiplicative hash of i.
     let forged = (i.wrapping_mul(2_654_435_761) >> 7) % 1_000_000 < forged_per_million;
     if forged {
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             signature[i % 64] ^= 1 << (i % 8);
         } else {
             let at = i % message.len();

@@ -7,10 +7,11 @@
 //! create. The actor's `select!` is biased: shutdown, then the priority
 //! lane, then finished batches, then new verify requests, then the
 //! `max_wait` timer. Priority requests are served on the actor task at
-//! once (create and rotate, which may fsync, on tokio's blocking pool), so
-//! they never wait behind verify batches, nor for the verify topic's
-//! backlog. (Under a flood of priority requests, reading new verify
-//! requests waits; dispatching those already read does not.)
+//! once, so they never wait behind verify batches, nor for the verify
+//! topic's backlog; create and rotate, which may fsync, are handed to the
+//! [`Writer`] (one thread of tokio's blocking pool, a bounded backlog).
+//! (Under a flood of priority requests, reading new verify requests waits;
+//! dispatching those already read does not.)
 //!
 //! # Coalescing
 //! After each wake the actor drains what is on the request topic, up to the
@@ -22,15 +23,20 @@
 //! * A request lost to a lagging topic: its reply handle is dropped with it,
 //!   so its caller gets [`KmsError::Dropped`].
 //! * Shutdown: intake stops; everything already on the topics is answered;
-//!   in-flight batches finish; the pool's threads are joined. A request that
+//!   in-flight batches finish; every create and rotate accepted is written
+//!   (or skipped, if its caller has gone) and the writer's thread exits;
+//!   the pool's threads are joined. A request that
 //!   reaches a topic after the final drain is released when the actor's
 //!   subscribers drop, and its caller gets [`KmsError::ShuttingDown`].
 //! * A panic in a batch: its requests get [`KmsError::Internal`]; the pool
 //!   thread and the actor keep serving.
 //! * A caller that dropped its future: a verify request not yet in a
-//!   running batch is skipped, as are sign and attest; create and rotate
-//!   still run (the caller cannot tell whether they did either way). The
-//!   request itself is freed with its batch.
+//!   running batch is skipped, as are sign and attest, and create and
+//!   rotate whose write has not started. The request itself is freed with
+//!   its batch.
+//! * More create and rotate requests than `write_backlog` accepted and not
+//!   done: the next is answered [`KmsError::Overloaded`] (retryable) at
+//!   once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -49,6 +55,7 @@ use crate::metrics::Metrics;
 use crate::pool::VerifyPool;
 use crate::request::{Op, Request, VerifyRequest};
 use crate::stats::{Counters, KmsStats};
+use crate::writer::Writer;
 
 /// Most priority requests served per wake before the actor looks at its
 /// other branches again (count).
@@ -77,6 +84,8 @@ pub struct KmsActor {
     requests: Subscriber<Request>,
     priority: Subscriber<Request>,
     pool: VerifyPool,
+    /// Runs create and rotate, one at a time, off this task.
+    writer: Writer,
     verifier: Verifier,
     shared: Arc<Shared>,
     /// Verify requests read and not yet dispatched; at most `max_batch`.
@@ -153,6 +162,7 @@ impl KmsActor {
         let priority = subscribe_alone(&priority_topic)?;
         let metrics = Metrics::new();
         let pool = VerifyPool::new(config.threads, metrics.in_flight.clone())?;
+        let writer = Writer::spawn(&runtime, keystore.clone(), config.write_backlog);
         let shared = Arc::new(Shared {
             closing: AtomicBool::new(false),
             stop: Notify::new(),
@@ -174,6 +184,7 @@ impl KmsActor {
             requests,
             priority,
             pool,
+            writer,
             verifier,
             shared: Arc::clone(&shared),
         };
@@ -335,13 +346,15 @@ impl KmsActor {
             }
             // Create and rotate write the keystore, and a durable one
             // fsyncs: that must not stall the actor's task (and with it
-            // every lane), so both run on tokio's blocking pool.
+            // every lane), so both go to the writer.
             Op::CreateKey {
                 tenant,
                 purpose,
                 reply,
-            } => self.off_task(move |ks| reply.send(ks.create_ed25519(&tenant, &purpose))),
-            Op::Rotate { key, reply } => self.off_task(move |ks| reply.send(ks.rotate(&key))),
+            } => self
+                .writer
+                .submit(reply, move |ks| ks.create_ed25519(&tenant, &purpose)),
+            Op::Rotate { key, reply } => self.writer.submit(reply, move |ks| ks.rotate(&key)),
             Op::Attest { key, reply } => {
                 if !reply.is_abandoned() {
                     reply.send(ks.attest(&key));
@@ -349,13 +362,6 @@ impl KmsActor {
             }
         }
         Counters::add(&self.shared.counters.other_requests, 1);
-    }
-
-    /// Runs `job` on tokio's blocking pool with the keystore.
-    fn off_task(&self, job: impl FnOnce(&Keystore) + Send + 'static) {
-        let keystore = self.keystore.clone();
-        // Detached: the job answers its request itself.
-        drop(tokio::task::spawn_blocking(move || job(&keystore)));
     }
 
     /// Hands the pending verify requests to the pool as one batch.
@@ -384,7 +390,7 @@ impl KmsActor {
     }
 
     /// Shutdown: answer everything already on the topics, let in-flight
-    /// batches finish, join the pool.
+    /// batches and accepted writes finish, join the pool.
     async fn finish(mut self) {
         loop {
             while self.drain_priority() {}
@@ -404,6 +410,8 @@ impl KmsActor {
         drop(self.requests);
         drop(self.priority);
         self.pool.wait_below(1).await;
+        // Every create and rotate accepted is done when this returns.
+        self.writer.finish().await;
         let pool = self.pool;
         // Joining blocks until rayon's threads exit; keep it off the runtime.
         let _ = tokio::task::spawn_blocking(move || pool.join()).await;
@@ -440,7 +448,9 @@ impl KmsHandle {
     }
 
     /// Stops intake, answers every request already queued, finishes
-    /// in-flight batches and joins the pool. Requests made after this is
+    /// in-flight batches and every create and rotate accepted (so none is
+    /// still writing when this returns, and the actor's keystore clones
+    /// are dropped), and joins the pool. Requests made after this is
     /// called get [`KmsError::ShuttingDown`].
     ///
     /// # Cancel safety

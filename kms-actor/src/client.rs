@@ -26,7 +26,9 @@ use crate::request::{Op, Request, VerifyBy, VerifyRequest};
 ///
 /// # Errors (all methods)
 /// Besides the operation's own errors:
-/// * [`KmsError::Overloaded`] (retryable): the request topic is full.
+/// * [`KmsError::Overloaded`] (retryable): the request topic is full, or
+///   (create and rotate) `write_backlog` of them are already waiting or
+///   being written ([`crate::KmsConfig::write_backlog`]).
 /// * [`KmsError::Dropped`] (retryable): the request was lost on a lagging
 ///   topic before the actor read it.
 /// * [`KmsError::ShuttingDown`]: the actor is shutting down or gone.
@@ -36,7 +38,7 @@ use crate::request::{Op, Request, VerifyBy, VerifyRequest};
 /// Every method is cancel safe in the sense that dropping its future loses
 /// nothing else: the request may still run, its answer is discarded, and a
 /// verify request whose caller has gone is skipped if its batch has not
-/// started.
+/// started, a create or rotate if its write has not started.
 #[derive(Clone)]
 pub struct KmsClient {
     requests: Publisher<Request>,

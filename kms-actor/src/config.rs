@@ -47,6 +47,12 @@ pub struct KmsConfig {
     pub queue_capacity: usize,
     /// Capacity of the priority topic (messages, ≥ 1). Default: 1024.
     pub priority_capacity: usize,
+    /// Most create and rotate requests accepted and not yet done (count,
+    /// ≥ 1): waiting to be written, or being written. They are written one
+    /// at a time, in order, off the actor's task; one more is answered
+    /// [`KmsError::Overloaded`] (retryable) at once. Each costs one write
+    /// of the whole store, with fsyncs, on a durable keystore. Default: 64.
+    pub write_backlog: usize,
     /// What a full request or priority topic does. Default: [`Overflow::Reject`], so a
     /// caller gets a retryable [`KmsError::Overloaded`] instead of waiting.
     pub overflow: Overflow,
@@ -67,6 +73,7 @@ impl Default for KmsConfig {
             request_topic: DEFAULT_REQUEST_TOPIC.to_owned(),
             queue_capacity: 8192,
             priority_capacity: 1024,
+            write_backlog: 64,
             overflow: Overflow::Reject,
             backend: Backend::Soa,
         }
@@ -80,7 +87,8 @@ impl KmsConfig {
     /// [`KmsError::InvalidConfig`], naming the field, for: zero threads; a
     /// `target_batch` of 0; a `max_batch` below `target_batch` or above
     /// [`MAX_BATCH_LIMIT`]; a `max_wait` of zero or above 1 s; a request
-    /// queue smaller than `max_batch`; a priority queue of 0.
+    /// queue smaller than `max_batch`; a priority queue of 0; a
+    /// `write_backlog` of 0 or above `tokio::sync::Semaphore::MAX_PERMITS`.
     pub fn validate(&self) -> Result<(), KmsError> {
         let reason = if self.threads == 0 {
             "threads must be at least 1"
@@ -96,6 +104,10 @@ impl KmsConfig {
             "queue_capacity must be at least max_batch"
         } else if self.priority_capacity == 0 {
             "priority_capacity must be at least 1"
+        } else if self.write_backlog == 0
+            || self.write_backlog > tokio::sync::Semaphore::MAX_PERMITS
+        {
+            "write_backlog must be at least 1 and at most tokio::sync::Semaphore::MAX_PERMITS"
         } else {
             return Ok(());
         };

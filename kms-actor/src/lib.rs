@@ -56,6 +56,7 @@ mod pool;
 mod reply;
 mod request;
 mod stats;
+mod writer;
 
 pub use actor::{KmsActor, KmsHandle};
 pub use client::KmsClient;

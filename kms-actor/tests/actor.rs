@@ -299,6 +299,14 @@ async fn spawn_rejects_bad_config_and_taken_topic_names() {
             ..KmsConfig::default()
         },
         KmsConfig {
+            write_backlog: 0,
+            ..KmsConfig::default()
+        },
+        KmsConfig {
+            write_backlog: usize::MAX,
+            ..KmsConfig::default()
+        },
+        KmsConfig {
             target_batch: 64,
             max_batch: 64,
             queue_capacity: 32,
@@ -368,9 +376,9 @@ async fn a_second_actor_on_the_same_topic_is_refused_until_the_first_is_gone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_durable_keystore_behind_the_actor_persists_create_and_rotate() {
-    let dir = std::env::temp_dir().join(format!("kms-actor-durable-{}", std::process::id()));
+    let dir = tempfile::tempdir().expect("temp dir");
     let master = || kms_core::seal::SealKey::from_bytes("master", 1, &[9; 32]).expect("key");
-    let ks = Keystore::open(&dir, master()).expect("open");
+    let ks = Keystore::create(dir.path(), master()).expect("create");
     let handle = KmsActor::spawn(config(1), ks, &Bus::new()).expect("spawn");
     let kms = handle.client();
     let key = kms.create_key("acme", "tokens").await.expect("create");
@@ -378,8 +386,7 @@ async fn a_durable_keystore_behind_the_actor_persists_create_and_rotate() {
     let (signer, signature) = kms.sign(&key, &b"m"[..]).await.expect("sign");
     assert_eq!(signer, v2);
     handle.shutdown().await;
-    let reopened = Keystore::open(&dir, master()).expect("reopen");
+    let reopened = Keystore::open(dir.path(), master()).expect("reopen");
     reopened.verify(&v2, b"m", &signature).expect("persisted");
     assert_eq!(reopened.attest(&key).expect("attest").versions.len(), 2);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -42,6 +42,11 @@ impl<'a> Reader<'a> {
         self.take().map(u64::from_be_bytes)
     }
 
+    /// How many bytes are not read yet.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
     /// Everything not read yet.
     pub(crate) fn rest(self) -> &'a [u8] {
         self.0

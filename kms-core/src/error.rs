@@ -78,6 +78,30 @@ pub enum KmsError {
         /// What is wrong.
         reason: String,
     },
+    /// [`crate::Keystore::open`] found no durable store in the directory.
+    /// Not retryable: create one with [`crate::Keystore::create`].
+    #[error("no keystore in {dir}")]
+    StoreNotFound {
+        /// The directory given.
+        dir: String,
+    },
+    /// [`crate::Keystore::create`] found a durable store already in the
+    /// directory, and left it as it was. Not retryable: open it with
+    /// [`crate::Keystore::open`].
+    #[error("a keystore already exists in {dir}")]
+    StoreExists {
+        /// The directory given.
+        dir: String,
+    },
+    /// Another keystore, in this process or another, holds the durable
+    /// store in the directory (a store has one writer). Not retryable: it
+    /// stays refused until that keystore and its clones are dropped or its
+    /// process exits.
+    #[error("the keystore in {dir} is in use by another keystore")]
+    StoreInUse {
+        /// The directory given.
+        dir: String,
+    },
     /// A bug or an unexpected failure inside the KMS (e.g. a panic in a
     /// verify batch). Not retryable.
     #[error("internal error: {reason}")]
@@ -104,6 +128,9 @@ impl KmsError {
             KmsError::ShuttingDown => "kms.shutting_down",
             KmsError::InvalidConfig { .. } => "kms.invalid_config",
             KmsError::Seal(_) => "kms.seal",
+            KmsError::StoreNotFound { .. } => "kms.store_not_found",
+            KmsError::StoreExists { .. } => "kms.store_exists",
+            KmsError::StoreInUse { .. } => "kms.store_in_use",
             KmsError::Internal { .. } => "kms.internal",
         }
     }

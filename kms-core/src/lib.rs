@@ -11,8 +11,10 @@
 //! * [`seal`]: XChaCha20-Poly1305 envelopes with an authenticated, versioned
 //!   header and an anti-rollback policy.
 //!
-//! * Durable storage: [`Keystore::open`] keeps keys in one sealed file,
-//!   replaced atomically on each mutation; sealed export and import
+//! * Durable storage: [`Keystore::create`] makes a store and
+//!   [`Keystore::open`] reopens it; it keeps keys in one sealed file,
+//!   replaced atomically on each mutation, held by one keystore at a time
+//!   (an exclusive file lock); sealed export and import
 //!   ([`Keystore::export_sealed`], [`Keystore::import_sealed`]).
 //!
 //! Not supported: algorithms other than Ed25519, Ed25519ph and Ed25519ctx.

@@ -55,7 +55,7 @@ fn random_below(n: u32) -> u32 {
 fn parent() {
     let started = Instant::now();
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = Keystore::open(dir.path(), master()).expect("create the store");
+    let store = Keystore::create(dir.path(), master()).expect("create the store");
     let key = store
         .create_ed25519("acme", "crash")
         .expect("create the key");

@@ -1,4 +1,4 @@
-//! The durable keystore (`Keystore::open`): reopening restores exactly the
+//! The durable keystore (`Keystore::create`, `Keystore::open`): reopening restores exactly the
 //! same keys and versions, old signatures keep verifying, and a wrong
 //! master key or a corrupt file is a typed error that changes nothing on
 //! disk. (Crashes mid-write: `tests/crash.rs`.)
@@ -14,7 +14,7 @@ fn master() -> SealKey {
 fn reopening_restores_the_same_keys_and_versions() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (key, other, signed) = {
-        let ks = Keystore::open(dir.path(), master()).expect("create");
+        let ks = Keystore::create(dir.path(), master()).expect("create");
         assert!(ks.is_durable());
         let key = ks.create_ed25519("acme", "tokens").expect("create");
         let other = ks.create_ed25519("globex", "passports").expect("create");
@@ -25,9 +25,10 @@ fn reopening_restores_the_same_keys_and_versions() {
         }
         (key, other, signed)
     };
-    let before = Keystore::open(dir.path(), master()).expect("reopen");
-    let again = Keystore::open(dir.path(), master()).expect("reopen twice");
-    for ks in [&before, &again] {
+    // One keystore holds the store at a time: open, check, drop, twice.
+    let mut attestations = Vec::new();
+    for _ in 0..2 {
+        let ks = Keystore::open(dir.path(), master()).expect("reopen");
         let attestation = ks.attest(&key).expect("attest");
         assert_eq!(attestation.head.version(), 4);
         assert_eq!(attestation.versions.len(), 4);
@@ -41,14 +42,16 @@ fn reopening_restores_the_same_keys_and_versions() {
         assert_eq!(head.version(), 4);
         ks.verify(&head, b"after reopen", &signature)
             .expect("verify");
+        attestations.push(ks.attest(&key).expect("attest"));
     }
     assert_eq!(
-        before.attest(&key).expect("attest"),
-        again.attest(&key).expect("attest"),
+        attestations[0], attestations[1],
         "public keys and creation times are restored exactly"
     );
     // A rotation after reopening continues the numbering and persists.
+    let before = Keystore::open(dir.path(), master()).expect("reopen");
     assert_eq!(before.rotate(&key).expect("rotate").version(), 5);
+    drop(before);
     let third = Keystore::open(dir.path(), master()).expect("reopen");
     assert_eq!(third.attest(&key).expect("attest").head.version(), 5);
 }
@@ -56,8 +59,9 @@ fn reopening_restores_the_same_keys_and_versions() {
 #[test]
 fn a_wrong_master_key_is_a_typed_error_and_writes_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let ks = Keystore::open(dir.path(), master()).expect("create");
+    let ks = Keystore::create(dir.path(), master()).expect("create");
     let key = ks.create_ed25519("acme", "tokens").expect("create");
+    drop(ks);
     let path = dir.path().join(STORE_FILE);
     let on_disk = std::fs::read(&path).expect("store file");
     assert!(
@@ -102,13 +106,14 @@ fn a_wrong_master_key_is_a_typed_error_and_writes_nothing() {
 #[test]
 fn a_stale_temporary_file_is_ignored() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let key = Keystore::open(dir.path(), master())
+    let key = Keystore::create(dir.path(), master())
         .expect("create")
         .create_ed25519("acme", "tokens")
         .expect("create");
     std::fs::write(dir.path().join("keystore.kms.tmp"), b"half a write").expect("tmp");
     let ks = Keystore::open(dir.path(), master()).expect("reopen");
     assert_eq!(ks.rotate(&key).expect("rotate").version(), 2);
+    drop(ks);
     let ks = Keystore::open(dir.path(), master()).expect("reopen");
     assert_eq!(ks.attest(&key).expect("attest").head.version(), 2);
 }

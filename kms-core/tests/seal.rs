@@ -155,6 +155,7 @@ fn anti_rollback_rejects_an_older_envelope_of_the_same_key_id() {
         policy.open(&k, AAD, &first).err(),
         Some(SealError::Rollback {
             key_id: "master".to_owned(),
+            key_version: 3,
             counter: 1,
             newest: 2
         })
@@ -164,7 +165,7 @@ fn anti_rollback_rejects_an_older_envelope_of_the_same_key_id() {
         "the same envelope again"
     );
     assert!(policy.open(&k, AAD, &third).is_ok());
-    assert_eq!(policy.newest("master"), 3);
+    assert_eq!(policy.newest("master", 3), 3);
     // A forged counter is not recorded: authentication comes first.
     let mut forged = third.clone();
     forged.header.counter = 1000;
@@ -172,7 +173,7 @@ fn anti_rollback_rejects_an_older_envelope_of_the_same_key_id() {
         policy.open(&k, AAD, &forged).err(),
         Some(SealError::Authentication)
     );
-    assert_eq!(policy.newest("master"), 3);
+    assert_eq!(policy.newest("master", 3), 3);
     // A key restored from storage continues its count.
     let restored = SealKey::from_bytes("master", 3, &[7u8; 32])
         .expect("key")
@@ -195,6 +196,52 @@ fn anti_rollback_rejects_an_older_envelope_of_the_same_key_id() {
     }
     assert!(KmsError::from(SealError::EntropyUnavailable).is_retryable());
     assert!(!KmsError::from(SealError::Authentication).is_retryable());
+}
+
+#[test]
+fn anti_rollback_counts_each_version_of_a_sealing_key_on_its_own() {
+    let v1 = SealKey::from_bytes("svc", 1, &[1u8; 32]).expect("key");
+    let v2 = SealKey::from_bytes("svc", 2, &[2u8; 32]).expect("key");
+    let policy = AntiRollback::new();
+    let old: Vec<Envelope> = (0..3)
+        .map(|_| v1.seal(AAD, b"under v1").expect("seal"))
+        .collect();
+    for envelope in &old {
+        policy.open(&v1, AAD, envelope).expect("open v1");
+    }
+    // A new version's counter starts again at 1: not a rollback of v1's.
+    let first_of_v2 = v2.seal(AAD, b"under v2").expect("seal");
+    assert_eq!(first_of_v2.header.counter, 1);
+    assert_eq!(
+        &*policy
+            .open(&v2, AAD, &first_of_v2)
+            .expect("v2's first envelope"),
+        b"under v2"
+    );
+    // Each version keeps its own newest: v1's older envelopes are still
+    // refused.
+    assert!(matches!(
+        policy.open(&v1, AAD, &old[0]),
+        Err(SealError::Rollback {
+            key_version: 1,
+            counter: 1,
+            newest: 3,
+            ..
+        })
+    ));
+    assert_eq!((policy.newest("svc", 1), policy.newest("svc", 2)), (3, 1));
+    // Seeding one version leaves the other alone.
+    policy.accept_at_least("svc", 2, 10);
+    assert_eq!((policy.newest("svc", 1), policy.newest("svc", 2)), (3, 10));
+    assert!(matches!(
+        policy.open(&v2, AAD, &first_of_v2),
+        Err(SealError::Rollback {
+            key_version: 2,
+            counter: 1,
+            newest: 10,
+            ..
+        })
+    ));
 }
 
 #[test]

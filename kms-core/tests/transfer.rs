@@ -23,7 +23,7 @@ fn an_exported_key_imports_with_the_same_public_key_and_its_origin() {
     let dir = tempfile::tempdir().expect("temp dir");
     let master = || SealKey::from_bytes("master", 1, &[1u8; 32]).expect("key");
     let imported = {
-        let target = Keystore::open(dir.path(), master()).expect("store");
+        let target = Keystore::create(dir.path(), master()).expect("store");
         target
             .import_sealed("globex", "tokens", &transport(), &envelope)
             .expect("import")

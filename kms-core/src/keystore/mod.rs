@@ -17,12 +17,16 @@
 //! ([`Keystore::open`]) is taken before either and held until memory is
 //! updated, so the file and memory see mutations in the same order.
 //!
-//! Durability ([`Keystore::open`]): a mutation first writes the whole store,
-//! sealed under the master key, to disk (`durable.rs`: temporary file,
-//! fsync, rename, directory fsync), and only then changes memory. If the
-//! write fails, the call fails and nothing changed.
+//! Durability ([`Keystore::create`], [`Keystore::open`]): a mutation first
+//! writes the whole store, sealed under the master key, to disk
+//! (`durable.rs`: temporary file, fsync, rename, directory fsync), and only
+//! then changes memory. If the write fails, the call fails and nothing
+//! changed. A durable store is held by one `Keystore` (and its clones) at
+//! a time, through an exclusive file lock. The snapshot's buffers that
+//! hold seeds are sized once and never grow (`snapshot.rs`).
 
 mod durable;
+mod snapshot;
 mod transfer;
 
 use std::collections::HashMap;
@@ -40,7 +44,8 @@ use crate::error::KmsError;
 use crate::key_id::{Alg, KeyId};
 use crate::seal::SealKey;
 use crate::sync::{Arc, RwLock, RwLockReadGuard};
-use durable::{Durable, StoredKey, StoredVersion};
+use durable::Durable;
+use snapshot::{StoredKey, StoredVersion};
 
 pub use durable::STORE_FILE;
 pub use transfer::EXPORT_AAD;
@@ -125,7 +130,8 @@ pub struct Keystore {
     /// Keys by UUID. A key id must also match the record's tenant, purpose
     /// and algorithm to name it.
     keys: Arc<RwLock<HashMap<Uuid, Arc<KeyRecord>>>>,
-    /// The on-disk store, for a keystore made by [`Keystore::open`].
+    /// The on-disk store, for a keystore made by [`Keystore::create`] or
+    /// [`Keystore::open`].
     durable: Option<std::sync::Arc<Durable>>,
 }
 
@@ -152,21 +158,54 @@ impl Keystore {
         Self::default()
     }
 
-    /// Opens (or creates) the durable keystore in `dir`, sealed under
-    /// `master_key`, and loads every key and version in it. Each later
-    /// `create_ed25519` and `rotate` is on disk before it returns.
+    /// Creates a new, empty durable keystore in `dir`, sealed under
+    /// `master_key`, and holds it until the returned keystore and all its
+    /// clones are dropped. Each later `create_ed25519`, `rotate` and
+    /// `import_sealed` is on disk before it returns. Reopen it later with
+    /// [`Keystore::open`].
     ///
-    /// The store is one file, [`STORE_FILE`], holding an envelope
-    /// (`kms_core::seal`) of all keys; nothing secret is written in the
-    /// clear. Opening writes nothing, except an empty store when `dir` has
-    /// none.
+    /// `dir` and any missing parents are created, and the parent of each
+    /// directory created (and of `dir`) is fsynced. The store is one file,
+    /// [`STORE_FILE`], holding an envelope (`kms_core::seal`) of all keys;
+    /// nothing secret is written in the clear. Beside it, an empty lock
+    /// file keeps other writers out (see [`Keystore::open`]).
     ///
     /// # Errors
+    /// [`KmsError::StoreExists`] if `dir` already holds a store (nothing
+    /// is written); [`KmsError::StoreInUse`] if another keystore, in this
+    /// process or another, holds `dir`; [`KmsError::Seal`] if sealing
+    /// fails; [`KmsError::Internal`] for I/O errors.
+    pub fn create(dir: impl AsRef<Path>, master_key: SealKey) -> Result<Keystore, KmsError> {
+        let durable = Durable::create(dir.as_ref(), master_key)?;
+        Ok(Keystore {
+            keys: Arc::new(RwLock::new(HashMap::new())),
+            durable: Some(std::sync::Arc::new(durable)),
+        })
+    }
+
+    /// Opens the existing durable keystore in `dir` (made by
+    /// [`Keystore::create`]), sealed under `master_key`, and loads every
+    /// key and version in it. Each later `create_ed25519`, `rotate` and
+    /// `import_sealed` is on disk before it returns.
+    ///
+    /// One writer at a time: the store is held, with an exclusive lock on
+    /// a lock file in `dir`, until the returned keystore and all its
+    /// clones are dropped (or the process exits); meanwhile another
+    /// `open` or `create` of `dir`, in this process or another, is
+    /// refused. Opening never writes the store (it creates the empty lock
+    /// file if there is none). The lock is on an open file description
+    /// (`flock` on Unix): a child process forked meanwhile shares it until
+    /// it execs (std's `Command` closes it then) or exits, so a reopen
+    /// racing a fork can briefly see `StoreInUse`.
+    ///
+    /// # Errors
+    /// [`KmsError::StoreNotFound`] if `dir` holds no store;
+    /// [`KmsError::StoreInUse`] if another keystore holds `dir`;
     /// [`KmsError::Seal`] when the file is not an envelope, names another
     /// sealing key (`WrongKey`), or does not authenticate (`Authentication`:
     /// a wrong master key or a corrupt file); [`KmsError::Internal`] for
     /// I/O errors or a snapshot that does not decode. On error nothing on
-    /// disk has changed.
+    /// disk has changed and nothing stays locked.
     pub fn open(dir: impl AsRef<Path>, master_key: SealKey) -> Result<Keystore, KmsError> {
         let (durable, stored) = Durable::open(dir.as_ref(), master_key)?;
         let mut keys = HashMap::with_capacity(stored.len());
@@ -237,25 +276,29 @@ impl Keystore {
             .values()
             .cloned()
             .collect();
-        let mut stored: Vec<StoredKey> = records
-            .iter()
-            .map(|r| {
-                let mut versions: Vec<StoredVersion> =
-                    r.versions().iter().map(|v| stored_version(v)).collect();
-                if let Pending::Version(uuid, v) = pending {
-                    if uuid == r.id.uuid() {
-                        versions.push(stored_version(v));
-                    }
-                }
-                StoredKey {
-                    id: r.id.clone(),
-                    versions,
-                }
-            })
-            .collect();
+        // Every buffer holding seeds is sized exactly before the first is
+        // put in: a `Vec` that grows frees its old buffer unwiped.
+        let new_key = matches!(pending, Pending::Key(..));
+        let mut stored: Vec<StoredKey> = Vec::with_capacity(records.len() + usize::from(new_key));
+        for r in &records {
+            let existing = r.versions();
+            let pending_here = match pending {
+                Pending::Version(uuid, v) if uuid == r.id.uuid() => Some(v),
+                _ => None,
+            };
+            let mut versions =
+                Vec::with_capacity(existing.len() + usize::from(pending_here.is_some()));
+            versions.extend(existing.iter().map(|v| stored_version(v)));
+            versions.extend(pending_here.map(stored_version));
+            stored.push(StoredKey {
+                id: r.id.clone(),
+                versions,
+            });
+        }
         if let Pending::Key(id, v) = pending {
             stored.push(StoredKey {
                 id: id.clone(),
+                // `vec![x]` allocates exactly one element.
                 versions: vec![stored_version(v)],
             });
         }

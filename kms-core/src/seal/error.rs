@@ -34,14 +34,19 @@ pub enum SealError {
     #[error("envelope authentication failed")]
     Authentication,
     /// The envelope authenticates but its counter is below the newest one
-    /// already seen for its sealing key id: an older envelope replayed.
-    #[error("rolled back: counter {counter} is below {newest}, the newest seen for {key_id}")]
+    /// already seen for its sealing key id and version: an older envelope
+    /// replayed.
+    #[error(
+        "rolled back: counter {counter} is below {newest}, the newest seen for {key_id}@v{key_version}"
+    )]
     Rollback {
         /// The sealing key id.
         key_id: String,
+        /// The sealing key version.
+        key_version: u32,
         /// The envelope's counter.
         counter: u64,
-        /// The newest counter seen for that id.
+        /// The newest counter seen for that id and version.
         newest: u64,
     },
     /// The plaintext or associated data is larger than an envelope carries

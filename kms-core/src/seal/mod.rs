@@ -13,7 +13,7 @@
 //!   the header are bound together and cannot be shifted into each other.
 //! * **Counter:** each [`SealKey`] numbers its envelopes 1, 2, 3, …; an
 //!   [`AntiRollback`] policy rejects an envelope whose counter is below the
-//!   newest it has accepted for that key id.
+//!   newest it has accepted for that key id and version.
 //!
 //! Invariants: key bytes live only inside the cipher, which zeroizes itself
 //! on drop (`zeroize` feature), and are never printed; [`SealKey::open`]
