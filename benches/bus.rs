@@ -31,6 +31,18 @@
 //!   (ours: an `Overflow::Wait` topic and `publish_wait`; the peers'
 //!   blocking sends). The iteration ends when the consumer has all 4096.
 //!
+//! * `threads/1_to_4`: one producer thread publishes 4096 messages one by
+//!   one, in bursts of 256, to four consumer threads that each block in
+//!   `recv` (tokio broadcast: `blocking_recv`); after each burst the
+//!   producer waits until all four have received it, so nothing is lost
+//!   to overflow and every message is delivered four times (capacity 1024;
+//!   ours `Reject`, which never refuses here). A `Lag` stream measured as
+//!   received + lagged would reward overwriting instead of delivering.
+//! * `threads/batch_256_to_4_drain`: the same, each burst published with
+//!   one `publish_batch` (tokio broadcast, which has no batch publish: a
+//!   `send` loop), and the consumers take the first ready message with
+//!   `recv` and the rest with `drain` (tokio: `try_recv`).
+//!
 //! Run: `cargo bench --bench bus`. Results: `docs/PERFORMANCE.md`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -471,6 +483,125 @@ fn threads_fan_in(c: &mut Criterion) {
     group.finish();
 }
 
+/// Messages received so far by all consumers of a `threads/` fan-out run.
+type Received = Arc<std::sync::atomic::AtomicU64>;
+
+/// Publishes `total` messages as bursts of `BURST` through `publish_burst`,
+/// waiting after each until the `SUBSCRIBERS` consumers have counted every
+/// message of it in `received` (so no ring ever overflows and nothing is
+/// lost to lag: every message is delivered to every consumer).
+fn paced_bursts(total: u64, received: &Received, mut publish_burst: impl FnMut(u64)) {
+    for burst in 0..total / BURST as u64 {
+        publish_burst(burst * BURST as u64);
+        let target = (burst + 1) * (BURST * SUBSCRIBERS) as u64;
+        while received.load(Ordering::Acquire) < target {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// One iteration set of `threads/1_to_4` (`batch == false`) or
+/// `threads/batch_256_to_4_drain` on our bus.
+fn ours_fan_out_threads(backend: Backend, batch: bool, iters: u64) -> Duration {
+    let total = iters * STREAM as u64;
+    let topic = topic(backend, Overflow::Reject, CAPACITY);
+    // Before the consumers start: with no publisher alive they see `Closed`.
+    let publisher = topic.publisher();
+    let received = Received::default();
+    let consumers: Vec<_> = (0..SUBSCRIBERS)
+        .map(|_| {
+            let mut sub = topic.subscribe().expect("subscribe");
+            let received = Arc::clone(&received);
+            std::thread::spawn(move || {
+                let mut out = Vec::with_capacity(BURST);
+                let mut seen = 0u64;
+                while seen < total {
+                    futures::executor::block_on(sub.recv()).expect("recv");
+                    let mut n = 1;
+                    if batch {
+                        n += sub.drain(&mut out, BURST).unwrap_or(0) as u64;
+                        out.clear();
+                    }
+                    seen += n;
+                    received.fetch_add(n, Ordering::Release);
+                }
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    paced_bursts(total, &received, |first| {
+        let burst = first..first + BURST as u64;
+        if batch {
+            publisher.publish_batch(burst).expect("publish_batch");
+        } else {
+            for i in burst {
+                publisher.publish(i).expect("publish");
+            }
+        }
+    });
+    for c in consumers {
+        c.join().expect("consumer");
+    }
+    start.elapsed()
+}
+
+/// The same on tokio's broadcast channel (no batch publish: a `send` loop;
+/// batch consumers take the rest with `try_recv`).
+fn tokio_fan_out_threads(batch: bool, iters: u64) -> Duration {
+    let total = iters * STREAM as u64;
+    let (tx, _) = broadcast::channel::<u64>(CAPACITY);
+    let received = Received::default();
+    let consumers: Vec<_> = (0..SUBSCRIBERS)
+        .map(|_| {
+            let mut rx = tx.subscribe();
+            let received = Arc::clone(&received);
+            std::thread::spawn(move || {
+                let mut seen = 0u64;
+                while seen < total {
+                    rx.blocking_recv().expect("recv");
+                    let mut n = 1;
+                    if batch {
+                        while n <= BURST as u64 && rx.try_recv().is_ok() {
+                            n += 1;
+                        }
+                    }
+                    seen += n;
+                    received.fetch_add(n, Ordering::Release);
+                }
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    paced_bursts(total, &received, |first| {
+        for i in first..first + BURST as u64 {
+            tx.send(i).expect("send");
+        }
+    });
+    for c in consumers {
+        c.join().expect("consumer");
+    }
+    start.elapsed()
+}
+
+fn threads_fan_out(c: &mut Criterion) {
+    for (group_name, batch) in [
+        ("threads/1_to_4", false),
+        ("threads/batch_256_to_4_drain", true),
+    ] {
+        let mut group = c.benchmark_group(group_name);
+        group.throughput(Throughput::Elements((STREAM * SUBSCRIBERS) as u64));
+        for (name, backend) in [("soa", Backend::Soa), ("classic", Backend::Classic)] {
+            group.bench_function(name, |b| {
+                b.iter_custom(|iters| ours_fan_out_threads(backend, batch, iters))
+            });
+        }
+        group.bench_function("tokio_broadcast", |b| {
+            b.iter_custom(|iters| tokio_fan_out_threads(batch, iters))
+        });
+        group.finish();
+    }
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_secs(1))
@@ -485,5 +616,6 @@ fn main() {
     fan_out(&mut c);
     threads(&mut c);
     threads_fan_in(&mut c);
+    threads_fan_out(&mut c);
     c.final_summary();
 }
