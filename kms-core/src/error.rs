@@ -102,6 +102,18 @@ pub enum KmsError {
         /// The directory given.
         dir: String,
     },
+    /// The durable store's records do not form one whole store: a record
+    /// does not authenticate under its name and sequence (altered, or
+    /// moved from another name), does not decode, is missing, is out of
+    /// sequence, or belongs to no key (see [`crate::Keystore::open`]).
+    /// Nothing is loaded. Not retryable: restore the store from a backup.
+    #[error("the keystore in {store} is damaged: {reason}")]
+    StoreCorrupt {
+        /// The store: its directory, or the storage's description.
+        store: String,
+        /// Which record, and what is wrong with it.
+        reason: String,
+    },
     /// A bug or an unexpected failure inside the KMS (e.g. a panic in a
     /// verify batch). Not retryable.
     #[error("internal error: {reason}")]
@@ -131,6 +143,7 @@ impl KmsError {
             KmsError::StoreNotFound { .. } => "kms.store_not_found",
             KmsError::StoreExists { .. } => "kms.store_exists",
             KmsError::StoreInUse { .. } => "kms.store_in_use",
+            KmsError::StoreCorrupt { .. } => "kms.store_corrupt",
             KmsError::Internal { .. } => "kms.internal",
         }
     }

@@ -12,10 +12,13 @@
 //!   header and an anti-rollback policy.
 //!
 //! * Durable storage: [`Keystore::create`] makes a store and
-//!   [`Keystore::open`] reopens it; it keeps keys in one sealed file,
-//!   replaced atomically on each mutation, held by one keystore at a time
-//!   (an exclusive file lock); sealed export and import
-//!   ([`Keystore::export_sealed`], [`Keystore::import_sealed`]).
+//!   [`Keystore::open`] (or [`Keystore::open_with_keyring`]) reopens it;
+//!   each key version is its own sealed record in a [`storage::Storage`]
+//!   (by default a redb database file), written in one atomic commit per
+//!   mutation and held by one keystore at a time (an exclusive file
+//!   lock); [`Keystore::rewrap`] moves it to a new master key; sealed
+//!   export and import ([`Keystore::export_sealed`],
+//!   [`Keystore::import_sealed`]).
 //!
 //! Not supported: algorithms other than Ed25519, Ed25519ph and Ed25519ctx.
 #![forbid(unsafe_code)]
@@ -28,8 +31,9 @@ mod key_id;
 mod keystore;
 mod random;
 pub mod seal;
+pub mod storage;
 mod sync;
 
 pub use error::KmsError;
 pub use key_id::{Alg, KeyId, KeyIdField, KeyIdParseError, MAX_NAME_LEN};
-pub use keystore::{Attestation, Keystore, Origin, VersionInfo, EXPORT_AAD, STORE_FILE};
+pub use keystore::{Attestation, Keystore, Origin, Rewrapped, VersionInfo, EXPORT_AAD, STORE_FILE};

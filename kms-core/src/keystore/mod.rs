@@ -17,16 +17,21 @@
 //! ([`Keystore::open`]) is taken before either and held until memory is
 //! updated, so the file and memory see mutations in the same order.
 //!
-//! Durability ([`Keystore::create`], [`Keystore::open`]): a mutation first
-//! writes the whole store, sealed under the master key, to disk
-//! (`durable.rs`: temporary file, fsync, rename, directory fsync), and only
-//! then changes memory. If the write fails, the call fails and nothing
-//! changed. A durable store is held by one `Keystore` (and its clones) at
-//! a time, through an exclusive file lock. The snapshot's buffers that
-//! hold seeds are sized once and never grow (`snapshot.rs`).
+//! Durability ([`Keystore::create`], [`Keystore::open`]): each key
+//! version is its own sealed record in a [`crate::storage::Storage`] (by
+//! default a redb database file); a mutation first commits its records
+//! (one version, the key's head, and for a new key the index: O(record),
+//! not O(store)), and only then changes memory. If the commit fails, the
+//! call fails and nothing changed. On open, every record is authenticated
+//! under its name and sequence and the whole is checked against the sealed
+//! heads and index (`durable.rs`). A durable store is held by one
+//! `Keystore` (and its clones) at a time, through an exclusive file lock.
+//! Buffers that hold seeds are sized once and never grow (`records.rs`).
 
+mod directory;
 mod durable;
-mod snapshot;
+mod legacy;
+mod records;
 mod transfer;
 
 use std::collections::HashMap;
@@ -42,12 +47,14 @@ use uuid::Uuid;
 use crate::ed25519;
 use crate::error::KmsError;
 use crate::key_id::{Alg, KeyId};
-use crate::seal::SealKey;
+use crate::seal::{Keyring, SealKey};
+use crate::storage::Storage;
 use crate::sync::{Arc, RwLock, RwLockReadGuard};
-use durable::Durable;
-use snapshot::{StoredKey, StoredVersion};
+use durable::{Durable, Opened, Sequences};
+use records::StoredKey;
 
-pub use durable::STORE_FILE;
+pub use crate::storage::file::STORE_FILE;
+pub use durable::Rewrapped;
 pub use transfer::EXPORT_AAD;
 
 /// What [`Keystore::attest`] reports about a key.
@@ -135,12 +142,6 @@ pub struct Keystore {
     durable: Option<std::sync::Arc<Durable>>,
 }
 
-/// A mutation not yet in memory, to include in the snapshot written first.
-enum Pending<'a> {
-    Key(&'a KeyId, &'a KeyVersion),
-    Version(Uuid, &'a KeyVersion),
-}
-
 impl fmt::Debug for Keystore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let count = self
@@ -165,10 +166,11 @@ impl Keystore {
     /// [`Keystore::open`].
     ///
     /// `dir` and any missing parents are created, and the parent of each
-    /// directory created (and of `dir`) is fsynced. The store is one file,
-    /// [`STORE_FILE`], holding an envelope (`kms_core::seal`) of all keys;
-    /// nothing secret is written in the clear. Beside it, an empty lock
-    /// file keeps other writers out (see [`Keystore::open`]).
+    /// directory created (and of `dir`) is fsynced. The store is a redb
+    /// database, [`STORE_FILE`], of sealed records (`kms_core::seal`):
+    /// secrets and metadata are sealed; record names (tenant, purpose,
+    /// key UUID, version numbers) are not. Beside it, an empty lock file
+    /// keeps other writers out (see [`Keystore::open`]).
     ///
     /// # Errors
     /// [`KmsError::StoreExists`] if `dir` already holds a store (nothing
@@ -176,38 +178,92 @@ impl Keystore {
     /// process or another, holds `dir`; [`KmsError::Seal`] if sealing
     /// fails; [`KmsError::Internal`] for I/O errors.
     pub fn create(dir: impl AsRef<Path>, master_key: SealKey) -> Result<Keystore, KmsError> {
-        let durable = Durable::create(dir.as_ref(), master_key)?;
-        Ok(Keystore {
-            keys: Arc::new(RwLock::new(HashMap::new())),
-            durable: Some(std::sync::Arc::new(durable)),
-        })
+        let durable = directory::create(dir.as_ref(), Keyring::from(master_key))?;
+        Keystore::with_durable(durable, Vec::new())
     }
 
     /// Opens the existing durable keystore in `dir` (made by
-    /// [`Keystore::create`]), sealed under `master_key`, and loads every
-    /// key and version in it. Each later `create_ed25519`, `rotate` and
-    /// `import_sealed` is on disk before it returns.
+    /// [`Keystore::create`]) with one master key; see
+    /// [`Keystore::open_with_keyring`], whose rules and errors it shares.
+    ///
+    /// # Errors
+    /// As [`Keystore::open_with_keyring`].
+    pub fn open(dir: impl AsRef<Path>, master_key: SealKey) -> Result<Keystore, KmsError> {
+        Keystore::open_with_keyring(dir, Keyring::from(master_key))
+    }
+
+    /// Opens the existing durable keystore in `dir`, whose records are
+    /// sealed under versions of one master key held in `keyring`, and
+    /// loads every key and version in it. New records are sealed under the
+    /// keyring's newest version; [`Keystore::rewrap`] re-seals the old
+    /// ones. Each later `create_ed25519`, `rotate` and `import_sealed` is
+    /// on disk before it returns.
+    ///
+    /// A store of the earlier one-file format (`keystore.kms`) is migrated
+    /// into the database on open, in one commit, and the old file is then
+    /// removed; a crash at any point leaves a store that opens.
     ///
     /// One writer at a time: the store is held, with an exclusive lock on
     /// a lock file in `dir`, until the returned keystore and all its
     /// clones are dropped (or the process exits); meanwhile another
     /// `open` or `create` of `dir`, in this process or another, is
-    /// refused. Opening never writes the store (it creates the empty lock
-    /// file if there is none). The lock is on an open file description
-    /// (`flock` on Unix): a child process forked meanwhile shares it until
-    /// it execs (std's `Command` closes it then) or exits, so a reopen
-    /// racing a fork can briefly see `StoreInUse`.
+    /// refused. The lock is on an open file description (`flock` on
+    /// Unix): a child process forked meanwhile shares it until it execs
+    /// (std's `Command` closes it then) or exits, so a reopen racing a
+    /// fork can briefly see `StoreInUse`.
     ///
     /// # Errors
     /// [`KmsError::StoreNotFound`] if `dir` holds no store;
     /// [`KmsError::StoreInUse`] if another keystore holds `dir`;
-    /// [`KmsError::Seal`] when the file is not an envelope, names another
-    /// sealing key (`WrongKey`), or does not authenticate (`Authentication`:
-    /// a wrong master key or a corrupt file); [`KmsError::Internal`] for
-    /// I/O errors or a snapshot that does not decode. On error nothing on
-    /// disk has changed and nothing stays locked.
-    pub fn open(dir: impl AsRef<Path>, master_key: SealKey) -> Result<Keystore, KmsError> {
-        let (durable, stored) = Durable::open(dir.as_ref(), master_key)?;
+    /// [`KmsError::Seal`] when the store is sealed under a key the keyring
+    /// lacks (`WrongKey`) or does not authenticate (`Authentication`: a
+    /// wrong master key, or a damaged index); [`KmsError::StoreCorrupt`]
+    /// if a record is damaged, missing, out of sequence or left over;
+    /// [`KmsError::Internal`] for I/O errors. On error no record has
+    /// changed and nothing stays locked.
+    pub fn open_with_keyring(
+        dir: impl AsRef<Path>,
+        keyring: Keyring,
+    ) -> Result<Keystore, KmsError> {
+        let (durable, stored) = directory::open(dir.as_ref(), keyring)?;
+        Keystore::with_durable(durable, stored)
+    }
+
+    /// Creates a new, empty durable keystore in `storage` (another
+    /// [`Storage`] than the default file), sealed under `master_key`.
+    ///
+    /// # Errors
+    /// [`KmsError::StoreExists`] if `storage` already holds a store;
+    /// [`KmsError::Seal`] if sealing fails; the errors of the storage.
+    pub fn create_with_storage(
+        storage: Box<dyn Storage>,
+        master_key: SealKey,
+    ) -> Result<Keystore, KmsError> {
+        let label = format!("{storage:?}");
+        let durable = Durable::create(storage, Keyring::from(master_key), label)?;
+        Keystore::with_durable(durable, Vec::new())
+    }
+
+    /// Opens the durable keystore in `storage` under `keyring`, as
+    /// [`Keystore::open_with_keyring`] does for a directory.
+    ///
+    /// # Errors
+    /// [`KmsError::StoreNotFound`] if `storage` holds no store; the
+    /// [`KmsError::Seal`] and [`KmsError::StoreCorrupt`] errors of
+    /// [`Keystore::open_with_keyring`]; the errors of the storage.
+    pub fn open_with_storage(
+        storage: Box<dyn Storage>,
+        keyring: Keyring,
+    ) -> Result<Keystore, KmsError> {
+        let label = format!("{storage:?}");
+        match Durable::open(storage, keyring, label.clone())? {
+            Opened::Store(durable, stored) => Keystore::with_durable(durable, stored),
+            Opened::Empty(..) => Err(KmsError::StoreNotFound { dir: label }),
+        }
+    }
+
+    /// A keystore over `durable` holding `stored`.
+    fn with_durable(durable: Durable, stored: Vec<StoredKey>) -> Result<Keystore, KmsError> {
         let mut keys = HashMap::with_capacity(stored.len());
         for key in stored {
             let versions = key
@@ -245,64 +301,44 @@ impl Keystore {
         })
     }
 
+    /// Re-seals every record of a durable store that is not sealed under
+    /// the keyring's newest master key (see
+    /// [`Keystore::open_with_keyring`]), 64 records per commit, and returns
+    /// how many records the store has and how many it re-sealed. Resumable:
+    /// a crash midway leaves a store that opens with the same keyring, and
+    /// running `rewrap` again finishes the job; once it returns, the store
+    /// opens with the newest key alone. Mutations wait meanwhile; reads,
+    /// signing and verification go on (they use memory). An in-memory
+    /// keystore has nothing to re-seal (`Rewrapped` of zeros).
+    ///
+    /// # Errors
+    /// [`KmsError::StoreCorrupt`] if a record does not open under the
+    /// keyring; [`KmsError::Seal`] if sealing fails;
+    /// [`KmsError::Internal`] for I/O errors. Records re-sealed before an
+    /// error stay re-sealed.
+    pub fn rewrap(&self) -> Result<Rewrapped, KmsError> {
+        match self.begin_mutation() {
+            Some((durable, mut sequences)) => durable.rewrap(&mut sequences),
+            None => Ok(Rewrapped {
+                records: 0,
+                resealed: 0,
+            }),
+        }
+    }
+
     /// Whether this keystore writes its mutations to disk.
     pub fn is_durable(&self) -> bool {
         self.durable.is_some()
     }
 
-    /// For a durable store: the store and its mutation lock, held until
-    /// the returned guard drops (mutations are serialised, file and memory
-    /// change in the same order). `None` for an in-memory keystore.
-    fn begin_mutation(&self) -> Option<(&Durable, std::sync::MutexGuard<'_, ()>)> {
-        self.durable.as_deref().map(|durable| {
-            // A poisoned lock guards `()`: nothing to tear.
-            let guard = durable.lock.lock().unwrap_or_else(PoisonError::into_inner);
-            (durable, guard)
-        })
-    }
-
-    /// Writes every key, plus `pending`, to the durable store. Called with
-    /// the store's mutation lock held.
-    fn persist(&self, durable: &Durable, pending: Pending<'_>) -> Result<(), KmsError> {
-        let stored_version = |v: &KeyVersion| StoredVersion {
-            seed: zeroize::Zeroizing::new(v.signing_key.to_bytes()),
-            created_at: v.info.created_at,
-            origin: v.info.origin.clone(),
-        };
-        let records: Vec<Arc<KeyRecord>> = self
-            .keys
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
-        // Every buffer holding seeds is sized exactly before the first is
-        // put in: a `Vec` that grows frees its old buffer unwiped.
-        let new_key = matches!(pending, Pending::Key(..));
-        let mut stored: Vec<StoredKey> = Vec::with_capacity(records.len() + usize::from(new_key));
-        for r in &records {
-            let existing = r.versions();
-            let pending_here = match pending {
-                Pending::Version(uuid, v) if uuid == r.id.uuid() => Some(v),
-                _ => None,
-            };
-            let mut versions =
-                Vec::with_capacity(existing.len() + usize::from(pending_here.is_some()));
-            versions.extend(existing.iter().map(|v| stored_version(v)));
-            versions.extend(pending_here.map(stored_version));
-            stored.push(StoredKey {
-                id: r.id.clone(),
-                versions,
-            });
-        }
-        if let Pending::Key(id, v) = pending {
-            stored.push(StoredKey {
-                id: id.clone(),
-                // `vec![x]` allocates exactly one element.
-                versions: vec![stored_version(v)],
-            });
-        }
-        durable.write(&stored)
+    /// For a durable store: the store and its mutation lock (the records'
+    /// sequences), held until the returned guard drops (mutations are
+    /// serialised; storage and memory change in the same order). `None`
+    /// for an in-memory keystore.
+    fn begin_mutation(&self) -> Option<(&Durable, std::sync::MutexGuard<'_, Sequences>)> {
+        self.durable
+            .as_deref()
+            .map(|durable| (durable, durable.begin()))
     }
 
     /// Creates an Ed25519 key for `tenant` and `purpose`; returns the id of
@@ -321,9 +357,18 @@ impl Keystore {
     /// Adds a key whose only version is `version`: on disk first for a
     /// durable store, then in memory. Returns its id.
     fn insert_new_key(&self, id: KeyId, version: KeyVersion) -> Result<KeyId, KmsError> {
-        let _mutation = self.begin_mutation();
-        if let Some((durable, _)) = &_mutation {
-            self.persist(durable, Pending::Key(&id, &version))?;
+        let mut mutation = self.begin_mutation();
+        if let Some((durable, sequences)) = &mut mutation {
+            // Every key, the new one last: mutations are serialised, so
+            // no other key is added meanwhile.
+            let all: Vec<KeyId> = {
+                let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
+                let mut all = Vec::with_capacity(keys.len() + 1);
+                all.extend(keys.values().map(|r| r.id.clone()));
+                all.push(id.clone());
+                all
+            };
+            durable.add_key(sequences, &id, &version, &all)?;
         }
         let record = Arc::new(KeyRecord {
             id: id.clone(),
@@ -396,12 +441,12 @@ impl Keystore {
                     key: key.to_string(),
                 })
         };
-        let _mutation = self.begin_mutation();
-        if let Some((durable, _)) = &_mutation {
+        let mut mutation = self.begin_mutation();
+        if let Some((durable, sequences)) = &mut mutation {
             // Mutations are serialised by the store's lock, so the count
             // read here is still the count under the write lock below.
             fresh.info.version = next_after(record.versions().len())?;
-            self.persist(durable, Pending::Version(record.id.uuid(), &fresh))?;
+            durable.add_version(sequences, &record.id, &fresh)?;
         }
         let mut versions = record
             .versions

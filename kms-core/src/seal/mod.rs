@@ -22,6 +22,7 @@
 
 mod envelope;
 mod error;
+mod keyring;
 mod plaintext;
 mod rollback;
 
@@ -37,6 +38,7 @@ pub use envelope::{
     valid_key_id, Envelope, Header, FORMAT_VERSION, MAGIC, MAX_KEY_ID_LEN, NONCE_LEN, TAG_LEN,
 };
 pub use error::SealError;
+pub use keyring::Keyring;
 pub use plaintext::Plaintext;
 pub use rollback::AntiRollback;
 

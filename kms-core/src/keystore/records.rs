@@ -1,0 +1,286 @@
+//! The records of a durable store: their names, their sequence numbers,
+//! the associated data that binds both, and their plaintext layouts
+//! (every integer big-endian).
+//!
+//! ```text
+//! record value  = u64 seq ‖ envelope (kms_core::seal), sealed under the
+//!                 master key with associated data
+//! AAD           = "kms.record.v1" ‖ u8 name length ‖ name ‖ u64 seq
+//!
+//! index         (name "index"; seq counts the index's writes)
+//!               u32 key count, per key: u8 length ‖ key id (version 1)
+//! key head      (name "keys/<tenant>/<purpose>/<uuid>/head";
+//!                seq = the key's sequence, +1 on every write to the key)
+//!               u8 length ‖ key id (version 1) ‖ u32 head version
+//! version N     (name "keys/<tenant>/<purpose>/<uuid>/v<N>";
+//!                seq = the key's sequence when it was written)
+//!               32-byte seed ‖ u64 seconds ‖ u32 nanoseconds since the
+//!               epoch ‖ u8 origin (0 generated, 1 imported); if imported:
+//!               u8 length ‖ source key id, u8 length ‖ sealing key `id@vN`
+//! ```
+//!
+//! Invariants: a record opens only under its own name and sequence (a
+//! record moved to another name, or an older copy of a record whose
+//! sequence has moved on, fails to authenticate); every buffer that holds
+//! a seed is allocated once at its final size and never grows (a `Vec`
+//! that grows frees its old buffer unwiped, where `Zeroizing` cannot wipe
+//! it; `tests/freed_seeds.rs` checks it).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use uuid::Uuid;
+use zeroize::Zeroizing;
+
+use crate::bytes::Reader;
+use crate::error::KmsError;
+use crate::key_id::KeyId;
+use crate::keystore::Origin;
+use crate::seal::{Envelope, SealError};
+
+/// Length of a version's seed (RFC 8032 §5.1.5).
+pub(crate) const SEED_LEN: usize = 32;
+/// The index record's name.
+pub(crate) const INDEX: &str = "index";
+/// Prefix of every key's records.
+const KEYS: &str = "keys/";
+/// Domain of the records' associated data.
+const RECORD_AAD: &[u8] = b"kms.record.v1";
+
+/// One version as stored: seed, creation time, origin.
+pub(crate) struct StoredVersion {
+    pub(crate) seed: Zeroizing<[u8; SEED_LEN]>,
+    pub(crate) created_at: SystemTime,
+    pub(crate) origin: Origin,
+}
+
+/// One key as stored: its id (version 1) and versions `1..=head`, in order.
+pub(crate) struct StoredKey {
+    pub(crate) id: KeyId,
+    pub(crate) versions: Vec<StoredVersion>,
+}
+
+/// What a record's name says it is.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Name {
+    Index,
+    Head(Uuid),
+    Version(Uuid, u32),
+}
+
+/// The name of `key`'s head record.
+pub(crate) fn head_name(key: &KeyId) -> String {
+    format!("{}/head", key_prefix(key))
+}
+
+/// The name of version `version` of `key`.
+pub(crate) fn version_name(key: &KeyId, version: u32) -> String {
+    format!("{}/v{version}", key_prefix(key))
+}
+
+fn key_prefix(key: &KeyId) -> String {
+    format!("{KEYS}{}/{}/{}", key.tenant(), key.purpose(), key.uuid())
+}
+
+/// Parses a record name; `None` for a name this format never writes.
+pub(crate) fn parse_name(name: &str) -> Option<Name> {
+    if name == INDEX {
+        return Some(Name::Index);
+    }
+    let mut parts = name.strip_prefix(KEYS)?.split('/');
+    let (_tenant, _purpose) = (parts.next()?, parts.next()?);
+    let uuid: Uuid = parts.next()?.parse().ok()?;
+    let last = parts.next()?;
+    if parts.next().is_some() {
+        return None;
+    }
+    if last == "head" {
+        return Some(Name::Head(uuid));
+    }
+    let version: u32 = last.strip_prefix('v')?.parse().ok()?;
+    Some(Name::Version(uuid, version))
+}
+
+/// The associated data that binds a record to its name and sequence.
+pub(crate) fn aad(name: &str, seq: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(RECORD_AAD.len() + 1 + name.len() + 8);
+    out.extend_from_slice(RECORD_AAD);
+    // Names are at most ~240 bytes: two 64-byte names, a UUID, a version.
+    out.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(&seq.to_be_bytes());
+    out
+}
+
+/// A record's bytes: `seq` then the envelope.
+pub(crate) fn value(seq: u64, envelope: &Envelope) -> Vec<u8> {
+    let bytes = envelope.to_bytes();
+    let mut out = Vec::with_capacity(8 + bytes.len());
+    out.extend_from_slice(&seq.to_be_bytes());
+    out.extend_from_slice(&bytes);
+    out
+}
+
+/// Splits a record's bytes into its sequence and envelope.
+///
+/// # Errors
+/// [`SealError::Malformed`] if the bytes are too short or the envelope
+/// does not parse.
+pub(crate) fn parse_value(bytes: &[u8]) -> Result<(u64, Envelope), SealError> {
+    let mut r = Reader::new(bytes);
+    let seq = r.u64().ok_or(SealError::Malformed {
+        what: "record sequence",
+    })?;
+    Ok((seq, Envelope::from_bytes(r.rest())?))
+}
+
+/// Bytes of one version's plaintext.
+fn version_len(origin: &Origin) -> usize {
+    SEED_LEN
+        + 8
+        + 4
+        + 1
+        + match origin {
+            Origin::Generated => 0,
+            Origin::Imported { source, sealed_by } => 2 + source.len() + sealed_by.len(),
+        }
+}
+
+/// A version's plaintext (module docs), allocated once at its exact size.
+///
+/// # Errors
+/// [`KmsError::Internal`] if an import's texts exceed 255 bytes.
+pub(crate) fn encode_version(
+    seed: &[u8; SEED_LEN],
+    created_at: SystemTime,
+    origin: &Origin,
+) -> Result<Zeroizing<Vec<u8>>, KmsError> {
+    let len = version_len(origin);
+    let mut out = Zeroizing::new(Vec::with_capacity(len));
+    out.extend_from_slice(seed);
+    let since = created_at.duration_since(UNIX_EPOCH).unwrap_or_default();
+    out.extend_from_slice(&since.as_secs().to_be_bytes());
+    out.extend_from_slice(&since.subsec_nanos().to_be_bytes());
+    match origin {
+        Origin::Generated => out.push(0),
+        Origin::Imported { source, sealed_by } => {
+            out.push(1);
+            for text in [source, sealed_by] {
+                out.push(u8::try_from(text.len()).map_err(|_| KmsError::Internal {
+                    reason: "keystore: an import's source is longer than 255 bytes".to_owned(),
+                })?);
+                out.extend_from_slice(text.as_bytes());
+            }
+        }
+    }
+    debug_assert_eq!(out.len(), len, "a version's size is exact");
+    Ok(out)
+}
+
+/// Reads one version's plaintext off `r` (module docs); `None` if it does
+/// not decode. Shared with the format-1 snapshot (`legacy.rs`), which
+/// lays versions out the same way.
+pub(crate) fn read_version(r: &mut Reader<'_>) -> Option<StoredVersion> {
+    let seed = Zeroizing::new(r.take::<SEED_LEN>()?);
+    let created_at = r
+        .u64()
+        .zip(r.u32())
+        .filter(|&(_, nanos)| nanos < 1_000_000_000)
+        .and_then(|(secs, nanos)| UNIX_EPOCH.checked_add(Duration::new(secs, nanos)))?;
+    let [tag] = r.take::<1>()?;
+    let mut text = || {
+        r.short_slice()
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .map(str::to_owned)
+    };
+    let origin = match tag {
+        0 => Origin::Generated,
+        1 => {
+            let source = text()?;
+            let sealed_by = text()?;
+            Origin::Imported { source, sealed_by }
+        }
+        _ => return None,
+    };
+    Some(StoredVersion {
+        seed,
+        created_at,
+        origin,
+    })
+}
+
+/// A key head's plaintext: its id (version 1) and head version.
+pub(crate) fn encode_head(key: &KeyId, head: u32) -> Vec<u8> {
+    let id = key.with_version(1).to_string();
+    let mut out = Vec::with_capacity(1 + id.len() + 4);
+    out.push(u8::try_from(id.len()).unwrap_or(u8::MAX));
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(&head.to_be_bytes());
+    out
+}
+
+/// Reads a key head's plaintext; `None` if it does not decode.
+pub(crate) fn decode_head(bytes: &[u8]) -> Option<(KeyId, u32)> {
+    let mut r = Reader::new(bytes);
+    let id = read_key_id(&mut r)?;
+    let head = r.u32()?;
+    r.rest().is_empty().then_some((id, head))
+}
+
+/// The index's plaintext: every key's id (version 1).
+pub(crate) fn encode_index<'a>(keys: impl ExactSizeIterator<Item = &'a KeyId>) -> Vec<u8> {
+    let count = u32::try_from(keys.len()).unwrap_or(u32::MAX);
+    let ids: Vec<String> = keys.map(|k| k.with_version(1).to_string()).collect();
+    let mut out = Vec::with_capacity(4 + ids.iter().map(|id| 1 + id.len()).sum::<usize>());
+    out.extend_from_slice(&count.to_be_bytes());
+    for id in &ids {
+        out.push(u8::try_from(id.len()).unwrap_or(u8::MAX));
+        out.extend_from_slice(id.as_bytes());
+    }
+    out
+}
+
+/// Reads the index's plaintext; `None` if it does not decode.
+pub(crate) fn decode_index(bytes: &[u8]) -> Option<Vec<KeyId>> {
+    let mut r = Reader::new(bytes);
+    let count = r.u32()?;
+    // A count read from the record never allocates more than the record
+    // could describe (each id takes at least two bytes).
+    let mut ids = Vec::with_capacity(usize::try_from(count).ok()?.min(r.len() / 2));
+    for _ in 0..count {
+        ids.push(read_key_id(&mut r)?);
+    }
+    r.rest().is_empty().then_some(ids)
+}
+
+fn read_key_id(r: &mut Reader<'_>) -> Option<KeyId> {
+    std::str::from_utf8(r.short_slice()?).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_name, Name};
+
+    #[test]
+    fn names_round_trip() {
+        let key: crate::KeyId = "kms:acme:tokens:ed25519:5b769b61-0f38-4885-a628-8294ae7737e8:v3"
+            .parse()
+            .expect("key id");
+        assert_eq!(
+            parse_name(&super::version_name(&key, 7)),
+            Some(Name::Version(key.uuid(), 7))
+        );
+        assert_eq!(
+            parse_name(&super::head_name(&key)),
+            Some(Name::Head(key.uuid()))
+        );
+        assert_eq!(parse_name("index"), Some(Name::Index));
+        for stray in [
+            "keys/a/b/not-a-uuid/head",
+            "keys/a/b",
+            "other",
+            "keys/a/b/5b769b61-0f38-4885-a628-8294ae7737e8/v",
+        ] {
+            assert_eq!(parse_name(stray), None, "{stray}");
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! [`RedbStorage`]: the embedded default [`super::Storage`], one
+//! [redb](https://docs.rs/redb) database file, [`STORE_FILE`], in the
+//! store's directory.
+//!
+//! * **Atomic and durable commits** come from redb: each commit is one
+//!   write transaction with `Durability::Immediate` (fsynced before it
+//!   returns; a crash leaves the previous commit or this one, checked by
+//!   redb's page checksums on recovery).
+//! * **One writer:** the storage holds an exclusive lock on
+//!   `keystore.kms.lock` (std's `File::try_lock`: `flock` on Unix,
+//!   `LockFileEx` on Windows) for its whole life, taken before the
+//!   database is opened, so a second store on the same directory, in this
+//!   process or another, is refused (`StoreInUse`). The operating system
+//!   drops the lock when the process dies, so a crash never leaves the
+//!   store locked.
+//! * **New directories are durable:** the parent of each directory
+//!   created, and of the store's directory, is fsynced.
+
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+
+use super::{RecordWrite, Storage};
+use crate::error::KmsError;
+
+/// The store's database file inside its directory.
+pub const STORE_FILE: &str = "keystore.redb";
+/// Held locked by the store's one writer; empty, never removed.
+const LOCK_FILE: &str = "keystore.kms.lock";
+/// The one table: record name to record bytes.
+const RECORDS: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("records");
+
+/// A redb database in a directory, held with an exclusive lock.
+pub(crate) struct RedbStorage {
+    db: Database,
+    dir: PathBuf,
+    /// Open, and exclusively locked, until the storage drops.
+    _owner: File,
+}
+
+impl std::fmt::Debug for RedbStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedbStorage")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `dir`, locked for one writer: what [`RedbStorage::open`] starts from.
+pub(crate) struct LockedDir {
+    dir: PathBuf,
+    owner: File,
+}
+
+impl LockedDir {
+    /// Creates `dir` (and missing parents) durably and locks it.
+    ///
+    /// # Errors
+    /// [`KmsError::StoreInUse`] if another store holds `dir`;
+    /// [`KmsError::Internal`] for I/O errors.
+    pub(crate) fn create(dir: &Path) -> Result<LockedDir, KmsError> {
+        create_dir_durably(dir, &mut sync_dir)?;
+        Ok(LockedDir {
+            dir: dir.to_owned(),
+            owner: lock(dir)?,
+        })
+    }
+
+    /// Locks the existing directory `dir` (creating the empty lock file
+    /// if needed).
+    ///
+    /// # Errors
+    /// [`KmsError::StoreInUse`] if another store holds `dir`;
+    /// [`KmsError::Internal`] for I/O errors.
+    pub(crate) fn existing(dir: &Path) -> Result<LockedDir, KmsError> {
+        Ok(LockedDir {
+            dir: dir.to_owned(),
+            owner: lock(dir)?,
+        })
+    }
+
+    /// Whether `name` exists in the directory.
+    ///
+    /// # Errors
+    /// [`KmsError::Internal`] if that cannot be told.
+    pub(crate) fn has(&self, name: &str) -> Result<bool, KmsError> {
+        let path = self.dir.join(name);
+        match fs::symlink_metadata(&path) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(io("look for", &path, &e)),
+        }
+    }
+}
+
+impl RedbStorage {
+    /// Opens the database in the locked directory, creating it if there
+    /// is none, and fsyncs the directory so a new file's entry is durable.
+    ///
+    /// # Errors
+    /// [`KmsError::Internal`] if the database cannot be opened or created.
+    pub(crate) fn open(dir: LockedDir) -> Result<RedbStorage, KmsError> {
+        let path = dir.dir.join(STORE_FILE);
+        let db = Database::create(&path).map_err(|e| db_error("open", &path, &e))?;
+        sync_dir(&dir.dir).map_err(|e| io("fsync the directory", &dir.dir, &e))?;
+        Ok(RedbStorage {
+            db,
+            dir: dir.dir,
+            _owner: dir.owner,
+        })
+    }
+}
+
+impl Storage for RedbStorage {
+    fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
+        let path = self.dir.join(STORE_FILE);
+        let err = |e: &dyn std::fmt::Display| db_error("read", &path, e);
+        let tx = self.db.begin_read().map_err(|e| err(&e))?;
+        let table = match tx.open_table(RECORDS) {
+            Ok(table) => table,
+            // Never committed to: no records.
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(err(&e)),
+        };
+        let mut records =
+            Vec::with_capacity(usize::try_from(table.len().map_err(|e| err(&e))?).unwrap_or(0));
+        for entry in table.iter().map_err(|e| err(&e))? {
+            let (name, value) = entry.map_err(|e| err(&e))?;
+            records.push((name.value().to_owned(), value.value().to_vec()));
+        }
+        Ok(records)
+    }
+
+    fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
+        let path = self.dir.join(STORE_FILE);
+        let err = |e: &dyn std::fmt::Display| db_error("write", &path, e);
+        // `Durability::Immediate` is redb's default: fsynced on commit.
+        let tx = self.db.begin_write().map_err(|e| err(&e))?;
+        {
+            let mut table = tx.open_table(RECORDS).map_err(|e| err(&e))?;
+            for write in writes {
+                table.insert(write.name, write.value).map_err(|e| err(&e))?;
+            }
+        }
+        // Dropped uncommitted on an error above: redb aborts it.
+        tx.commit().map_err(|e| err(&e))
+    }
+}
+
+/// Removes `name` from `dir`, if it is there, and fsyncs `dir`.
+///
+/// # Errors
+/// [`KmsError::Internal`] for I/O errors.
+pub(crate) fn remove_durably(dir: &Path, name: &str) -> Result<(), KmsError> {
+    let path = dir.join(name);
+    match fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(io("remove", &path, &e)),
+    }
+    sync_dir(dir).map_err(|e| io("fsync the directory", dir, &e))
+}
+
+fn db_error(what: &str, path: &Path, e: &dyn std::fmt::Display) -> KmsError {
+    KmsError::Internal {
+        reason: format!(
+            "keystore: cannot {what} the database {}: {e}",
+            path.display()
+        ),
+    }
+}
+
+/// Opens `dir`'s lock file (creating it if needed) and takes its exclusive
+/// lock without waiting.
+///
+/// # Errors
+/// [`KmsError::StoreInUse`] if another open file holds the lock;
+/// [`KmsError::Internal`] if the file cannot be opened or locked.
+fn lock(dir: &Path) -> Result<File, KmsError> {
+    let path = dir.join(LOCK_FILE);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| io("open the lock file", &path, &e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => Err(KmsError::StoreInUse { dir: shown(dir) }),
+        Err(TryLockError::Error(e)) => Err(io("lock", &path, &e)),
+    }
+}
+
+/// Creates `dir` and its missing parents, then `sync`s the parent of each
+/// directory created and of `dir` itself: a new directory entry is durable
+/// only once its parent is fsynced.
+///
+/// # Errors
+/// [`KmsError::Internal`] if a directory cannot be created or synced.
+fn create_dir_durably(
+    dir: &Path,
+    sync: &mut dyn FnMut(&Path) -> std::io::Result<()>,
+) -> Result<(), KmsError> {
+    // `dir` and its ancestors up to the first that exists, nearest first.
+    let mut missing = Vec::new();
+    for ancestor in dir.ancestors() {
+        match fs::metadata(ancestor) {
+            Ok(_) => break,
+            Err(e) if e.kind() == ErrorKind::NotFound => missing.push(ancestor),
+            Err(e) => return Err(io("look for", ancestor, &e)),
+        }
+    }
+    for created in missing.iter().rev() {
+        match fs::create_dir(created) {
+            Ok(()) => {}
+            // Created meanwhile by someone else: as good.
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io("create the directory", created, &e)),
+        }
+        let parent = parent_of(created);
+        sync(parent).map_err(|e| io("fsync the directory", parent, &e))?;
+    }
+    if missing.is_empty() {
+        // `dir` existed, perhaps created by a run that crashed before its
+        // parent was synced.
+        let parent = parent_of(dir);
+        sync(parent).map_err(|e| io("fsync the directory", parent, &e))?;
+    }
+    Ok(())
+}
+
+/// The directory holding `path`'s entry (`.` for a bare name).
+fn parent_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
+}
+
+/// fsyncs a directory, making the entries in it durable.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir).and_then(|d| d.sync_all())
+}
+
+fn shown(dir: &Path) -> String {
+    dir.display().to_string()
+}
+
+fn io(what: &str, path: &Path, e: &std::io::Error) -> KmsError {
+    KmsError::Internal {
+        reason: format!("keystore: cannot {what} {}: {e}", path.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::create_dir_durably;
+
+    fn synced_while_creating(dir: &Path) -> Vec<PathBuf> {
+        let mut synced = Vec::new();
+        create_dir_durably(dir, &mut |d| {
+            synced.push(d.to_owned());
+            Ok(())
+        })
+        .expect("create");
+        synced
+    }
+
+    #[test]
+    fn the_parent_of_every_directory_created_is_synced() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let dir = root.path().join("a").join("b").join("store");
+        assert_eq!(
+            synced_while_creating(&dir),
+            [
+                root.path().to_owned(),
+                root.path().join("a"),
+                root.path().join("a").join("b"),
+            ]
+        );
+        assert!(dir.is_dir());
+        assert_eq!(
+            synced_while_creating(&dir),
+            [root.path().join("a").join("b")],
+            "an existing directory's parent is synced too"
+        );
+    }
+}

@@ -1,0 +1,59 @@
+//! [`Storage`]: where a durable [`crate::Keystore`] keeps its sealed
+//! records (`docs/ARCHITECTURE.md`, "The durable store").
+//!
+//! A storage holds named, opaque records and applies a batch of writes
+//! atomically and durably. It never sees a secret in the clear: the
+//! keystore seals every record (XChaCha20-Poly1305, `kms_core::seal`)
+//! before it reaches the storage, binding the record's name and sequence
+//! in the associated data, and checks on open that the records form one
+//! whole store (no record dropped, swapped or added). So a storage needs
+//! no trust beyond keeping what it acknowledged.
+//!
+//! The embedded default is a [redb](https://docs.rs/redb) database file
+//! (`file.rs`), used by [`crate::Keystore::create`] and
+//! [`crate::Keystore::open`]; others (a networked one) plug in with
+//! [`crate::Keystore::create_with_storage`] and
+//! [`crate::Keystore::open_with_storage`].
+//!
+//! Record names are UTF-8: `index`, and per key
+//! `keys/<tenant>/<purpose>/<uuid>/head` and `…/v<N>`.
+
+pub(crate) mod file;
+
+use std::fmt;
+
+use crate::error::KmsError;
+
+pub(crate) use file::RedbStorage;
+
+/// One write of a commit: store `value` under `name`, replacing any record
+/// there.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordWrite<'a> {
+    /// The record's name (at most 255 bytes of UTF-8).
+    pub name: &'a str,
+    /// The record's bytes: a sequence number and a sealed envelope,
+    /// opaque to the storage.
+    pub value: &'a [u8],
+}
+
+/// Named records, written in atomic, durable batches. One keystore uses a
+/// storage at a time; an implementation that can be reached by several
+/// writers keeps the others out (the file storage holds an exclusive
+/// lock) or serialises them itself.
+pub trait Storage: Send + Sync + fmt::Debug {
+    /// Every record, `(name, value)`, as of the last commit, in any order.
+    ///
+    /// # Errors
+    /// [`KmsError::Internal`] if the storage cannot be read.
+    fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError>;
+
+    /// Applies every write in `writes` atomically and durably: once it
+    /// returns `Ok`, all of them survive a crash; if it fails or the
+    /// process dies first, the storage holds all of them or none.
+    ///
+    /// # Errors
+    /// [`KmsError::Internal`] if the writes cannot be made durable; then
+    /// none of them is visible.
+    fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError>;
+}
