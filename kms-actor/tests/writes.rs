@@ -2,23 +2,19 @@
 //! waits for writes in progress, the backlog of writes is bounded
 //! (`Overloaded`), and a write whose caller has gone is skipped.
 //!
-//! To hold writes for as long as a test needs, a [`Gate`] makes the
-//! store's temporary file a FIFO: no write can finish while the gate is
-//! closed (opening the FIFO blocks). When the gate opens, a write blocked
-//! there fails (a FIFO cannot be fsynced), and the others use a regular
-//! file again. Whether the first write had reached the FIFO when the gate
-//! opened is not known, so the tests count successful answers and compare
-//! them with the head on disk. Linux only: opening a FIFO read-write never
-//! blocks there. `timeout` is only a hang detector.
-#![cfg(target_os = "linux")]
+//! To hold writes for as long as a test needs, the keystore's storage is
+//! a [`GatedStorage`]: records in memory, whose commits wait while its
+//! gate is closed. Reopening the same records after shutdown shows what
+//! was written. `timeout` is only a hang detector.
 
-use std::fs::{File, OpenOptions};
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use kms_actor::{KmsActor, KmsClient, KmsConfig, KmsHandle};
 use kms_bus::Bus;
 use kms_core::seal::SealKey;
+use kms_core::storage::{RecordWrite, Storage};
 use kms_core::{KeyId, Keystore, KmsError};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
@@ -27,47 +23,53 @@ const HANG: Duration = Duration::from_secs(60);
 /// The actor's bound on create and rotate requests accepted and not done.
 const BACKLOG: usize = 3;
 
-/// Holds the store's next write while closed (see the module docs).
-struct Gate {
-    fifo: PathBuf,
-    tmp: PathBuf,
-    /// The FIFO open read-write once the gate is open.
-    open: Option<File>,
+/// Records in memory, shared by clones; commits wait while the gate is
+/// closed.
+#[derive(Debug, Clone, Default)]
+struct GatedStorage {
+    records: Arc<Mutex<BTreeMap<String, Vec<u8>>>>,
+    /// `true` while closed.
+    gate: Arc<(Mutex<bool>, Condvar)>,
 }
 
-impl Gate {
-    fn close(dir: &Path) -> Gate {
-        let fifo = dir.join("gate.fifo");
-        // Not the `mkfifo` command: a child forked while another test
-        // drops its keystore would hold that store's lock until it execs.
-        let owner_rw = rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR;
-        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, owner_rw).expect("mkfifo");
-        let tmp = dir.join("keystore.kms.tmp");
-        std::fs::hard_link(&fifo, &tmp).expect("link the FIFO as the temporary file");
-        Gate {
-            fifo,
-            tmp,
-            open: None,
-        }
+impl GatedStorage {
+    fn close(&self) {
+        *self.gate.0.lock().expect("gate") = true;
     }
 
-    /// Lets writes go on: one blocked at the gate fails, later ones use a
-    /// regular file.
-    fn open(&mut self) {
-        if self.open.is_none() {
-            // Unlinked first: a write that starts later makes a regular
-            // file. The held write already has the FIFO's inode.
-            let _ = std::fs::remove_file(&self.tmp);
-            let fifo = OpenOptions::new().read(true).write(true).open(&self.fifo);
-            self.open = Some(fifo.expect("open the FIFO"));
-        }
+    fn open(&self) {
+        *self.gate.0.lock().expect("gate") = false;
+        self.gate.1.notify_all();
     }
 }
+
+impl Storage for GatedStorage {
+    fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
+        let records = self.records.lock().expect("records");
+        Ok(records
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
+        let (closed, opened) = &*self.gate;
+        let closed = closed.lock().expect("gate");
+        let _open = opened.wait_while(closed, |closed| *closed).expect("gate");
+        let mut records = self.records.lock().expect("records");
+        for w in writes {
+            records.insert(w.name.to_owned(), w.value.to_vec());
+        }
+        Ok(())
+    }
+}
+
+/// Opens the gate when dropped: a failing test still releases held writes.
+struct Gate(GatedStorage);
 
 impl Drop for Gate {
-    /// A failing test still releases a held write.
     fn drop(&mut self) {
-        self.open();
+        self.0.open();
     }
 }
 
@@ -75,9 +77,10 @@ fn master() -> SealKey {
     SealKey::from_bytes("master", 1, &[9; 32]).expect("key")
 }
 
-/// An actor over a new durable store in `dir` holding one key.
-fn durable_actor(dir: &Path) -> (KmsHandle, KmsClient, KeyId) {
-    let ks = Keystore::create(dir, master()).expect("create the store");
+/// An actor over a new durable store in `storage` holding one key.
+fn durable_actor(storage: &GatedStorage) -> (KmsHandle, KmsClient, KeyId) {
+    let ks = Keystore::create_with_storage(Box::new(storage.clone()), master())
+        .expect("create the store");
     let key = ks.create_ed25519("acme", "tokens").expect("create");
     let config = KmsConfig {
         threads: 1,
@@ -105,28 +108,32 @@ async fn taken(handle: &KmsHandle, n: u64) {
     .expect("the actor takes the requests");
 }
 
-/// The head version in the store on disk (opened after the actor is gone).
-fn head_on_disk(dir: &Path, key: &KeyId) -> u32 {
-    let ks = Keystore::open(dir, master())
+/// The head version in the store (opened after the actor is gone).
+fn head_on_disk(storage: &GatedStorage, key: &KeyId) -> u32 {
+    let ks = Keystore::open_with_storage(Box::new(storage.clone()), master().into())
         .unwrap_or_else(|e| panic!("the store does not open after shutdown: {e:?}"));
     ks.attest(key).expect("attest").head.version()
 }
 
-/// The answer of a rotation that may have been held at the gate: the new
-/// head, or `None` if it failed there.
-fn written(answer: Result<KeyId, KmsError>) -> Option<u32> {
+/// The new head a rotation answered.
+fn written(answer: Result<KeyId, KmsError>) -> u32 {
     match answer {
-        Ok(head) => Some(head.version()),
-        Err(KmsError::Internal { .. }) => None,
-        Err(e) => panic!("expected a rotation or a failure at the gate, got {e:?}"),
+        Ok(head) => head.version(),
+        Err(e) => panic!("expected a rotation, got {e:?}"),
     }
+}
+
+/// A store with one key behind a closed gate, and the actor over it.
+fn gated() -> (Gate, KmsHandle, KmsClient, KeyId) {
+    let storage = GatedStorage::default();
+    let (handle, kms, key) = durable_actor(&storage);
+    storage.close();
+    (Gate(storage), handle, kms, key)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_waits_for_the_writes_in_progress() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (handle, kms, key) = durable_actor(dir.path());
-    let mut gate = Gate::close(dir.path());
+    let (gate, handle, kms, key) = gated();
     let held = rotate(&kms, &key);
     taken(&handle, 1).await;
     let queued = rotate(&kms, &key);
@@ -138,24 +145,23 @@ async fn shutdown_waits_for_the_writes_in_progress() {
         !shutdown.is_finished(),
         "shutdown returned while a write was held"
     );
-    gate.open();
+    gate.0.open();
     timeout(HANG, shutdown)
         .await
         .expect("shutdown finishes")
         .expect("shutdown");
     // Every write is done, and the keystore released, when it returns.
-    let head = head_on_disk(dir.path(), &key);
+    let head = head_on_disk(&gate.0, &key);
     let held = written(held.await.expect("task"));
     let queued = written(queued.await.expect("task"));
-    assert_eq!(queued, Some(head), "the queued rotation was written last");
-    assert_eq!(head, 2 + u32::from(held.is_some()));
+    assert_eq!(held, 2);
+    assert_eq!(queued, 3, "the queued rotation was written last");
+    assert_eq!(head, 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_write_backlog_answers_overloaded() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (handle, kms, key) = durable_actor(dir.path());
-    let mut gate = Gate::close(dir.path());
+    let (gate, handle, kms, key) = gated();
     let extra = 2;
     let calls: Vec<_> = (0..BACKLOG + extra).map(|_| rotate(&kms, &key)).collect();
     // The refused ones are answered while the backlog is still held.
@@ -166,7 +172,7 @@ async fn a_full_write_backlog_answers_overloaded() {
     })
     .await
     .expect("requests beyond the backlog are refused at once");
-    gate.open();
+    gate.0.open();
     let mut answers = Vec::new();
     for call in calls {
         answers.push(timeout(HANG, call).await.expect("answered").expect("task"));
@@ -177,24 +183,22 @@ async fn a_full_write_backlog_answers_overloaded() {
         .count();
     assert_eq!(overloaded, extra, "{answers:?}");
     assert!(KmsError::Overloaded.is_retryable());
-    // The others were all accepted: written, or failed at the gate.
-    let accepted: Vec<Option<u32>> = answers
+    // The others were all accepted and written.
+    let mut accepted: Vec<u32> = answers
         .into_iter()
         .filter(|a| *a != Err(KmsError::Overloaded))
         .map(written)
         .collect();
-    assert_eq!(accepted.len(), BACKLOG);
-    assert!(accepted.iter().filter(|a| a.is_none()).count() <= 1);
+    accepted.sort_unstable();
+    let expected: Vec<u32> = (2..2 + BACKLOG as u32).collect();
+    assert_eq!(accepted, expected);
     handle.shutdown().await;
-    let writes = accepted.iter().flatten().count() as u32;
-    assert_eq!(head_on_disk(dir.path(), &key), 1 + writes);
+    assert_eq!(head_on_disk(&gate.0, &key), 1 + BACKLOG as u32);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_whose_caller_has_gone_is_skipped() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (handle, kms, key) = durable_actor(dir.path());
-    let mut gate = Gate::close(dir.path());
+    let (gate, handle, kms, key) = gated();
     let held = rotate(&kms, &key);
     taken(&handle, 1).await;
     // Published (on its first poll), then dropped before its job starts.
@@ -202,15 +206,12 @@ async fn a_write_whose_caller_has_gone_is_skipped() {
     assert!(futures::FutureExt::now_or_never(abandoned).is_none());
     let kept = rotate(&kms, &key);
     taken(&handle, 3).await;
-    gate.open();
+    gate.0.open();
     let held = written(timeout(HANG, held).await.expect("answered").expect("task"));
     let kept = written(timeout(HANG, kept).await.expect("answered").expect("task"));
     handle.shutdown().await;
-    let head = head_on_disk(dir.path(), &key);
-    assert_eq!(kept, Some(head), "the kept rotation was written last");
-    assert_eq!(
-        head,
-        2 + u32::from(held.is_some()),
-        "the abandoned rotation did not run"
-    );
+    let head = head_on_disk(&gate.0, &key);
+    assert_eq!(held, 2);
+    assert_eq!(kept, head, "the kept rotation was written last");
+    assert_eq!(head, 3, "the abandoned rotation did not run");
 }

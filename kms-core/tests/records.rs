@@ -1,0 +1,303 @@
+//! The durable store's records, through a [`Storage`] in memory: what a
+//! mutation writes (one version and one head: O(record)), what open
+//! refuses (a record dropped, swapped, replayed, added or altered), and a
+//! master-key rewrap cut short by a failed commit.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use kms_core::seal::{Keyring, SealError, SealKey};
+use kms_core::storage::{RecordWrite, Storage};
+use kms_core::{KeyId, Keystore, KmsError, Rewrapped};
+
+type Records = BTreeMap<String, Vec<u8>>;
+
+/// Records in memory, shared by clones. Counts the records and bytes each
+/// commit writes, and fails every commit after `fail_after` of them.
+#[derive(Debug, Clone, Default)]
+struct MemoryStorage {
+    records: Arc<Mutex<Records>>,
+    commits: Arc<Mutex<Vec<(usize, usize)>>>,
+    fail_after: Arc<AtomicUsize>,
+}
+
+impl MemoryStorage {
+    fn new() -> MemoryStorage {
+        let storage = MemoryStorage::default();
+        storage.fail_after.store(usize::MAX, Ordering::Relaxed);
+        storage
+    }
+
+    fn with(records: Records) -> MemoryStorage {
+        let storage = MemoryStorage::new();
+        *storage.records.lock().expect("records") = records;
+        storage
+    }
+
+    fn snapshot(&self) -> Records {
+        self.records.lock().expect("records").clone()
+    }
+
+    /// `(records, bytes)` of the last commit.
+    fn last_commit(&self) -> (usize, usize) {
+        *self
+            .commits
+            .lock()
+            .expect("commits")
+            .last()
+            .expect("a commit")
+    }
+}
+
+impl Storage for MemoryStorage {
+    fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
+        Ok(self.snapshot().into_iter().collect())
+    }
+
+    fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
+        let mut commits = self.commits.lock().expect("commits");
+        if commits.len() >= self.fail_after.load(Ordering::Relaxed) {
+            return Err(KmsError::Internal {
+                reason: "the test's storage fails this commit".to_owned(),
+            });
+        }
+        let bytes = writes.iter().map(|w| w.name.len() + w.value.len()).sum();
+        commits.push((writes.len(), bytes));
+        let mut records = self.records.lock().expect("records");
+        for w in writes {
+            records.insert(w.name.to_owned(), w.value.to_vec());
+        }
+        Ok(())
+    }
+}
+
+fn m1() -> SealKey {
+    SealKey::from_bytes("master", 1, &[1; 32]).expect("key")
+}
+
+fn m2() -> SealKey {
+    SealKey::from_bytes("master", 2, &[2; 32]).expect("key")
+}
+
+fn open(records: Records) -> Result<Keystore, KmsError> {
+    Keystore::open_with_storage(Box::new(MemoryStorage::with(records)), m1().into())
+}
+
+#[test]
+fn a_rotate_writes_one_version_and_one_head_whatever_the_store_holds() {
+    let storage = MemoryStorage::new();
+    let ks = Keystore::create_with_storage(Box::new(storage.clone()), m1()).expect("create");
+    let first = ks.create_ed25519("acme", "k0").expect("create");
+    assert_eq!(storage.last_commit().0, 3, "version 1, head, index");
+    ks.rotate(&first).expect("rotate");
+    let (records, small) = storage.last_commit();
+    assert_eq!(records, 2, "the new version and the key's head");
+    for i in 1..200 {
+        let key = ks.create_ed25519("acme", &format!("k{i}")).expect("create");
+        ks.rotate(&key).expect("rotate");
+    }
+    ks.rotate(&first).expect("rotate");
+    let (records, large) = storage.last_commit();
+    assert_eq!(records, 2);
+    assert_eq!(
+        large, small,
+        "a rotation's bytes do not grow with the store"
+    );
+}
+
+/// A store of two keys: `a` at v3, `b` at v1; and the records as they
+/// were before `a`'s last rotation and before `b` was created.
+fn two_keys() -> (Records, Records, Records, KeyId, KeyId) {
+    let storage = MemoryStorage::new();
+    let ks = Keystore::create_with_storage(Box::new(storage.clone()), m1()).expect("create");
+    let a = ks.create_ed25519("acme", "a").expect("create");
+    let before_b = storage.snapshot();
+    let b = ks.create_ed25519("acme", "b").expect("create");
+    ks.rotate(&a).expect("rotate");
+    let before_rotation = storage.snapshot();
+    ks.rotate(&a).expect("rotate");
+    (storage.snapshot(), before_rotation, before_b, a, b)
+}
+
+fn name(records: &Records, suffix: &str, key: &KeyId) -> String {
+    let found: Vec<&String> = records
+        .keys()
+        .filter(|n| n.contains(&key.uuid().to_string()) && n.ends_with(suffix))
+        .collect();
+    assert_eq!(found.len(), 1, "{suffix} of {key}");
+    found[0].clone()
+}
+
+fn assert_corrupt(records: Records, what: &str) {
+    match open(records) {
+        Err(KmsError::StoreCorrupt { reason, .. }) => {
+            println!("{what}: {reason}");
+        }
+        other => panic!("{what}: expected StoreCorrupt, got {other:?}"),
+    }
+}
+
+#[test]
+fn open_refuses_records_dropped_swapped_replayed_added_or_altered() {
+    let (intact, before_rotation, before_b, a, b) = two_keys();
+    let ks = open(intact.clone()).expect("the intact store opens");
+    assert_eq!(ks.attest(&a).expect("attest").head.version(), 3);
+    assert_eq!(ks.attest(&b).expect("attest").head.version(), 1);
+    assert_eq!(
+        KmsError::StoreCorrupt {
+            store: String::new(),
+            reason: String::new()
+        }
+        .code(),
+        "kms.store_corrupt"
+    );
+
+    let mut dropped = intact.clone();
+    dropped.remove(&name(&intact, "/v2", &a));
+    assert_corrupt(dropped, "a version below the head dropped");
+
+    let mut dropped = intact.clone();
+    dropped.remove(&name(&intact, "/v3", &a));
+    assert_corrupt(dropped, "the head version dropped");
+
+    let mut dropped = intact.clone();
+    dropped.remove(&name(&intact, "/head", &b));
+    assert_corrupt(dropped, "a key's head dropped");
+
+    let mut dropped = intact.clone();
+    dropped.retain(|n, _| !n.contains(&b.uuid().to_string()));
+    assert_corrupt(dropped, "a whole key dropped (the index still lists it)");
+
+    let mut swapped = intact.clone();
+    let (v1, v2) = (name(&intact, "/v1", &a), name(&intact, "/v2", &a));
+    swapped.insert(v1.clone(), intact[&v2].clone());
+    swapped.insert(v2, intact[&v1].clone());
+    assert_corrupt(swapped, "two versions swapped");
+
+    let mut replayed = intact.clone();
+    let head = name(&intact, "/head", &a);
+    replayed.insert(head.clone(), before_rotation[&head].clone());
+    assert_corrupt(replayed, "an older head replayed");
+
+    let mut replayed = intact.clone();
+    replayed.insert("index".to_owned(), before_b["index"].clone());
+    assert_corrupt(replayed, "an older index replayed");
+
+    let mut added = intact.clone();
+    let head_b = name(&intact, "/head", &b);
+    added.insert(
+        head_b.replace("/head", "/v2"),
+        intact[&name(&intact, "/v1", &b)].clone(),
+    );
+    assert_corrupt(added, "a version above the head added");
+
+    let mut added = intact.clone();
+    added.insert("stray".to_owned(), vec![0; 64]);
+    assert_corrupt(added, "a record of no format");
+
+    let mut altered = intact.clone();
+    let v2 = name(&intact, "/v2", &a);
+    let last = altered[&v2].len() - 1;
+    altered.get_mut(&v2).expect("record")[last] ^= 1;
+    assert_corrupt(altered, "a version's byte flipped");
+
+    let mut altered = intact.clone();
+    let last = altered["index"].len() - 1;
+    altered.get_mut("index").expect("index")[last] ^= 1;
+    assert_eq!(
+        open(altered).err(),
+        Some(KmsError::Seal(SealError::Authentication)),
+        "the index's errors are the master key's"
+    );
+}
+
+#[test]
+fn rewrap_cut_short_leaves_a_store_that_opens_and_finishes_when_run_again() {
+    let storage = MemoryStorage::new();
+    let ks = Keystore::create_with_storage(Box::new(storage.clone()), m1()).expect("create");
+    let mut keys = Vec::new();
+    for i in 0..60 {
+        let key = ks.create_ed25519("acme", &format!("k{i}")).expect("create");
+        ks.rotate(&key).expect("rotate");
+        keys.push(key);
+    }
+    let public_keys: Vec<[u8; 32]> = keys.iter().map(|k| ks.public_key(k).expect("pk")).collect();
+    drop(ks);
+    // 60 keys × (2 versions + head) + the index.
+    let records = 60 * 3 + 1;
+
+    let both = || Keyring::new([m2(), m1()]).expect("keyring");
+    let ks = Keystore::open_with_storage(Box::new(storage.clone()), both()).expect("open");
+    // A rotation under the keyring seals under m2 already.
+    let rotated = ks.rotate(&keys[0]).expect("rotate");
+    // Let one batch of 64 commit, then fail: a crash midway.
+    let done = storage.commits.lock().expect("commits").len();
+    storage.fail_after.store(done + 1, Ordering::Relaxed);
+    assert!(matches!(ks.rewrap(), Err(KmsError::Internal { .. })));
+    drop(ks);
+    storage.fail_after.store(usize::MAX, Ordering::Relaxed);
+
+    assert!(
+        matches!(
+            Keystore::open_with_storage(Box::new(storage.clone()), m2().into()),
+            Err(KmsError::StoreCorrupt { .. } | KmsError::Seal(SealError::WrongKey { .. }))
+        ),
+        "half re-sealed: m2 alone does not open it"
+    );
+    let ks = Keystore::open_with_storage(Box::new(storage.clone()), both()).expect("reopen midway");
+    assert_eq!(ks.public_key(&keys[7]).expect("pk"), public_keys[7]);
+    let report = ks.rewrap().expect("rewrap");
+    // First rotation: 2 records under m2; first batch: 64.
+    assert_eq!(
+        report,
+        Rewrapped {
+            records: records + 1,
+            resealed: records + 1 - 2 - 64,
+        }
+    );
+    assert_eq!(
+        ks.rewrap().expect("again"),
+        Rewrapped {
+            records: records + 1,
+            resealed: 0
+        }
+    );
+    drop(ks);
+
+    let ks = Keystore::open_with_storage(Box::new(storage.clone()), m2().into())
+        .expect("m2 alone opens it");
+    for (key, public_key) in keys.iter().zip(&public_keys) {
+        assert_eq!(ks.public_key(key).expect("pk"), *public_key);
+    }
+    assert_eq!(ks.attest(&rotated).expect("attest").head, rotated);
+    assert!(matches!(
+        Keystore::open_with_storage(Box::new(storage), m1().into()),
+        Err(KmsError::Seal(SealError::WrongKey { .. }))
+    ));
+}
+
+#[test]
+fn a_keyring_is_one_key_id_with_distinct_versions() {
+    assert!(Keyring::new([]).is_err());
+    assert!(Keyring::new([
+        m1(),
+        SealKey::from_bytes("other", 2, &[2; 32]).expect("key")
+    ])
+    .is_err());
+    assert!(Keyring::new([m1(), m1()]).is_err());
+    let ring = Keyring::new([m2(), m1()]).expect("keyring");
+    assert_eq!(ring.newest().version(), 2);
+    assert_eq!(ring.keys().len(), 2);
+}
+
+#[test]
+fn an_in_memory_keystore_has_nothing_to_rewrap() {
+    assert_eq!(
+        Keystore::new().rewrap().expect("rewrap"),
+        Rewrapped {
+            records: 0,
+            resealed: 0
+        }
+    );
+}
