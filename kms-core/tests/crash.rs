@@ -1,49 +1,93 @@
-//! Crash test of the durable keystore: a child process (this same binary,
-//! told by an environment variable) rotates a key over and over, printing
-//! `acked <version>` after each `rotate` returns; the parent kills it with
-//! SIGKILL at a random moment, reopens the store, and checks that it holds
-//! the last acknowledged state or a later one, never an older or a corrupt
-//! store. Repeated until 200 rotations have been acknowledged in all.
+//! Crash test of the durable keystore. A child process (this same binary,
+//! told by an environment variable) writes to the store and prints an
+//! acknowledgement after each call returns; the parent kills it with
+//! SIGKILL at a random moment, reopens the store and checks it.
+//!
+//! * **Writes, 200 rounds:** the child rotates a shared key and creates
+//!   and rotates keys of its own. After each kill: the store opens (never
+//!   an authentication failure), every acknowledged key and version is
+//!   there (never a lost acknowledged write), no head went back and no
+//!   version's public key changed (never an older or torn state), and
+//!   every key still signs and verifies.
+//! * **Master-key rewrap:** the child opens the store with the keyring
+//!   (old, new) and rewraps it, killed at random moments; after each kill
+//!   the store opens with the keyring and holds the same keys. When a
+//!   child finishes, the store opens with the new key alone.
 //!
 //! Run alone: `cargo test -p kms-core --test crash`.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kms_core::seal::SealKey;
+use kms_core::seal::{Keyring, SealKey};
 use kms_core::{KeyId, Keystore};
 
-const ROTATIONS: u32 = 200;
+const ROUNDS: u32 = 200;
 const CHILD_DIR: &str = "KMS_CRASH_CHILD_DIR";
 const CHILD_KEY: &str = "KMS_CRASH_CHILD_KEY";
+const CHILD_MODE: &str = "KMS_CRASH_CHILD_MODE";
 
 fn master() -> SealKey {
     SealKey::from_bytes("crash-master", 1, &[9u8; 32]).expect("master key")
 }
 
+fn next_master() -> SealKey {
+    SealKey::from_bytes("crash-master", 2, &[10u8; 32]).expect("master key")
+}
+
+fn keyring() -> Keyring {
+    Keyring::new([master(), next_master()]).expect("keyring")
+}
+
 fn main() {
-    match (std::env::var(CHILD_DIR), std::env::var(CHILD_KEY)) {
-        (Ok(dir), Ok(key)) => child(Path::new(&dir), &key),
+    match (
+        std::env::var(CHILD_DIR),
+        std::env::var(CHILD_KEY),
+        std::env::var(CHILD_MODE).as_deref(),
+    ) {
+        (Ok(dir), _, Ok("rewrap")) => rewrap_child(Path::new(&dir)),
+        (Ok(dir), Ok(key), _) => write_child(Path::new(&dir), &key),
         _ => parent(),
     }
 }
 
-/// Rotates until the head passes `1 + ROTATIONS`, acknowledging each.
-fn child(dir: &Path, key: &str) {
-    let key: KeyId = key.parse().expect("key id");
-    let ks = Keystore::open(dir, master()).expect("child: open");
+fn ack(line: std::fmt::Arguments<'_>) {
     let mut out = std::io::stdout().lock();
-    loop {
-        let head = ks.rotate(&key).expect("child: rotate").version();
-        writeln!(out, "acked {head}")
-            .and_then(|()| out.flush())
-            .expect("child: ack");
-        if head > ROTATIONS {
-            return;
+    out.write_fmt(line)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush())
+        .expect("child: ack");
+}
+
+/// Rotates `key` and creates and rotates keys of its own, acknowledging
+/// each write: `rotated <key> <version>`, `created <key>`.
+fn write_child(dir: &Path, key: &str) {
+    let shared: KeyId = key.parse().expect("key id");
+    let ks = Keystore::open(dir, master()).expect("child: open");
+    ack(format_args!("ready"));
+    for i in 0u32.. {
+        let head = ks.rotate(&shared).expect("child: rotate");
+        ack(format_args!("rotated {head}"));
+        if i % 4 == 0 {
+            let own = ks
+                .create_ed25519("acme", &format!("crash{i}"))
+                .expect("child: create");
+            ack(format_args!("created {own}"));
+            let head = ks.rotate(&own).expect("child: rotate");
+            ack(format_args!("rotated {head}"));
         }
     }
+}
+
+/// Rewraps the store under the keyring's newest key, then says `done`.
+fn rewrap_child(dir: &Path) {
+    let ks = Keystore::open_with_keyring(dir, keyring()).expect("child: open");
+    ack(format_args!("ready"));
+    ks.rewrap().expect("child: rewrap");
+    ack(format_args!("done"));
 }
 
 fn random_below(n: u32) -> u32 {
@@ -52,75 +96,147 @@ fn random_below(n: u32) -> u32 {
     u32::from_le_bytes(bytes) % n
 }
 
+/// Runs the child in `mode` on `dir`, kills it a random time of up to
+/// `max_wait_us` after it says it has opened the store (`ready`), and
+/// returns the lines it acknowledged after that.
+fn run_and_kill(dir: &Path, mode: &str, key: &KeyId, max_wait_us: u32) -> Vec<String> {
+    let exe = std::env::current_exe().expect("own path");
+    let mut child = Command::new(exe)
+        .env(CHILD_DIR, dir)
+        .env(CHILD_KEY, key.to_string())
+        .env(CHILD_MODE, mode)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn the child");
+    let stdout = child.stdout.take().expect("child stdout");
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines().map_while(Result::ok);
+        if lines.next().as_deref() == Some("ready") {
+            let _ = ready_tx.send(());
+        }
+        lines.collect::<Vec<String>>()
+    });
+    // A child that fails to open the store says so on stderr and exits.
+    let _ = ready.recv_timeout(Duration::from_secs(60));
+    std::thread::sleep(Duration::from_micros(u64::from(random_below(max_wait_us))));
+    // SIGKILL on Unix: no destructor, no flush, no chance to finish a
+    // write. It fails only if the child has exited already.
+    let _ = child.kill();
+    child.wait().expect("reap the child");
+    // The pipe closes when the child dies, so every ack it printed is in.
+    reader.join().expect("reader")
+}
+
+/// What the parent knows of each key: the newest acknowledged head and the
+/// public keys of the versions seen so far.
+#[derive(Default)]
+struct Known {
+    acked: HashMap<KeyId, u32>,
+    seen: HashMap<KeyId, Vec<[u8; 32]>>,
+}
+
+impl Known {
+    fn acknowledge(&mut self, line: &str) {
+        let (what, key) = line.split_once(' ').expect("an ack");
+        let key: KeyId = key.parse().expect("key id");
+        let version = match what {
+            "created" => 1,
+            "rotated" => key.version(),
+            _ => panic!("unknown ack {line}"),
+        };
+        let newest = self.acked.entry(key.with_version_one()).or_default();
+        *newest = (*newest).max(version);
+    }
+
+    /// Checks the reopened store against everything acknowledged and seen.
+    fn check(&mut self, ks: &Keystore, after: &str) {
+        for (key, &acked) in &self.acked {
+            let attestation = ks
+                .attest(key)
+                .unwrap_or_else(|e| panic!("{after}: acknowledged key {key} is lost: {e}"));
+            let head = attestation.head.version();
+            assert!(
+                head >= acked,
+                "{after}: {key} is at v{head}, older than the acknowledged v{acked}"
+            );
+            assert_eq!(attestation.versions.len(), head as usize, "whole versions");
+            let now: Vec<[u8; 32]> = attestation.versions.iter().map(|v| v.public_key).collect();
+            let seen = self.seen.entry(key.clone()).or_default();
+            assert!(
+                now.len() >= seen.len() && now[..seen.len()] == seen[..],
+                "{after}: {key} went back or a version changed"
+            );
+            *seen = now;
+            let (signer, signature) = ks.sign(key, b"after the crash").expect("sign");
+            ks.verify(&signer, b"after the crash", &signature)
+                .expect("verify");
+        }
+    }
+}
+
+trait VersionOne {
+    fn with_version_one(&self) -> KeyId;
+}
+
+impl VersionOne for KeyId {
+    fn with_version_one(&self) -> KeyId {
+        let text = self.to_string();
+        let (stem, _) = text.rsplit_once(":v").expect("a version");
+        format!("{stem}:v1").parse().expect("key id")
+    }
+}
+
 fn parent() {
     let started = Instant::now();
     let dir = tempfile::tempdir().expect("temp dir");
     let store = Keystore::create(dir.path(), master()).expect("create the store");
-    let key = store
+    let shared = store
         .create_ed25519("acme", "crash")
         .expect("create the key");
-    let v1_public_key = store.public_key(&key).expect("public key");
     drop(store);
-    let exe = std::env::current_exe().expect("own path");
-    let (mut acked, mut head, mut kills) = (1u32, 1u32, 0u32);
-    while acked <= ROTATIONS {
-        let mut child = Command::new(&exe)
-            .env(CHILD_DIR, dir.path())
-            .env(CHILD_KEY, key.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn the child");
-        let stdout = child.stdout.take().expect("child stdout");
-        let reader = std::thread::spawn(move || {
-            let mut newest = 0u32;
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(v) = line.strip_prefix("acked ") {
-                    newest = newest.max(v.parse().expect("ack"));
-                }
-            }
-            newest
-        });
-        std::thread::sleep(Duration::from_micros(u64::from(random_below(30_000))));
-        // SIGKILL on Unix: no destructor, no flush, no chance to finish a
-        // write.
-        if child.kill().is_ok() {
-            kills += 1;
+    let mut known = Known::default();
+    known.acknowledge(&format!("created {shared}"));
+    let mut writes = 0;
+    for round in 1..=ROUNDS {
+        let acks = run_and_kill(dir.path(), "write", &shared, 5_000);
+        writes += acks.len();
+        for line in &acks {
+            known.acknowledge(line);
         }
-        child.wait().expect("reap the child");
-        // The pipe closes when the child dies, so every ack it printed is in.
-        acked = acked.max(reader.join().expect("reader"));
-
         let ks = Keystore::open(dir.path(), master())
-            .unwrap_or_else(|e| panic!("after kill {kills}: the store does not open: {e}"));
-        let attestation = ks.attest(&key).expect("attest");
-        let now = attestation.head.version();
-        assert!(
-            now >= acked,
-            "after kill {kills}: head v{now} is older than the acknowledged v{acked}"
-        );
-        assert!(
-            now >= head,
-            "after kill {kills}: head went back from v{head} to v{now}"
-        );
-        assert_eq!(
-            attestation.versions.len(),
-            now as usize,
-            "whole versions 1..=head"
-        );
-        let (signer, signature) = ks.sign(&key, b"after the crash").expect("sign");
-        assert_eq!(signer.version(), now);
-        assert_eq!(
-            attestation.versions[0].public_key, v1_public_key,
-            "after kill {kills}: version 1 changed"
-        );
-        ks.verify(&signer, b"after the crash", &signature)
-            .expect("verify");
-        head = now;
+            .unwrap_or_else(|e| panic!("after kill {round}: the store does not open: {e}"));
+        known.check(&ks, &format!("after kill {round}"));
     }
+    let keys = known.acked.len();
     println!(
-        "crash test: {kills} SIGKILLs, {head} versions, every acknowledged rotation kept ({:.1} s)",
+        "crash test: {ROUNDS} SIGKILLs during writes, {writes} acknowledged writes to {keys} keys, all kept ({:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+
+    let started = Instant::now();
+    let (mut kills, mut midway) = (0, 0);
+    loop {
+        let acks = run_and_kill(dir.path(), "rewrap", &shared, 20_000);
+        let ks = Keystore::open_with_keyring(dir.path(), keyring())
+            .unwrap_or_else(|e| panic!("after rewrap kill {kills}: does not open: {e}"));
+        known.check(&ks, &format!("after rewrap kill {kills}"));
+        drop(ks);
+        if acks.iter().any(|a| a == "done") {
+            break;
+        }
+        kills += 1;
+        if Keystore::open(dir.path(), next_master()).is_err() {
+            midway += 1;
+        }
+        assert!(kills < 100, "the rewrap never finished");
+    }
+    let ks = Keystore::open(dir.path(), next_master()).expect("the new key alone opens it");
+    known.check(&ks, "after the rewrap");
+    println!(
+        "crash test: {kills} SIGKILLs during a rewrap ({midway} left it half done), \
+         the store opened with the keyring each time and with the new key alone after ({:.1} s)",
         started.elapsed().as_secs_f64()
     );
 }
