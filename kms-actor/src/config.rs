@@ -50,8 +50,9 @@ pub struct KmsConfig {
     /// Most create and rotate requests accepted and not yet done (count,
     /// ≥ 1): waiting to be written, or being written. They are written one
     /// at a time, in order, off the actor's task; one more is answered
-    /// [`KmsError::Overloaded`] (retryable) at once. Each costs one write
-    /// of the whole store, with fsyncs, on a durable keystore. Default: 64.
+    /// [`KmsError::Overloaded`] (retryable) at once. On a durable
+    /// keystore each is one fsynced commit (a rotation's two records; a
+    /// create's three, one of them the index of every key). Default: 64.
     pub write_backlog: usize,
     /// What a full request or priority topic does. Default: [`Overflow::Reject`], so a
     /// caller gets a retryable [`KmsError::Overloaded`] instead of waiting.
