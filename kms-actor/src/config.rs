@@ -51,8 +51,8 @@ pub struct KmsConfig {
     /// ≥ 1): waiting to be written, or being written. They are written one
     /// at a time, in order, off the actor's task; one more is answered
     /// [`KmsError::Overloaded`] (retryable) at once. On a durable
-    /// keystore each is one fsynced commit (a rotation's two records; a
-    /// create's three, one of them the index of every key). Default: 64.
+    /// keystore each is one fsynced commit of two or three records,
+    /// whatever the store's size. Default: 64.
     pub write_backlog: usize,
     /// What a full request or priority topic does. Default: [`Overflow::Reject`], so a
     /// caller gets a retryable [`KmsError::Overloaded`] instead of waiting.

@@ -9,6 +9,11 @@
 //!   there (never a lost acknowledged write), no head went back and no
 //!   version's public key changed (never an older or torn state), and
 //!   every key still signs and verifies.
+//! * **Creating a store, and migrating a format-1 store** (the fixture in
+//!   `testdata/keystore-v1/`), killed at random moments: afterwards the
+//!   directory holds a whole store (a created one opens; the migrated one
+//!   holds every key of the fixture) or, for a create, none, and a new
+//!   create succeeds; never a directory that neither opens nor creates.
 //! * **Master-key rewrap:** the child opens the store with the keyring
 //!   (old, new) and rewraps it, killed at random moments; after each kill
 //!   the store opens with the keyring and holds the same keys. When a
@@ -38,6 +43,10 @@ fn next_master() -> SealKey {
     SealKey::from_bytes("crash-master", 2, &[10u8; 32]).expect("master key")
 }
 
+fn fixture_master() -> SealKey {
+    SealKey::from_bytes("fixture-master", 1, &[0x42; 32]).expect("master key")
+}
+
 fn keyring() -> Keyring {
     Keyring::new([master(), next_master()]).expect("keyring")
 }
@@ -49,6 +58,16 @@ fn main() {
         std::env::var(CHILD_MODE).as_deref(),
     ) {
         (Ok(dir), _, Ok("rewrap")) => rewrap_child(Path::new(&dir)),
+        (Ok(dir), _, Ok("create")) => {
+            ack(format_args!("ready"));
+            Keystore::create(&dir, master()).expect("child: create");
+            ack(format_args!("done"));
+        }
+        (Ok(dir), _, Ok("migrate")) => {
+            ack(format_args!("ready"));
+            Keystore::open(&dir, fixture_master()).expect("child: migrate");
+            ack(format_args!("done"));
+        }
         (Ok(dir), Ok(key), _) => write_child(Path::new(&dir), &key),
         _ => parent(),
     }
@@ -188,14 +207,60 @@ impl VersionOne for KeyId {
     }
 }
 
-fn parent() {
+/// Kills creates and migrations (module docs).
+fn kill_creates_and_migrations(key: &KeyId) {
     let started = Instant::now();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/keystore-v1");
+    let (mut whole, mut none) = (0, 0);
+    for round in 0..40 {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = dir.path().join("store");
+        let acks = run_and_kill(&store, "create", key, 6_000);
+        match Keystore::open(&store, master()) {
+            Ok(_) => whole += 1,
+            Err(kms_core::KmsError::StoreNotFound { .. }) if acks.is_empty() => {
+                none += 1;
+                Keystore::create(&store, master())
+                    .unwrap_or_else(|e| panic!("create round {round}: a new create fails: {e}"));
+            }
+            Err(e) => panic!("create round {round} (acks {acks:?}): {e}"),
+        }
+
+        let migrated = dir.path().join("migrated");
+        std::fs::create_dir(&migrated).expect("dir");
+        std::fs::copy(fixture.join("keystore.kms"), migrated.join("keystore.kms")).expect("copy");
+        run_and_kill(&migrated, "migrate", key, 6_000);
+        let ks = Keystore::open(&migrated, fixture_master())
+            .unwrap_or_else(|e| panic!("migration round {round}: does not open: {e}"));
+        let expected = std::fs::read_to_string(fixture.join("expected.tsv")).expect("tsv");
+        for line in expected.lines().filter(|l| !l.starts_with('#')) {
+            let fields: Vec<&str> = line.split('\t').collect();
+            let key: KeyId = fields[0].parse().expect("key id");
+            let version: usize = fields[1].parse().expect("version");
+            let attestation = ks.attest(&key).expect("a migrated key");
+            let public_key: String = attestation.versions[version - 1]
+                .public_key
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(public_key, fields[2], "migration round {round}");
+        }
+    }
+    println!(
+        "crash test: 40 SIGKILLs during a create ({whole} left a store, {none} none) and 40 during a migration, each left a store that opens or none ({:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+fn parent() {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = Keystore::create(dir.path(), master()).expect("create the store");
     let shared = store
         .create_ed25519("acme", "crash")
         .expect("create the key");
     drop(store);
+    kill_creates_and_migrations(&shared);
+    let started = Instant::now();
     let mut known = Known::default();
     known.acknowledge(&format!("created {shared}"));
     let mut writes = 0;

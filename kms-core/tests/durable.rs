@@ -95,16 +95,46 @@ fn a_wrong_master_key_is_a_typed_error_and_writes_nothing() {
 }
 
 #[test]
-fn a_stale_temporary_file_is_ignored() {
+fn a_record_name_that_is_not_utf8_is_a_typed_error_not_a_panic() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let key = Keystore::create(dir.path(), master())
+    Keystore::create(dir.path(), master())
         .expect("create")
         .create_ed25519("acme", "tokens")
         .expect("create");
-    std::fs::write(dir.path().join("keystore.kms.tmp"), b"half a write").expect("tmp");
-    let ks = Keystore::open(dir.path(), master()).expect("reopen");
-    assert_eq!(ks.rotate(&key).expect("rotate").version(), 2);
-    drop(ks);
-    let ks = Keystore::open(dir.path(), master()).expect("reopen");
-    assert_eq!(ks.attest(&key).expect("attest").head.version(), 2);
+    {
+        // Written with redb itself, as someone with the file could.
+        let db = redb::Database::create(dir.path().join(STORE_FILE)).expect("db");
+        let records: redb::TableDefinition<'_, &[u8], &[u8]> =
+            redb::TableDefinition::new("records");
+        let tx = db.begin_write().expect("tx");
+        tx.open_table(records)
+            .expect("table")
+            .insert(&b"keys/\xff"[..], &b"x"[..])
+            .expect("insert");
+        tx.commit().expect("commit");
+    }
+    assert!(matches!(
+        Keystore::open(dir.path(), master()),
+        Err(KmsError::StoreCorrupt { .. })
+    ));
+}
+
+#[test]
+fn a_half_built_database_left_by_a_crash_is_removed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // As left by a crash while redb laid out a new file: no store yet.
+    let tmp = dir.path().join("keystore.redb.tmp");
+    std::fs::write(&tmp, [0u8; 4096]).expect("tmp");
+    assert!(matches!(
+        Keystore::open(dir.path(), master()),
+        Err(KmsError::StoreNotFound { .. })
+    ));
+    let key = Keystore::create(dir.path(), master())
+        .expect("create over it")
+        .create_ed25519("acme", "tokens")
+        .expect("create");
+    assert!(!tmp.exists());
+    std::fs::write(&tmp, [0u8; 4096]).expect("tmp");
+    let ks = Keystore::open(dir.path(), master()).expect("open beside it");
+    assert_eq!(ks.attest(&key).expect("attest").head.version(), 1);
 }

@@ -241,9 +241,9 @@ fn rewrap_cut_short_leaves_a_store_that_opens_and_finishes_when_run_again() {
     assert!(
         matches!(
             Keystore::open_with_storage(Box::new(storage.clone()), m2().into()),
-            Err(KmsError::StoreCorrupt { .. } | KmsError::Seal(SealError::WrongKey { .. }))
+            Err(KmsError::Seal(SealError::WrongKey { .. }))
         ),
-        "half re-sealed: m2 alone does not open it"
+        "half re-sealed: m2 alone does not open it, and says the keyring lacks a key"
     );
     let ks = Keystore::open_with_storage(Box::new(storage.clone()), both()).expect("reopen midway");
     assert_eq!(ks.public_key(&keys[7]).expect("pk"), public_keys[7]);
@@ -275,6 +275,31 @@ fn rewrap_cut_short_leaves_a_store_that_opens_and_finishes_when_run_again() {
         Keystore::open_with_storage(Box::new(storage), m1().into()),
         Err(KmsError::Seal(SealError::WrongKey { .. }))
     ));
+}
+
+#[test]
+fn after_a_failed_commit_the_store_refuses_writes_until_reopened() {
+    let storage = MemoryStorage::new();
+    let ks = Keystore::create_with_storage(Box::new(storage.clone()), m1()).expect("create");
+    let key = ks.create_ed25519("acme", "k").expect("create");
+    let done = storage.commits.lock().expect("commits").len();
+    storage.fail_after.store(done, Ordering::Relaxed);
+    assert!(matches!(ks.rotate(&key), Err(KmsError::Internal { .. })));
+    // The storage works again, but whether the failed commit landed is
+    // unknown (a networked storage may time out after it landed).
+    storage.fail_after.store(usize::MAX, Ordering::Relaxed);
+    match ks.create_ed25519("acme", "other") {
+        Err(KmsError::Internal { reason }) => assert!(reason.contains("reopen"), "{reason}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(
+        ks.attest(&key).expect("attest").head.version(),
+        1,
+        "memory unchanged"
+    );
+    drop(ks);
+    let ks = Keystore::open_with_storage(Box::new(storage), m1().into()).expect("reopen");
+    assert_eq!(ks.rotate(&key).expect("rotate").version(), 2);
 }
 
 #[test]

@@ -1,35 +1,43 @@
 //! A durable store in a directory: the file storage ([`RedbStorage`]),
 //! and the migration from format 1 (`legacy.rs`).
 //!
+//! * A new database is built whole before it takes the store's name: its
+//!   first commit (an empty store, or every migrated key) goes into
+//!   `keystore.redb.tmp`, which is then renamed to `keystore.redb` and the
+//!   directory fsynced. So `keystore.redb` always holds a whole store; a
+//!   crash before the rename leaves only the temporary file, which is
+//!   ignored, and removed by the next `create` or migration.
 //! * [`create`] refuses a directory that holds a store of either format.
-//!   A database without an index (a create that crashed before its first
-//!   commit) is no store: `create` reuses it, `open` reports none.
-//! * [`open`] opens the database, or migrates a format-1 store: it reads
-//!   and authenticates `keystore.kms` first (so a wrong master key writes
-//!   nothing), commits every key to the database in one commit, then
-//!   removes the old file. A crash before that commit leaves the old file
-//!   to migrate again; one after it leaves both, and the next open keeps
-//!   the database and removes the old file.
+//! * [`open`] opens the database, or migrates a format-1 store: it reads,
+//!   authenticates and checks `keystore.kms` first (so a wrong master key
+//!   writes nothing), builds the database from it, opens and checks that,
+//!   and only then removes the old file. A crash before the rename leaves
+//!   the old file to migrate again; one after it leaves both, and the next
+//!   open keeps the database and removes the old file.
 
+use std::collections::HashSet;
 use std::path::Path;
 
-use super::durable::{Durable, Opened};
+use super::durable::{commit_all, Durable, Opened};
 use super::legacy::{self, LEGACY_FILE};
 use super::records::StoredKey;
 use crate::error::KmsError;
 use crate::seal::Keyring;
-use crate::storage::file::{remove_durably, LockedDir, STORE_FILE};
+use crate::storage::file::{exists, remove_durably, LockedDir, STORE_FILE, TMP_FILE};
 use crate::storage::RedbStorage;
 
 /// Creates a new store in `dir` (see [`crate::Keystore::create`]).
 pub(crate) fn create(dir: &Path, keyring: Keyring) -> Result<Durable, KmsError> {
     let locked = LockedDir::create(dir)?;
     let label = dir.display().to_string();
-    if locked.has(LEGACY_FILE)? {
+    if locked.has(LEGACY_FILE)? || locked.has(STORE_FILE)? {
         return Err(KmsError::StoreExists { dir: label });
     }
-    let storage = RedbStorage::open(locked)?;
-    Durable::create(Box::new(storage), keyring, label)
+    let storage = build(locked, &keyring, &[])?;
+    match Durable::open(Box::new(storage), keyring, label.clone())? {
+        Opened::Store(durable, _) => Ok(durable),
+        Opened::Empty => Err(lost_first_commit(&label)),
+    }
 }
 
 /// Opens the store in `dir`, migrating format 1 (see
@@ -37,41 +45,83 @@ pub(crate) fn create(dir: &Path, keyring: Keyring) -> Result<Durable, KmsError> 
 pub(crate) fn open(dir: &Path, keyring: Keyring) -> Result<(Durable, Vec<StoredKey>), KmsError> {
     let label = dir.display().to_string();
     let not_found = || KmsError::StoreNotFound { dir: label.clone() };
-    let present = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok();
     // Before taking the lock, so a directory without a store is left as
     // it was (no lock file).
-    if !present(STORE_FILE) && !present(LEGACY_FILE) {
+    if !exists(dir, STORE_FILE)? && !exists(dir, LEGACY_FILE)? {
         return Err(not_found());
     }
     let locked = LockedDir::existing(dir)?;
     let has_legacy = locked.has(LEGACY_FILE)?;
-    // A format-1 store not migrated yet is authenticated before the
-    // database file is made.
-    let mut old = if has_legacy && !locked.has(STORE_FILE)? {
-        Some(legacy::read(dir, &keyring)?)
-    } else {
-        None
-    };
-    let storage = RedbStorage::open(locked)?;
-    let (durable, keys) = match Durable::open(Box::new(storage), keyring, label.clone())? {
-        Opened::Store(durable, keys) => (durable, keys),
-        Opened::Empty(storage, keyring) => {
-            if !has_legacy {
-                return Err(not_found());
-            }
-            let old = match old.take() {
-                Some(old) => old,
-                None => legacy::read(dir, &keyring)?,
-            };
-            let keyring =
-                keyring.continue_counters(|v| if v == old.sealed_by { old.counter } else { 0 });
-            let durable = Durable::import(storage, keyring, label, &old.keys)?;
-            (durable, old.keys)
+    let opened = if locked.has(STORE_FILE)? {
+        let storage = RedbStorage::open(locked, STORE_FILE)?;
+        match Durable::open(Box::new(storage), keyring, label.clone())? {
+            Opened::Store(durable, keys) => (durable, keys),
+            // Every database this code names `keystore.redb` holds a store.
+            Opened::Empty => return Err(lost_first_commit(&label)),
         }
+    } else if has_legacy {
+        migrate(locked, keyring, &label)?
+    } else {
+        return Err(not_found());
     };
     if has_legacy {
         // Migrated, now or by an open that crashed before this.
         remove_durably(dir, LEGACY_FILE)?;
     }
-    Ok((durable, keys))
+    Ok(opened)
+}
+
+/// Builds the database from the format-1 store in `locked`'s directory,
+/// and opens it.
+fn migrate(
+    locked: LockedDir,
+    keyring: Keyring,
+    label: &str,
+) -> Result<(Durable, Vec<StoredKey>), KmsError> {
+    let old = legacy::read(locked.dir(), &keyring, label)?;
+    let corrupt = |reason: String| KmsError::StoreCorrupt {
+        store: label.to_owned(),
+        reason,
+    };
+    let mut seen = HashSet::with_capacity(old.keys.len());
+    for key in &old.keys {
+        if key.versions.is_empty() {
+            return Err(corrupt(format!(
+                "the old store's key {} has no version",
+                key.id
+            )));
+        }
+        if !seen.insert(key.id.uuid()) {
+            return Err(corrupt(format!("the old store holds key {} twice", key.id)));
+        }
+    }
+    let keyring = keyring.continue_counters(|v| if v == old.sealed_by { old.counter } else { 0 });
+    let storage = build(locked, &keyring, &old.keys)?;
+    match Durable::open(Box::new(storage), keyring, label.to_owned())? {
+        Opened::Store(durable, keys) => Ok((durable, keys)),
+        Opened::Empty => Err(lost_first_commit(label)),
+    }
+}
+
+/// Builds a database of `keys` (see the module docs) and opens it under
+/// its final name.
+fn build(
+    locked: LockedDir,
+    keyring: &Keyring,
+    keys: &[StoredKey],
+) -> Result<RedbStorage, KmsError> {
+    remove_durably(locked.dir(), TMP_FILE)?;
+    let records = Durable::initial_records(keyring, keys)?;
+    let tmp = RedbStorage::open(locked, TMP_FILE)?;
+    commit_all(&tmp, &records)?;
+    let locked = tmp.close();
+    locked.rename(TMP_FILE, STORE_FILE)?;
+    RedbStorage::open(locked, STORE_FILE)
+}
+
+fn lost_first_commit(label: &str) -> KmsError {
+    KmsError::StoreCorrupt {
+        store: label.to_owned(),
+        reason: "the database holds no index".to_owned(),
+    }
 }

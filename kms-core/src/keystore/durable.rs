@@ -2,22 +2,26 @@
 //! `records.rs`).
 //!
 //! * **A write costs one record's worth:** creating a key writes its
-//!   version 1, its head and the index; a rotation writes the new version
-//!   and the key's head. Each mutation is one atomic, durable
-//!   [`Storage::commit`], made before memory changes; if it fails, the
-//!   call fails and nothing changed.
+//!   version 1, its head and the index (a count of keys); a rotation
+//!   writes the new version and the key's head. Each mutation is one
+//!   atomic, durable [`Storage::commit`], made before memory changes; if
+//!   it fails, the call fails and nothing changed in memory. A failed
+//!   commit may still have landed (a storage cannot always tell), so after
+//!   one the store refuses every further mutation until it is reopened,
+//!   which reads what did land.
 //! * **Sealed sequences:** each key has a sequence, +1 on every write to
 //!   it, sealed into its head; each version is sealed with the sequence it
-//!   was written at, and the index (the list of keys, written only when a
-//!   key is created) with its own. A record opens only under its own name
-//!   and sequence, so on open a record moved to another name, replaced by
-//!   an older copy, dropped (a version below the head, a key's head, a key
-//!   in the index) or added (a record of no key in the index, a version
-//!   above the head) is refused ([`KmsError::StoreCorrupt`]), never
-//!   silently loaded. Not detected locally: rolling one whole key back to
-//!   an earlier authentic state (its head and its newest versions
-//!   together), or the whole store back to an earlier copy; that needs a
-//!   sequence held outside the store.
+//!   was written at, and the index with its own. Each head also carries
+//!   its creation ordinal; the heads' ordinals must be exactly
+//!   `1..=count`. A record opens only under its own name and sequence, so
+//!   on open a record moved to another name, replaced by an older copy,
+//!   dropped (a version below the head, a key's head) or added (a version
+//!   above the head, a record of no key) is refused
+//!   ([`KmsError::StoreCorrupt`]), never silently loaded. Not detected
+//!   locally: rolling one whole key back to an earlier authentic state
+//!   (its head and newest versions together), dropping the newest keys
+//!   together with an older copy of the index, or the whole store back to
+//!   an earlier copy; that needs a sequence held outside the store.
 //! * **Master keys:** records are sealed under the keyring's newest key
 //!   and open under the version their envelope names, so a store half
 //!   re-sealed by [`Durable::rewrap`] (a crash midway) opens with the
@@ -35,13 +39,13 @@ use zeroize::Zeroizing;
 
 use super::records::{
     self, aad, decode_head, decode_index, encode_head, encode_index, encode_version, head_name,
-    parse_value, read_version, version_name, Name, StoredKey, StoredVersion, INDEX,
+    parse_name, parse_value, read_version, version_name, Name, StoredKey, StoredVersion, INDEX,
 };
 use super::KeyVersion;
 use crate::bytes::Reader;
 use crate::error::KmsError;
 use crate::key_id::KeyId;
-use crate::seal::Keyring;
+use crate::seal::{Keyring, SealError};
 use crate::storage::{RecordWrite, Storage};
 
 /// Records re-sealed per commit by [`Durable::rewrap`]: a crash loses at
@@ -60,8 +64,14 @@ pub struct Rewrapped {
 
 /// The sequences of the records as last committed.
 pub(crate) struct Sequences {
+    /// The index's sequence.
     index: u64,
-    keys: HashMap<Uuid, u64>,
+    /// Keys created (the index's count; the newest head's ordinal).
+    count: u64,
+    /// Each key's sequence and creation ordinal.
+    keys: HashMap<Uuid, (u64, u64)>,
+    /// A commit failed: what landed is unknown until the store is reopened.
+    failed: bool,
 }
 
 /// A keystore's records in a storage, sealed under a keyring.
@@ -78,12 +88,45 @@ pub(crate) struct Durable {
 pub(crate) enum Opened {
     /// A store, and its keys.
     Store(Durable, Vec<StoredKey>),
-    /// No store (no index record): the storage and keyring, handed back.
-    Empty(Box<dyn Storage>, Keyring),
+    /// No store (no index record).
+    Empty,
 }
 
 impl Durable {
-    /// Starts a store in `storage`: commits an empty index.
+    /// The records of a new store holding `keys` (none, or a migration's),
+    /// sealed under the keyring's newest key: per key its versions at
+    /// sequences `1..=n` and its head at `n`, ordinals in order, and the
+    /// index at sequence 1.
+    ///
+    /// # Errors
+    /// [`KmsError::Seal`] if sealing fails; [`KmsError::Internal`] for a
+    /// key with more than 2^32 - 1 versions.
+    pub(crate) fn initial_records(
+        keyring: &Keyring,
+        keys: &[StoredKey],
+    ) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
+        let seal =
+            |name: &str, seq: u64, plaintext: &[u8]| seal_with(keyring, name, seq, plaintext);
+        let mut records = Vec::new();
+        for (ordinal, key) in (1u64..).zip(keys) {
+            let mut seq = 0;
+            for (version, v) in (1u32..).zip(&key.versions) {
+                seq += 1;
+                let name = version_name(&key.id, version);
+                let plaintext = encode_version(&v.seed, v.created_at, &v.origin)?;
+                records.push((name.clone(), seal(&name, seq, &plaintext)?));
+            }
+            let head = u32::try_from(key.versions.len()).map_err(|_| too_many())?;
+            let name = head_name(&key.id);
+            let value = seal(&name, seq, &encode_head(&key.id, head, ordinal))?;
+            records.push((name, value));
+        }
+        let count = keys.len() as u64;
+        records.push((INDEX.to_owned(), seal(INDEX, 1, &encode_index(count))?));
+        Ok(records)
+    }
+
+    /// Starts an empty store in `storage` (one commit) and opens it.
     ///
     /// # Errors
     /// [`KmsError::StoreExists`] if `storage` already holds a store
@@ -97,89 +140,26 @@ impl Durable {
         if storage.load()?.iter().any(|(name, _)| name == INDEX) {
             return Err(KmsError::StoreExists { dir: label });
         }
-        let durable = Durable {
-            storage,
-            keyring,
-            sequences: Mutex::new(Sequences {
-                index: 0,
-                keys: HashMap::new(),
+        let records = Durable::initial_records(&keyring, &[])?;
+        commit_all(storage.as_ref(), &records)?;
+        match Durable::open(storage, keyring, label.clone())? {
+            Opened::Store(durable, _) => Ok(durable),
+            Opened::Empty => Err(KmsError::Internal {
+                reason: format!("keystore: {label} did not keep its first commit"),
             }),
-            label,
-        };
-        let value = durable.seal(INDEX, 1, &encode_index(std::iter::empty()))?;
-        durable.storage.commit(&[RecordWrite {
-            name: INDEX,
-            value: &value,
-        }])?;
-        durable.begin().index = 1;
-        Ok(durable)
-    }
-
-    /// Starts a store in `storage` holding `keys` (a migration), in one
-    /// commit.
-    ///
-    /// # Errors
-    /// As [`Durable::create`].
-    pub(crate) fn import(
-        storage: Box<dyn Storage>,
-        keyring: Keyring,
-        label: String,
-        keys: &[StoredKey],
-    ) -> Result<Durable, KmsError> {
-        let durable = Durable {
-            storage,
-            keyring,
-            sequences: Mutex::new(Sequences {
-                index: 0,
-                keys: HashMap::new(),
-            }),
-            label,
-        };
-        let mut records: Vec<(String, Vec<u8>)> = Vec::new();
-        for key in keys {
-            let mut seq = 0;
-            for (i, v) in key.versions.iter().enumerate() {
-                seq += 1;
-                let version = u32::try_from(i + 1).map_err(|_| too_many())?;
-                let name = version_name(&key.id, version);
-                let plaintext = encode_version(&v.seed, v.created_at, &v.origin)?;
-                records.push((name.clone(), durable.seal(&name, seq, &plaintext)?));
-            }
-            let head = u32::try_from(key.versions.len()).map_err(|_| too_many())?;
-            let name = head_name(&key.id);
-            records.push((
-                name.clone(),
-                durable.seal(&name, seq, &encode_head(&key.id, head))?,
-            ));
         }
-        let index = encode_index(keys.iter().map(|k| &k.id));
-        records.push((INDEX.to_owned(), durable.seal(INDEX, 1, &index)?));
-        let writes: Vec<RecordWrite<'_>> = records
-            .iter()
-            .map(|(name, value)| RecordWrite { name, value })
-            .collect();
-        durable.storage.commit(&writes)?;
-        {
-            let mut sequences = durable.begin();
-            sequences.index = 1;
-            for key in keys {
-                sequences
-                    .keys
-                    .insert(key.id.uuid(), key.versions.len() as u64);
-            }
-        }
-        Ok(durable)
     }
 
     /// Loads and checks the store in `storage` (module docs).
     ///
     /// # Errors
-    /// [`KmsError::Seal`] if the index is sealed under a key the keyring
-    /// lacks (`WrongKey`) or does not authenticate under it
-    /// (`Authentication`: a wrong master key, or a damaged index);
-    /// [`KmsError::StoreCorrupt`] if any other record does not open, does
-    /// not decode, is missing, out of order or left over; the errors of
-    /// [`Storage::load`].
+    /// [`KmsError::Seal`] if a record is sealed under a key the keyring
+    /// lacks (`WrongKey`: a wrong master key, or a keyring without the
+    /// version an unfinished rewrap still needs), or the index does not
+    /// authenticate (`Authentication`: a wrong master key, or a damaged
+    /// index); [`KmsError::StoreCorrupt`] if any other record does not
+    /// open, does not decode, is missing, out of sequence or left over;
+    /// the errors of [`Storage::load`].
     pub(crate) fn open(
         storage: Box<dyn Storage>,
         keyring: Keyring,
@@ -187,7 +167,7 @@ impl Durable {
     ) -> Result<Opened, KmsError> {
         let mut loaded: HashMap<String, Vec<u8>> = storage.load()?.into_iter().collect();
         let Some(index) = loaded.remove(INDEX) else {
-            return Ok(Opened::Empty(storage, keyring));
+            return Ok(Opened::Empty);
         };
         let corrupt = |reason: String| KmsError::StoreCorrupt {
             store: label.clone(),
@@ -195,38 +175,52 @@ impl Durable {
         };
         // The newest counter seen per master-key version, to continue.
         let mut counters: HashMap<u32, u64> = HashMap::new();
-        let mut open = |name: &str, bytes: &[u8]| {
-            let (seq, envelope) = parse_value(bytes)?;
+        let mut open = |name: &str, bytes: &[u8]| -> Result<_, KmsError> {
+            let (seq, envelope) = parse_value(bytes)
+                .map_err(|e| corrupt(format!("record {name} does not parse: {e}")))?;
             let header = &envelope.header;
             let newest = counters.entry(header.key_version).or_default();
             *newest = (*newest).max(header.counter);
-            keyring
-                .open(&aad(name, seq), &envelope)
-                .map(|plaintext| (seq, plaintext))
+            match keyring.open(&aad(name, seq), &envelope) {
+                Ok(plaintext) => Ok((seq, plaintext)),
+                // The keyring's fault, not the record's.
+                Err(e @ SealError::WrongKey { .. }) => Err(KmsError::Seal(e)),
+                // The index's failure is the master key's.
+                Err(e) if name == INDEX => Err(KmsError::Seal(e)),
+                Err(e) => Err(corrupt(format!("record {name} does not open: {e}"))),
+            }
         };
-        // The index's errors are the master key's: passed on as they are.
         let (index_seq, index) = open(INDEX, &index)?;
-        let ids =
+        let count =
             decode_index(&index).ok_or_else(|| corrupt("the index does not decode".into()))?;
+        let head_names: Vec<String> = loaded
+            .keys()
+            .filter(|name| matches!(parse_name(name), Some(Name::Head(_))))
+            .cloned()
+            .collect();
         let mut sequences = Sequences {
             index: index_seq,
-            keys: HashMap::with_capacity(ids.len()),
+            count,
+            keys: HashMap::with_capacity(head_names.len()),
+            failed: false,
         };
-        let mut keys = Vec::with_capacity(ids.len());
-        for id in ids {
-            let name = head_name(&id);
-            let bytes = loaded.remove(&name).ok_or_else(|| {
-                corrupt(format!("key {id} is in the index but its head is missing"))
-            })?;
-            let (key_seq, head) = open(&name, &bytes)
-                .map_err(|e| corrupt(format!("record {name} does not open: {e}")))?;
-            let head = match decode_head(&head) {
-                Some((head_id, head)) if head_id == id && head >= 1 => head,
+        // Keys by ordinal, so they load in creation order.
+        let mut keys: Vec<(u64, StoredKey)> = Vec::with_capacity(head_names.len());
+        for name in head_names {
+            let bytes = loaded.remove(&name).unwrap_or_default();
+            let (key_seq, head) = open(&name, &bytes)?;
+            let (id, head, ordinal) = match decode_head(&head) {
+                Some((id, head, ordinal)) if head >= 1 && head_name(&id) == name => {
+                    (id, head, ordinal)
+                }
                 _ => return Err(corrupt(format!("record {name} does not decode"))),
             };
-            if sequences.keys.insert(id.uuid(), key_seq).is_some() {
-                return Err(corrupt(format!("key {id} is in the index twice")));
+            if !(1..=count).contains(&ordinal) {
+                return Err(corrupt(format!(
+                    "key {id} has creation ordinal {ordinal}, but the index counts {count} keys"
+                )));
             }
+            sequences.keys.insert(id.uuid(), (key_seq, ordinal));
             // Sized once, never grown: it holds seeds. An authentic head
             // has a record for each version; one that claims more runs out
             // of records before it outgrows the buffer.
@@ -240,8 +234,7 @@ impl Durable {
                         "version {version} of key {id} (head v{head}) is missing"
                     ))
                 })?;
-                let (seq, plaintext) = open(&name, &bytes)
-                    .map_err(|e| corrupt(format!("record {name} does not open: {e}")))?;
+                let (seq, plaintext) = open(&name, &bytes)?;
                 if seq <= previous || seq > key_seq {
                     return Err(corrupt(format!(
                         "record {name} is out of sequence (written at {seq}, after {previous}, key at {key_seq})"
@@ -257,13 +250,26 @@ impl Durable {
                 }
                 versions.push(stored);
             }
-            keys.push(StoredKey { id, versions });
+            keys.push((ordinal, StoredKey { id, versions }));
+        }
+        keys.sort_unstable_by_key(|(ordinal, _)| *ordinal);
+        // Ordinals in 1..=count, sorted: all there, once each, iff they
+        // are exactly 1, 2, ..., count.
+        if let Some(gap) = (1u64..).zip(&keys).find(|(want, (got, _))| want != got) {
+            return Err(corrupt(format!(
+                "no key, or two, has creation ordinal {}",
+                gap.0
+            )));
+        }
+        if keys.len() as u64 != count {
+            return Err(corrupt(format!(
+                "the index counts {count} keys; {} have a head",
+                keys.len()
+            )));
         }
         if let Some(name) = loaded.keys().next() {
-            let what = match records::parse_name(name) {
-                Some(Name::Version(..) | Name::Head(_)) => {
-                    "belongs to no version of a key in the index"
-                }
+            let what = match parse_name(name) {
+                Some(Name::Version(..) | Name::Head(_)) => "belongs to no version of a key",
                 _ => "is not a record of this format",
             };
             return Err(corrupt(format!("record {name} {what}")));
@@ -276,7 +282,7 @@ impl Durable {
                 sequences: Mutex::new(sequences),
                 label,
             },
-            keys,
+            keys.into_iter().map(|(_, key)| key).collect(),
         ))
     }
 
@@ -290,47 +296,69 @@ impl Durable {
 
     /// `plaintext` sealed as record `name` at `seq`, as the record's bytes.
     fn seal(&self, name: &str, seq: u64, plaintext: &[u8]) -> Result<Vec<u8>, KmsError> {
-        let envelope = self.keyring.newest().seal(&aad(name, seq), plaintext)?;
-        Ok(records::value(seq, &envelope))
+        seal_with(&self.keyring, name, seq, plaintext)
     }
 
-    /// Writes a new key `id` whose version 1 is `version`, and the index
-    /// listing `all` (every key, the new one included). Call with
-    /// `sequences` from [`Durable::begin`].
+    /// Commits `writes`; after a failure, refuses to (module docs).
+    fn commit(
+        &self,
+        sequences: &mut Sequences,
+        writes: &[RecordWrite<'_>],
+    ) -> Result<(), KmsError> {
+        if sequences.failed {
+            return Err(KmsError::Internal {
+                reason: format!(
+                    "keystore: an earlier write to {} failed; reopen the store to go on",
+                    self.label
+                ),
+            });
+        }
+        let committed = self.storage.commit(writes);
+        sequences.failed = committed.is_err();
+        committed
+    }
+
+    /// Writes a new key `id` whose version 1 is `version`, and the index's
+    /// new count. Call with `sequences` from [`Durable::begin`].
     ///
     /// # Errors
-    /// The errors of [`Storage::commit`]; [`KmsError::Seal`].
+    /// The errors of [`Storage::commit`]; [`KmsError::Seal`];
+    /// [`KmsError::Internal`] after an earlier failed commit.
     pub(crate) fn add_key(
         &self,
         sequences: &mut Sequences,
         id: &KeyId,
         version: &KeyVersion,
-        all: &[KeyId],
     ) -> Result<(), KmsError> {
-        let index_seq = sequences.index + 1;
+        let index_seq = next(sequences.index)?;
+        let ordinal = next(sequences.count)?;
         let v1 = version_name(id, 1);
         let head = head_name(id);
         let values = [
             self.seal(&v1, 1, &plaintext_of(version)?)?,
-            self.seal(&head, 1, &encode_head(id, 1))?,
-            self.seal(INDEX, index_seq, &encode_index(all.iter()))?,
+            self.seal(&head, 1, &encode_head(id, 1, ordinal))?,
+            self.seal(INDEX, index_seq, &encode_index(ordinal))?,
         ];
-        self.storage.commit(&[
-            RecordWrite {
-                name: &v1,
-                value: &values[0],
-            },
-            RecordWrite {
-                name: &head,
-                value: &values[1],
-            },
-            RecordWrite {
-                name: INDEX,
-                value: &values[2],
-            },
-        ])?;
+        self.commit(
+            sequences,
+            &[
+                RecordWrite {
+                    name: &v1,
+                    value: &values[0],
+                },
+                RecordWrite {
+                    name: &head,
+                    value: &values[1],
+                },
+                RecordWrite {
+                    name: INDEX,
+                    value: &values[2],
+                },
+            ],
+        )?;
         sequences.index = index_seq;
-        sequences.keys.insert(id.uuid(), 1);
+        sequences.count = ordinal;
+        sequences.keys.insert(id.uuid(), (1, ordinal));
         Ok(())
     }
 
@@ -339,60 +367,69 @@ impl Durable {
     ///
     /// # Errors
     /// The errors of [`Storage::commit`]; [`KmsError::Seal`];
-    /// [`KmsError::Internal`] if the key is not in the store.
+    /// [`KmsError::Internal`] if the key is not in the store, or after an
+    /// earlier failed commit.
     pub(crate) fn add_version(
         &self,
         sequences: &mut Sequences,
         id: &KeyId,
         version: &KeyVersion,
     ) -> Result<(), KmsError> {
-        let seq = sequences
-            .keys
-            .get(&id.uuid())
-            .copied()
-            .ok_or_else(|| KmsError::Internal {
-                reason: format!("keystore: key {id} is not in the store"),
-            })?
-            + 1;
+        let (seq, ordinal) =
+            sequences
+                .keys
+                .get(&id.uuid())
+                .copied()
+                .ok_or_else(|| KmsError::Internal {
+                    reason: format!("keystore: key {id} is not in the store"),
+                })?;
+        let seq = next(seq)?;
         let name = version_name(id, version.info.version);
         let head = head_name(id);
         let values = [
             self.seal(&name, seq, &plaintext_of(version)?)?,
-            self.seal(&head, seq, &encode_head(id, version.info.version))?,
+            self.seal(&head, seq, &encode_head(id, version.info.version, ordinal))?,
         ];
-        self.storage.commit(&[
-            RecordWrite {
-                name: &name,
-                value: &values[0],
-            },
-            RecordWrite {
-                name: &head,
-                value: &values[1],
-            },
-        ])?;
-        sequences.keys.insert(id.uuid(), seq);
+        self.commit(
+            sequences,
+            &[
+                RecordWrite {
+                    name: &name,
+                    value: &values[0],
+                },
+                RecordWrite {
+                    name: &head,
+                    value: &values[1],
+                },
+            ],
+        )?;
+        sequences.keys.insert(id.uuid(), (seq, ordinal));
         Ok(())
     }
 
     /// Re-seals every record not sealed under the keyring's newest key,
-    /// [`REWRAP_BATCH`] records per commit; names and sequences stay, so a
-    /// crash midway leaves a store that opens with the keyring. Call with
-    /// the mutation lock held.
+    /// [`REWRAP_BATCH`] records per commit, the index last; names and
+    /// sequences stay, so a crash midway leaves a store that opens with
+    /// the keyring. Call with the mutation lock held.
     ///
     /// # Errors
     /// [`KmsError::StoreCorrupt`] if a record does not open; the errors of
-    /// [`Storage`]; [`KmsError::Seal`].
-    pub(crate) fn rewrap(&self, _sequences: &mut Sequences) -> Result<Rewrapped, KmsError> {
+    /// [`Storage`]; [`KmsError::Seal`]; [`KmsError::Internal`] after an
+    /// earlier failed commit.
+    pub(crate) fn rewrap(&self, sequences: &mut Sequences) -> Result<Rewrapped, KmsError> {
         let newest = self.keyring.newest().version();
         let loaded = self.storage.load()?;
         let records = loaded.len();
         let mut resealed = 0;
-        let stale: Vec<&(String, Vec<u8>)> = loaded
+        let mut stale: Vec<&(String, Vec<u8>)> = loaded
             .iter()
             .filter(|(_, bytes)| {
                 parse_value(bytes).map_or(true, |(_, e)| e.header.key_version != newest)
             })
             .collect();
+        // The index last: until the rewrap is done, the store does not
+        // open with the newest key alone, and says so as `WrongKey`.
+        stale.sort_by_key(|(name, _)| name == INDEX);
         for batch in stale.chunks(REWRAP_BATCH) {
             let mut values = Vec::with_capacity(batch.len());
             for (name, bytes) in batch {
@@ -412,17 +449,48 @@ impl Durable {
                 .zip(&values)
                 .map(|((name, _), value)| RecordWrite { name, value })
                 .collect();
-            self.storage.commit(&writes)?;
+            self.commit(sequences, &writes)?;
             resealed += batch.len();
         }
         Ok(Rewrapped { records, resealed })
     }
 }
 
+/// Commits every record of `records` in one commit.
+pub(crate) fn commit_all(
+    storage: &dyn Storage,
+    records: &[(String, Vec<u8>)],
+) -> Result<(), KmsError> {
+    let writes: Vec<RecordWrite<'_>> = records
+        .iter()
+        .map(|(name, value)| RecordWrite { name, value })
+        .collect();
+    storage.commit(&writes)
+}
+
+/// `plaintext` sealed under the keyring's newest key as record `name` at
+/// `seq`, as the record's bytes.
+fn seal_with(
+    keyring: &Keyring,
+    name: &str,
+    seq: u64,
+    plaintext: &[u8],
+) -> Result<Vec<u8>, KmsError> {
+    let envelope = keyring.newest().seal(&aad(name, seq), plaintext)?;
+    Ok(records::value(seq, &envelope))
+}
+
 /// A version's record plaintext; the seed copy is wiped on drop.
 fn plaintext_of(version: &KeyVersion) -> Result<Zeroizing<Vec<u8>>, KmsError> {
     let seed = Zeroizing::new(version.signing_key.to_bytes());
     encode_version(&seed, version.info.created_at, &version.info.origin)
+}
+
+/// `n + 1`, or an error at the end of `u64`.
+fn next(n: u64) -> Result<u64, KmsError> {
+    n.checked_add(1).ok_or_else(|| KmsError::Internal {
+        reason: "keystore: a record sequence is exhausted".to_owned(),
+    })
 }
 
 fn too_many() -> KmsError {

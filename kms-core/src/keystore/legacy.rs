@@ -38,9 +38,9 @@ pub(crate) struct Legacy {
 /// # Errors
 /// [`KmsError::Seal`] if the file is not an envelope, is sealed under a
 /// key the keyring lacks (`WrongKey`) or does not authenticate;
-/// [`KmsError::Internal`] for I/O errors or a snapshot that does not
-/// decode.
-pub(crate) fn read(dir: &Path, keyring: &Keyring) -> Result<Legacy, KmsError> {
+/// [`KmsError::StoreCorrupt`] for a snapshot that does not decode;
+/// [`KmsError::Internal`] for I/O errors.
+pub(crate) fn read(dir: &Path, keyring: &Keyring, label: &str) -> Result<Legacy, KmsError> {
     let path = dir.join(LEGACY_FILE);
     let bytes = std::fs::read(&path).map_err(|e| KmsError::Internal {
         reason: format!("keystore: cannot read {}: {e}", path.display()),
@@ -48,7 +48,16 @@ pub(crate) fn read(dir: &Path, keyring: &Keyring) -> Result<Legacy, KmsError> {
     let envelope = Envelope::from_bytes(&bytes)?;
     let plaintext = keyring.open(STORE_AAD, &envelope)?;
     Ok(Legacy {
-        keys: decode(&plaintext)?,
+        keys: decode(&plaintext).map_err(|e| KmsError::StoreCorrupt {
+            store: label.to_owned(),
+            reason: format!(
+                "the old store's file {LEGACY_FILE}: {}",
+                match e {
+                    KmsError::Internal { reason } => reason,
+                    e => e.to_string(),
+                }
+            ),
+        })?,
         sealed_by: envelope.header.key_version,
         counter: envelope.header.counter,
     })

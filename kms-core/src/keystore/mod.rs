@@ -20,7 +20,7 @@
 //! Durability ([`Keystore::create`], [`Keystore::open`]): each key
 //! version is its own sealed record in a [`crate::storage::Storage`] (by
 //! default a redb database file); a mutation first commits its records
-//! (one version, the key's head, and for a new key the index: O(record),
+//! (one version, the key's head, and for a new key the index's count: O(record),
 //! not O(store)), and only then changes memory. If the commit fails, the
 //! call fails and nothing changed. On open, every record is authenticated
 //! under its name and sequence and the whole is checked against the sealed
@@ -258,7 +258,7 @@ impl Keystore {
         let label = format!("{storage:?}");
         match Durable::open(storage, keyring, label.clone())? {
             Opened::Store(durable, stored) => Keystore::with_durable(durable, stored),
-            Opened::Empty(..) => Err(KmsError::StoreNotFound { dir: label }),
+            Opened::Empty => Err(KmsError::StoreNotFound { dir: label }),
         }
     }
 
@@ -347,7 +347,10 @@ impl Keystore {
     /// # Errors
     /// [`KmsError::InvalidKeyId`] if `tenant` or `purpose` is not 1–64 bytes
     /// of `[A-Za-z0-9._-]`; [`KmsError::EntropyUnavailable`] if the
-    /// operating system's random source fails.
+    /// operating system's random source fails; on a durable store,
+    /// [`KmsError::Seal`] if sealing fails and [`KmsError::Internal`] if
+    /// the write fails, or an earlier one did (reopen the store: whether
+    /// it landed is read back then).
     pub fn create_ed25519(&self, tenant: &str, purpose: &str) -> Result<KeyId, KmsError> {
         let uuid = uuid::Builder::from_random_bytes(random_bytes()?).into_uuid();
         let id = KeyId::new(tenant, purpose, Alg::Ed25519, uuid, 1)?;
@@ -359,16 +362,7 @@ impl Keystore {
     fn insert_new_key(&self, id: KeyId, version: KeyVersion) -> Result<KeyId, KmsError> {
         let mut mutation = self.begin_mutation();
         if let Some((durable, sequences)) = &mut mutation {
-            // Every key, the new one last: mutations are serialised, so
-            // no other key is added meanwhile.
-            let all: Vec<KeyId> = {
-                let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
-                let mut all = Vec::with_capacity(keys.len() + 1);
-                all.extend(keys.values().map(|r| r.id.clone()));
-                all.push(id.clone());
-                all
-            };
-            durable.add_key(sequences, &id, &version, &all)?;
+            durable.add_key(sequences, &id, &version)?;
         }
         let record = Arc::new(KeyRecord {
             id: id.clone(),
@@ -427,7 +421,8 @@ impl Keystore {
     /// # Errors
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
     /// [`KmsError::VersionsExhausted`] at version 4294967295,
-    /// [`KmsError::EntropyUnavailable`].
+    /// [`KmsError::EntropyUnavailable`]; on a durable store the write
+    /// errors of [`Keystore::create_ed25519`].
     pub fn rotate(&self, key: &KeyId) -> Result<KeyId, KmsError> {
         let record = self.record(key)?;
         version_of(&record.versions(), key)?;

@@ -8,10 +8,12 @@
 //! AAD           = "kms.record.v1" ‖ u8 name length ‖ name ‖ u64 seq
 //!
 //! index         (name "index"; seq counts the index's writes)
-//!               u32 key count, per key: u8 length ‖ key id (version 1)
+//!               u64 key count
 //! key head      (name "keys/<tenant>/<purpose>/<uuid>/head";
 //!                seq = the key's sequence, +1 on every write to the key)
-//!               u8 length ‖ key id (version 1) ‖ u32 head version
+//!               u8 length ‖ key id (version 1) ‖ u32 head version ‖
+//!               u64 ordinal (the key was the ordinal-th created: the
+//!               heads' ordinals are exactly 1..=count)
 //! version N     (name "keys/<tenant>/<purpose>/<uuid>/v<N>";
 //!                seq = the key's sequence when it was written)
 //!               32-byte seed ‖ u64 seconds ‖ u32 nanoseconds since the
@@ -208,48 +210,36 @@ pub(crate) fn read_version(r: &mut Reader<'_>) -> Option<StoredVersion> {
     })
 }
 
-/// A key head's plaintext: its id (version 1) and head version.
-pub(crate) fn encode_head(key: &KeyId, head: u32) -> Vec<u8> {
+/// A key head's plaintext: its id (version 1), head version and
+/// creation ordinal.
+pub(crate) fn encode_head(key: &KeyId, head: u32, ordinal: u64) -> Vec<u8> {
     let id = key.with_version(1).to_string();
-    let mut out = Vec::with_capacity(1 + id.len() + 4);
+    let mut out = Vec::with_capacity(1 + id.len() + 4 + 8);
     out.push(u8::try_from(id.len()).unwrap_or(u8::MAX));
     out.extend_from_slice(id.as_bytes());
     out.extend_from_slice(&head.to_be_bytes());
+    out.extend_from_slice(&ordinal.to_be_bytes());
     out
 }
 
-/// Reads a key head's plaintext; `None` if it does not decode.
-pub(crate) fn decode_head(bytes: &[u8]) -> Option<(KeyId, u32)> {
+/// Reads a key head's plaintext: `(id, head version, ordinal)`; `None`
+/// if it does not decode.
+pub(crate) fn decode_head(bytes: &[u8]) -> Option<(KeyId, u32, u64)> {
     let mut r = Reader::new(bytes);
     let id = read_key_id(&mut r)?;
     let head = r.u32()?;
-    r.rest().is_empty().then_some((id, head))
+    let ordinal = r.u64()?;
+    r.rest().is_empty().then_some((id, head, ordinal))
 }
 
-/// The index's plaintext: every key's id (version 1).
-pub(crate) fn encode_index<'a>(keys: impl ExactSizeIterator<Item = &'a KeyId>) -> Vec<u8> {
-    let count = u32::try_from(keys.len()).unwrap_or(u32::MAX);
-    let ids: Vec<String> = keys.map(|k| k.with_version(1).to_string()).collect();
-    let mut out = Vec::with_capacity(4 + ids.iter().map(|id| 1 + id.len()).sum::<usize>());
-    out.extend_from_slice(&count.to_be_bytes());
-    for id in &ids {
-        out.push(u8::try_from(id.len()).unwrap_or(u8::MAX));
-        out.extend_from_slice(id.as_bytes());
-    }
-    out
+/// The index's plaintext: the number of keys.
+pub(crate) fn encode_index(count: u64) -> [u8; 8] {
+    count.to_be_bytes()
 }
 
 /// Reads the index's plaintext; `None` if it does not decode.
-pub(crate) fn decode_index(bytes: &[u8]) -> Option<Vec<KeyId>> {
-    let mut r = Reader::new(bytes);
-    let count = r.u32()?;
-    // A count read from the record never allocates more than the record
-    // could describe (each id takes at least two bytes).
-    let mut ids = Vec::with_capacity(usize::try_from(count).ok()?.min(r.len() / 2));
-    for _ in 0..count {
-        ids.push(read_key_id(&mut r)?);
-    }
-    r.rest().is_empty().then_some(ids)
+pub(crate) fn decode_index(bytes: &[u8]) -> Option<u64> {
+    bytes.try_into().ok().map(u64::from_be_bytes)
 }
 
 fn read_key_id(r: &mut Reader<'_>) -> Option<KeyId> {

@@ -15,6 +15,14 @@
 //!   store locked.
 //! * **New directories are durable:** the parent of each directory
 //!   created, and of the store's directory, is fsynced.
+//! * **A new database appears whole:** it is built as
+//!   `keystore.redb.tmp` (its first commit included) and renamed to
+//!   [`STORE_FILE`]; a crash while redb lays out a new file (its header is
+//!   written and fsynced before its magic number) leaves only a temporary
+//!   file, ignored, and removed by the next create or migration.
+//! * **Hostile files:** record names are read as bytes and checked as
+//!   UTF-8 here; a panic inside redb while opening or reading a damaged
+//!   file is caught and reported as [`KmsError::StoreCorrupt`].
 
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::ErrorKind;
@@ -27,23 +35,25 @@ use crate::error::KmsError;
 
 /// The store's database file inside its directory.
 pub const STORE_FILE: &str = "keystore.redb";
+/// A database being built, renamed to [`STORE_FILE`] once whole.
+pub(crate) const TMP_FILE: &str = "keystore.redb.tmp";
 /// Held locked by the store's one writer; empty, never removed.
 const LOCK_FILE: &str = "keystore.kms.lock";
 /// The one table: record name to record bytes.
-const RECORDS: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("records");
+const RECORDS: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("records");
 
 /// A redb database in a directory, held with an exclusive lock.
 pub(crate) struct RedbStorage {
+    /// Declared first: closed before the lock is released.
     db: Database,
-    dir: PathBuf,
-    /// Open, and exclusively locked, until the storage drops.
-    _owner: File,
+    path: PathBuf,
+    lock: LockedDir,
 }
 
 impl std::fmt::Debug for RedbStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedbStorage")
-            .field("dir", &self.dir)
+            .field("path", &self.path)
             .finish_non_exhaustive()
     }
 }
@@ -51,7 +61,8 @@ impl std::fmt::Debug for RedbStorage {
 /// `dir`, locked for one writer: what [`RedbStorage::open`] starts from.
 pub(crate) struct LockedDir {
     dir: PathBuf,
-    owner: File,
+    /// Open, and exclusively locked, until dropped.
+    _owner: File,
 }
 
 impl LockedDir {
@@ -64,7 +75,7 @@ impl LockedDir {
         create_dir_durably(dir, &mut sync_dir)?;
         Ok(LockedDir {
             dir: dir.to_owned(),
-            owner: lock(dir)?,
+            _owner: lock(dir)?,
         })
     }
 
@@ -77,7 +88,7 @@ impl LockedDir {
     pub(crate) fn existing(dir: &Path) -> Result<LockedDir, KmsError> {
         Ok(LockedDir {
             dir: dir.to_owned(),
-            owner: lock(dir)?,
+            _owner: lock(dir)?,
         })
     }
 
@@ -86,66 +97,117 @@ impl LockedDir {
     /// # Errors
     /// [`KmsError::Internal`] if that cannot be told.
     pub(crate) fn has(&self, name: &str) -> Result<bool, KmsError> {
-        let path = self.dir.join(name);
-        match fs::symlink_metadata(&path) {
-            Ok(_) => Ok(true),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(io("look for", &path, &e)),
-        }
+        exists(&self.dir, name)
+    }
+
+    /// The directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Renames `from` to `to` in the directory (replacing `to`) and fsyncs
+    /// the directory.
+    ///
+    /// # Errors
+    /// [`KmsError::Internal`] for I/O errors.
+    pub(crate) fn rename(&self, from: &str, to: &str) -> Result<(), KmsError> {
+        let (from, to) = (self.dir.join(from), self.dir.join(to));
+        fs::rename(&from, &to).map_err(|e| io("rename over", &to, &e))?;
+        sync_dir(&self.dir).map_err(|e| io("fsync the directory", &self.dir, &e))
     }
 }
 
 impl RedbStorage {
-    /// Opens the database in the locked directory, creating it if there
-    /// is none, and fsyncs the directory so a new file's entry is durable.
+    /// Opens the database `name` in the locked directory, creating it if
+    /// there is none, and fsyncs the directory so a new file's entry is
+    /// durable.
     ///
     /// # Errors
-    /// [`KmsError::Internal`] if the database cannot be opened or created.
-    pub(crate) fn open(dir: LockedDir) -> Result<RedbStorage, KmsError> {
-        let path = dir.dir.join(STORE_FILE);
-        let db = Database::create(&path).map_err(|e| db_error("open", &path, &e))?;
-        sync_dir(&dir.dir).map_err(|e| io("fsync the directory", &dir.dir, &e))?;
-        Ok(RedbStorage {
-            db,
-            dir: dir.dir,
-            _owner: dir.owner,
-        })
+    /// [`KmsError::Internal`] if the database cannot be opened or created;
+    /// [`KmsError::StoreCorrupt`] if redb panics on the file.
+    pub(crate) fn open(lock: LockedDir, name: &str) -> Result<RedbStorage, KmsError> {
+        let path = lock.dir.join(name);
+        let db =
+            guarded(&path, || Database::create(&path))?.map_err(|e| db_error("open", &path, &e))?;
+        sync_dir(&lock.dir).map_err(|e| io("fsync the directory", &lock.dir, &e))?;
+        Ok(RedbStorage { db, path, lock })
+    }
+
+    /// Closes the database and gives the directory's lock back.
+    pub(crate) fn close(self) -> LockedDir {
+        let RedbStorage { db, lock, .. } = self;
+        drop(db);
+        lock
     }
 }
 
 impl Storage for RedbStorage {
     fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
-        let path = self.dir.join(STORE_FILE);
-        let err = |e: &dyn std::fmt::Display| db_error("read", &path, e);
-        let tx = self.db.begin_read().map_err(|e| err(&e))?;
-        let table = match tx.open_table(RECORDS) {
-            Ok(table) => table,
-            // Never committed to: no records.
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(err(&e)),
-        };
-        let mut records =
-            Vec::with_capacity(usize::try_from(table.len().map_err(|e| err(&e))?).unwrap_or(0));
-        for entry in table.iter().map_err(|e| err(&e))? {
-            let (name, value) = entry.map_err(|e| err(&e))?;
-            records.push((name.value().to_owned(), value.value().to_vec()));
-        }
-        Ok(records)
+        let path = &self.path;
+        let err = |e: &dyn std::fmt::Display| db_error("read", path, e);
+        guarded(path, || {
+            let tx = self.db.begin_read().map_err(|e| err(&e))?;
+            let table = match tx.open_table(RECORDS) {
+                Ok(table) => table,
+                // Never committed to: no records.
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+                Err(e) => return Err(err(&e)),
+            };
+            let len = table.len().map_err(|e| err(&e))?;
+            let mut records = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+            for entry in table.iter().map_err(|e| err(&e))? {
+                let (name, value) = entry.map_err(|e| err(&e))?;
+                let name = String::from_utf8(name.value().to_vec()).map_err(|_| {
+                    KmsError::StoreCorrupt {
+                        store: path.display().to_string(),
+                        reason: "a record's name is not UTF-8".to_owned(),
+                    }
+                })?;
+                records.push((name, value.value().to_vec()));
+            }
+            Ok(records)
+        })?
     }
 
     fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
-        let path = self.dir.join(STORE_FILE);
-        let err = |e: &dyn std::fmt::Display| db_error("write", &path, e);
-        // `Durability::Immediate` is redb's default: fsynced on commit.
-        let tx = self.db.begin_write().map_err(|e| err(&e))?;
-        {
-            let mut table = tx.open_table(RECORDS).map_err(|e| err(&e))?;
-            for write in writes {
-                table.insert(write.name, write.value).map_err(|e| err(&e))?;
+        let path = &self.path;
+        let err = |e: &dyn std::fmt::Display| db_error("write", path, e);
+        guarded(path, || {
+            // `Durability::Immediate` is redb's default: fsynced on commit.
+            let tx = self.db.begin_write().map_err(|e| err(&e))?;
+            {
+                let mut table = tx.open_table(RECORDS).map_err(|e| err(&e))?;
+                for write in writes {
+                    table
+                        .insert(write.name.as_bytes(), write.value)
+                        .map_err(|e| err(&e))?;
+                }
             }
-        }
-        // Dropped uncommitted on an error above: redb aborts it.
-        tx.commit().map_err(|e| err(&e))
+            // Dropped uncommitted on an error above: redb aborts it.
+            tx.commit().map_err(|e| err(&e))
+        })?
+    }
+}
+
+/// Runs `f`, turning a panic inside it (redb on a damaged file) into
+/// [`KmsError::StoreCorrupt`].
+fn guarded<R>(path: &Path, f: impl FnOnce() -> R) -> Result<R, KmsError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|_| KmsError::StoreCorrupt {
+        store: path.display().to_string(),
+        reason: "the database panicked reading the file".to_owned(),
+    })
+}
+
+/// Whether `name` exists in `dir`.
+///
+/// # Errors
+/// [`KmsError::Internal`] if that cannot be told (e.g. no permission).
+pub(crate) fn exists(dir: &Path, name: &str) -> Result<bool, KmsError> {
+    let path = dir.join(name);
+    match fs::symlink_metadata(&path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io("look for", &path, &e)),
     }
 }
 

@@ -50,10 +50,13 @@ pub trait Storage: Send + Sync + fmt::Debug {
 
     /// Applies every write in `writes` atomically and durably: once it
     /// returns `Ok`, all of them survive a crash; if it fails or the
-    /// process dies first, the storage holds all of them or none.
+    /// process dies first, the storage holds all of them or none. Which
+    /// one may be unknown after an error (a networked storage may time out
+    /// after the write landed), so after a failed commit the keystore
+    /// makes no further commit until it is reopened and has loaded what
+    /// did land.
     ///
     /// # Errors
-    /// [`KmsError::Internal`] if the writes cannot be made durable; then
-    /// none of them is visible.
+    /// [`KmsError::Internal`] if the writes cannot be made durable.
     fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError>;
 }
