@@ -2,7 +2,8 @@
 //! key, sign, rotate, reopen, and check that the old signature still
 //! verifies under its version and the head signs with the new one; a
 //! second open while the store is held, creating over it, and a wrong
-//! master key are refused.
+//! master key are refused; then the master key is rotated (open with the
+//! keyring of both versions, `rewrap`, reopen with the new one alone).
 //!
 //! ```text
 //! cargo run --example rotate
@@ -12,7 +13,7 @@
 
 use std::process::ExitCode;
 
-use kms::core::seal::SealKey;
+use kms::core::seal::{Keyring, SealKey};
 use kms::core::{Keystore, KmsError, STORE_FILE};
 
 fn main() -> ExitCode {
@@ -73,6 +74,24 @@ fn run() -> Result<(), KmsError> {
     match Keystore::open(&dir, wrong) {
         Err(e @ KmsError::Seal(_)) => println!("a wrong master key is refused: {e}"),
         other => return Err(unexpected("a wrong master key", other.map(|_| ()))),
+    }
+
+    // Master-key rotation: v2 seals from now on, `rewrap` re-seals the rest.
+    let next = || SealKey::from_bytes("store-master", 2, &[0x44u8; 32]);
+    let ks = Keystore::open_with_keyring(&dir, Keyring::new([master()?, next()?])?)?;
+    let report = ks.rewrap()?;
+    println!(
+        "rewrap: {} of {} records re-sealed under store-master v2",
+        report.resealed, report.records
+    );
+    drop(ks);
+    let ks = Keystore::open(&dir, next()?)?;
+    ks.verify(&v1, b"passport issued before rotation", &old_signature)?;
+    println!("reopened with v2 alone; v1's old signature still verifies");
+    drop(ks);
+    match Keystore::open(&dir, master()?) {
+        Err(e @ KmsError::Seal(_)) => println!("the retired master key v1 is refused: {e}"),
+        other => return Err(unexpected("the retired master key", other.map(|_| ()))),
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())

@@ -99,10 +99,13 @@ impl Keyring {
             _ => Err(SealError::WrongKey {
                 envelope: format!("{}@v{}", header.key_id, header.key_version),
                 key: format!(
-                    "{}@v{}..=v{}",
+                    "{}@{}",
                     newest.id(),
-                    self.keys[0].version(),
-                    newest.version()
+                    self.keys
+                        .iter()
+                        .map(|k| format!("v{}", k.version()))
+                        .collect::<Vec<_>>()
+                        .join(",")
                 ),
             }),
         }
