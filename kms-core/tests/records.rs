@@ -213,6 +213,25 @@ fn open_refuses_records_dropped_swapped_replayed_added_or_altered() {
 }
 
 #[test]
+fn a_key_from_another_store_under_the_same_master_key_is_refused() {
+    let (a_records, _, _, a_first, _) = two_keys();
+    let (b_records, _, _, b_first, _) = two_keys();
+    // B's first key put in place of A's (same ordinal, same count).
+    let mut mixed = a_records.clone();
+    mixed.retain(|n, _| !n.contains(&a_first.uuid().to_string()));
+    for (name, value) in &b_records {
+        if name.contains(&b_first.uuid().to_string()) {
+            mixed.insert(name.clone(), value.clone());
+        }
+    }
+    assert_corrupt(mixed, "a key of another store under the same master key");
+    // B's index in place of A's: every one of A's records is then foreign.
+    let mut mixed = a_records;
+    mixed.insert("index".to_owned(), b_records["index"].clone());
+    assert_corrupt(mixed, "another store's index");
+}
+
+#[test]
 fn rewrap_cut_short_leaves_a_store_that_opens_and_finishes_when_run_again() {
     let storage = MemoryStorage::new();
     let ks = Keystore::create_with_storage(Box::new(storage.clone()), m1()).expect("create");

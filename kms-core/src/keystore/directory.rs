@@ -11,7 +11,8 @@
 //! * [`open`] opens the database, or migrates a format-1 store: it reads,
 //!   authenticates and checks `keystore.kms` first (so a wrong master key
 //!   writes nothing), builds the database from it, opens and checks that,
-//!   and only then removes the old file. A crash before the rename leaves
+//!   and only then removes the old file (if that fails, the store still
+//!   opens, and the next open tries again). A crash before the rename leaves
 //!   the old file to migrate again; one after it leaves both, and the next
 //!   open keeps the database and removes the old file.
 
@@ -65,8 +66,11 @@ pub(crate) fn open(dir: &Path, keyring: Keyring) -> Result<(Durable, Vec<StoredK
         return Err(not_found());
     };
     if has_legacy {
-        // Migrated, now or by an open that crashed before this.
-        remove_durably(dir, LEGACY_FILE)?;
+        // Migrated, now or by an open that crashed before this. If the old
+        // file cannot be removed (a read-only mount, permissions), the
+        // store is still whole: it opens, and a later open tries again
+        // (the RUNBOOK says to check that the file is gone).
+        let _ = remove_durably(dir, LEGACY_FILE);
     }
     Ok(opened)
 }

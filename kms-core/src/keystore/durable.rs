@@ -39,7 +39,8 @@ use zeroize::Zeroizing;
 
 use super::records::{
     self, aad, decode_head, decode_index, encode_head, encode_index, encode_version, head_name,
-    parse_name, parse_value, read_version, version_name, Name, StoredKey, StoredVersion, INDEX,
+    parse_name, parse_value, read_version, version_name, Name, StoreId, StoredKey, StoredVersion,
+    INDEX,
 };
 use super::KeyVersion;
 use crate::bytes::Reader;
@@ -77,6 +78,8 @@ pub(crate) struct Sequences {
 /// A keystore's records in a storage, sealed under a keyring.
 pub(crate) struct Durable {
     storage: Box<dyn Storage>,
+    /// The store's id, bound into every record but the index.
+    store: StoreId,
     keyring: Keyring,
     /// The mutation lock: held across a whole mutation.
     sequences: Mutex<Sequences>,
@@ -100,13 +103,17 @@ impl Durable {
     ///
     /// # Errors
     /// [`KmsError::Seal`] if sealing fails; [`KmsError::Internal`] for a
-    /// key with more than 2^32 - 1 versions.
+    /// key with more than 2^32 - 1 versions;
+    /// [`KmsError::EntropyUnavailable`] if the store id cannot be drawn.
     pub(crate) fn initial_records(
         keyring: &Keyring,
         keys: &[StoredKey],
     ) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
-        let seal =
-            |name: &str, seq: u64, plaintext: &[u8]| seal_with(keyring, name, seq, plaintext);
+        let mut store: StoreId = [0; 16];
+        crate::random::fill(&mut store)?;
+        let seal = |name: &str, seq: u64, plaintext: &[u8]| {
+            seal_with(keyring, &store, name, seq, plaintext)
+        };
         let mut records = Vec::new();
         for (ordinal, key) in (1u64..).zip(keys) {
             let mut seq = 0;
@@ -122,7 +129,10 @@ impl Durable {
             records.push((name, value));
         }
         let count = keys.len() as u64;
-        records.push((INDEX.to_owned(), seal(INDEX, 1, &encode_index(count))?));
+        records.push((
+            INDEX.to_owned(),
+            seal(INDEX, 1, &encode_index(&store, count))?,
+        ));
         Ok(records)
     }
 
@@ -175,23 +185,28 @@ impl Durable {
         };
         // The newest counter seen per master-key version, to continue.
         let mut counters: HashMap<u32, u64> = HashMap::new();
-        let mut open = |name: &str, bytes: &[u8]| -> Result<_, KmsError> {
+        let master_id = keyring.newest().id().to_owned();
+        let mut open = |store: &StoreId, name: &str, bytes: &[u8]| -> Result<_, KmsError> {
             let (seq, envelope) = parse_value(bytes)
                 .map_err(|e| corrupt(format!("record {name} does not parse: {e}")))?;
             let header = &envelope.header;
             let newest = counters.entry(header.key_version).or_default();
             *newest = (*newest).max(header.counter);
-            match keyring.open(&aad(name, seq), &envelope) {
+            match keyring.open(&aad(store, name, seq), &envelope) {
                 Ok(plaintext) => Ok((seq, plaintext)),
-                // The keyring's fault, not the record's.
-                Err(e @ SealError::WrongKey { .. }) => Err(KmsError::Seal(e)),
                 // The index's failure is the master key's.
                 Err(e) if name == INDEX => Err(KmsError::Seal(e)),
+                // A version of the master key the keyring lacks: the
+                // keyring's fault (an unfinished rewrap), not the record's.
+                // Another key id, in a store whose index opened, is damage.
+                Err(e @ SealError::WrongKey { .. }) if header.key_id == master_id => {
+                    Err(KmsError::Seal(e))
+                }
                 Err(e) => Err(corrupt(format!("record {name} does not open: {e}"))),
             }
         };
-        let (index_seq, index) = open(INDEX, &index)?;
-        let count =
+        let (index_seq, index) = open(&[0; 16], INDEX, &index)?;
+        let (store, count) =
             decode_index(&index).ok_or_else(|| corrupt("the index does not decode".into()))?;
         let head_names: Vec<String> = loaded
             .keys()
@@ -208,7 +223,7 @@ impl Durable {
         let mut keys: Vec<(u64, StoredKey)> = Vec::with_capacity(head_names.len());
         for name in head_names {
             let bytes = loaded.remove(&name).unwrap_or_default();
-            let (key_seq, head) = open(&name, &bytes)?;
+            let (key_seq, head) = open(&store, &name, &bytes)?;
             let (id, head, ordinal) = match decode_head(&head) {
                 Some((id, head, ordinal)) if head >= 1 && head_name(&id) == name => {
                     (id, head, ordinal)
@@ -234,7 +249,7 @@ impl Durable {
                         "version {version} of key {id} (head v{head}) is missing"
                     ))
                 })?;
-                let (seq, plaintext) = open(&name, &bytes)?;
+                let (seq, plaintext) = open(&store, &name, &bytes)?;
                 if seq <= previous || seq > key_seq {
                     return Err(corrupt(format!(
                         "record {name} is out of sequence (written at {seq}, after {previous}, key at {key_seq})"
@@ -278,6 +293,7 @@ impl Durable {
         Ok(Opened::Store(
             Durable {
                 storage,
+                store,
                 keyring,
                 sequences: Mutex::new(sequences),
                 label,
@@ -296,7 +312,7 @@ impl Durable {
 
     /// `plaintext` sealed as record `name` at `seq`, as the record's bytes.
     fn seal(&self, name: &str, seq: u64, plaintext: &[u8]) -> Result<Vec<u8>, KmsError> {
-        seal_with(&self.keyring, name, seq, plaintext)
+        seal_with(&self.keyring, &self.store, name, seq, plaintext)
     }
 
     /// Commits `writes`; after a failure, refuses to (module docs).
@@ -337,7 +353,7 @@ impl Durable {
         let values = [
             self.seal(&v1, 1, &plaintext_of(version)?)?,
             self.seal(&head, 1, &encode_head(id, 1, ordinal))?,
-            self.seal(INDEX, index_seq, &encode_index(ordinal))?,
+            self.seal(INDEX, index_seq, &encode_index(&self.store, ordinal))?,
         ];
         self.commit(
             sequences,
@@ -440,7 +456,7 @@ impl Durable {
                 let (seq, envelope) = parse_value(bytes).map_err(|e| corrupt(&e))?;
                 let plaintext = self
                     .keyring
-                    .open(&aad(name, seq), &envelope)
+                    .open(&aad(&self.store, name, seq), &envelope)
                     .map_err(|e| corrupt(&e))?;
                 values.push(self.seal(name, seq, &plaintext)?);
             }
@@ -469,14 +485,15 @@ pub(crate) fn commit_all(
 }
 
 /// `plaintext` sealed under the keyring's newest key as record `name` at
-/// `seq`, as the record's bytes.
+/// `seq` of store `store`, as the record's bytes.
 fn seal_with(
     keyring: &Keyring,
+    store: &StoreId,
     name: &str,
     seq: u64,
     plaintext: &[u8],
 ) -> Result<Vec<u8>, KmsError> {
-    let envelope = keyring.newest().seal(&aad(name, seq), plaintext)?;
+    let envelope = keyring.newest().seal(&aad(store, name, seq), plaintext)?;
     Ok(records::value(seq, &envelope))
 }
 

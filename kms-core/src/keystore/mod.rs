@@ -306,8 +306,9 @@ impl Keystore {
     /// [`Keystore::open_with_keyring`]), 64 records per commit, and returns
     /// how many records the store has and how many it re-sealed. Resumable:
     /// a crash midway leaves a store that opens with the same keyring, and
-    /// running `rewrap` again finishes the job; once it returns, the store
-    /// opens with the newest key alone. Mutations wait meanwhile; reads,
+    /// running `rewrap` again finishes the job (after reopening, if it
+    /// failed on a write: the store then refuses writes until reopened).
+    /// Once it returns `Ok`, the store opens with the newest key alone. Mutations wait meanwhile; reads,
     /// signing and verification go on (they use memory). An in-memory
     /// keystore has nothing to re-seal (`Rewrapped` of zeros).
     ///

@@ -5,9 +5,12 @@
 //! ```text
 //! record value  = u64 seq ‖ envelope (kms_core::seal), sealed under the
 //!                 master key with associated data
-//! AAD           = "kms.record.v1" ‖ u8 name length ‖ name ‖ u64 seq
+//! AAD           = "kms.record.v1" ‖ 16-byte store id ‖ u8 name length ‖
+//!                 name ‖ u64 seq   (the index's store id is all zeros: it
+//!                 carries the id)
 //!
 //! index         (name "index"; seq counts the index's writes)
+//!               16-byte store id (random, made with the store) ‖
 //!               u64 key count
 //! key head      (name "keys/<tenant>/<purpose>/<uuid>/head";
 //!                seq = the key's sequence, +1 on every write to the key)
@@ -21,9 +24,10 @@
 //!               u8 length ‖ source key id, u8 length ‖ sealing key `id@vN`
 //! ```
 //!
-//! Invariants: a record opens only under its own name and sequence (a
-//! record moved to another name, or an older copy of a record whose
-//! sequence has moved on, fails to authenticate); every buffer that holds
+//! Invariants: a record opens only under its own store, name and sequence
+//! (a record moved to another name or from another store sealed under the
+//! same master key, or an older copy of a record whose sequence has moved
+//! on, fails to authenticate); every buffer that holds
 //! a seed is allocated once at its final size and never grows (a `Vec`
 //! that grows frees its old buffer unwiped, where `Zeroizing` cannot wipe
 //! it; `tests/freed_seeds.rs` checks it).
@@ -47,6 +51,9 @@ pub(crate) const INDEX: &str = "index";
 const KEYS: &str = "keys/";
 /// Domain of the records' associated data.
 const RECORD_AAD: &[u8] = b"kms.record.v1";
+
+/// A store's random id, bound into every record but the index.
+pub(crate) type StoreId = [u8; 16];
 
 /// One version as stored: seed, creation time, origin.
 pub(crate) struct StoredVersion {
@@ -102,10 +109,12 @@ pub(crate) fn parse_name(name: &str) -> Option<Name> {
     Some(Name::Version(uuid, version))
 }
 
-/// The associated data that binds a record to its name and sequence.
-pub(crate) fn aad(name: &str, seq: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(RECORD_AAD.len() + 1 + name.len() + 8);
+/// The associated data that binds a record to its store, name and
+/// sequence (the index to its name and sequence: it holds the store id).
+pub(crate) fn aad(store: &StoreId, name: &str, seq: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(RECORD_AAD.len() + 16 + 1 + name.len() + 8);
     out.extend_from_slice(RECORD_AAD);
+    out.extend_from_slice(if name == INDEX { &[0; 16] } else { store });
     // Names are at most ~240 bytes: two 64-byte names, a UUID, a version.
     out.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
     out.extend_from_slice(name.as_bytes());
@@ -232,14 +241,21 @@ pub(crate) fn decode_head(bytes: &[u8]) -> Option<(KeyId, u32, u64)> {
     r.rest().is_empty().then_some((id, head, ordinal))
 }
 
-/// The index's plaintext: the number of keys.
-pub(crate) fn encode_index(count: u64) -> [u8; 8] {
-    count.to_be_bytes()
+/// The index's plaintext: the store id and the number of keys.
+pub(crate) fn encode_index(store: &StoreId, count: u64) -> [u8; 24] {
+    let mut out = [0; 24];
+    out[..16].copy_from_slice(store);
+    out[16..].copy_from_slice(&count.to_be_bytes());
+    out
 }
 
-/// Reads the index's plaintext; `None` if it does not decode.
-pub(crate) fn decode_index(bytes: &[u8]) -> Option<u64> {
-    bytes.try_into().ok().map(u64::from_be_bytes)
+/// Reads the index's plaintext: `(store id, count)`; `None` if it does
+/// not decode.
+pub(crate) fn decode_index(bytes: &[u8]) -> Option<(StoreId, u64)> {
+    let mut r = Reader::new(bytes);
+    let store = r.take::<16>()?;
+    let count = r.u64()?;
+    r.rest().is_empty().then_some((store, count))
 }
 
 fn read_key_id(r: &mut Reader<'_>) -> Option<KeyId> {
