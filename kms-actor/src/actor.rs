@@ -364,29 +364,39 @@ impl KmsActor {
         Counters::add(&self.shared.counters.other_requests, 1);
     }
 
-    /// Hands the pending verify requests to the pool as one batch.
-    /// `waited` is how long the oldest of them was held.
+    /// Hands the pending verify requests to the pool as one batch, split
+    /// into one job per idle thread ([`Policy::chunks`]). `waited` is how
+    /// long the oldest of them was held.
     fn dispatch(&mut self, reason: Reason, waited: Duration) {
-        let batch = std::mem::take(&mut self.pending);
+        let mut batch = std::mem::take(&mut self.pending);
         self.pending_since = None;
         let metrics = &self.shared.metrics;
         metrics.batch_size.record(batch.len() as f64);
         metrics.batch_wait.record(waited.as_secs_f64());
         Counters::add(&self.shared.counters.batches, 1);
         Counters::add(&self.shared.counters.batched_requests, batch.len() as u64);
+        let in_flight = self.pool.in_flight();
+        let chunks = self.policy.chunks(batch.len(), in_flight);
         tracing::debug!(
             target: "kms_actor::coalesce",
             topic = self.topic.as_str(),
             batch_size = batch.len(),
+            chunks,
             waited_us = waited.as_micros() as u64,
-            in_flight = self.pool.in_flight(),
+            in_flight,
             threads = self.pool.threads(),
             reason = reason.as_str(),
             "dispatch"
         );
-        let (keystore, verifier) = (self.keystore.clone(), Arc::clone(&self.verifier));
-        self.pool
-            .spawn(move || batch::run(batch, &keystore, &verifier));
+        // Chunk sizes differ by at most one; the last chunk is split off
+        // first so the requests stay in order within each chunk.
+        for remaining in (1..=chunks).rev() {
+            let size = batch.len().div_ceil(remaining);
+            let chunk = batch.split_off(batch.len() - size);
+            let (keystore, verifier) = (self.keystore.clone(), Arc::clone(&self.verifier));
+            self.pool
+                .spawn(move || batch::run(chunk, &keystore, &verifier));
+        }
     }
 
     /// Shutdown: answer everything already on the topics, let in-flight

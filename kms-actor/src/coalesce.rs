@@ -16,6 +16,14 @@
 //!    is bounded by one batch, because the actor reads nothing while the
 //!    queue is full.
 //!
+//!
+//! A dispatched batch is split into [`Policy::chunks`] jobs, one per idle
+//! pool thread, each of at least [`MIN_CHUNK_ITEMS`] requests; each chunk
+//! counts as one job in flight. The actor is the one owner of
+//! parallelism: `kms_core::ed25519::verify_batch` runs on the thread that
+//! calls it and never forks, so a job in flight occupies exactly one pool
+//! thread and "fewer jobs in flight than threads" means a thread is idle.
+//!
 //! Invariants: pending never exceeds `max_batch` (the actor reads at most
 //! the room left, [`Policy::room`]); batches in flight never exceed
 //! `queue_limit + 1`; so the memory the actor holds is bounded by
@@ -24,6 +32,12 @@
 use std::time::Duration;
 
 use crate::config::KmsConfig;
+
+/// Fewest requests worth a pool thread of their own: below this the fixed
+/// cost of a second combination and of a second job outweighs the gain
+/// (the split threshold kms-core's batch verification used when it split
+/// batches itself; `benches/batch_verify.rs`).
+pub(crate) const MIN_CHUNK_ITEMS: usize = 32;
 
 /// Why a batch was dispatched; a label on the `tracing` event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +115,14 @@ impl Policy {
         }
     }
 
+    /// How many jobs to split a batch of `n` requests into when
+    /// `in_flight` jobs are running or queued: one per idle thread, each of
+    /// at least [`MIN_CHUNK_ITEMS`] requests, and at least one.
+    pub(crate) fn chunks(&self, n: usize, in_flight: usize) -> usize {
+        let idle = self.threads.saturating_sub(in_flight);
+        idle.min(n / MIN_CHUNK_ITEMS).max(1)
+    }
+
     /// How many more requests the actor may read now: the room left under
     /// `max_batch`, or 0 while the pool's queue is full (backpressure: the
     /// request topic fills, and a `Reject` topic answers `Overloaded`).
@@ -156,6 +178,23 @@ mod tests {
         assert_eq!(p.decide(1, MS, 2), Some(Reason::MaxWait));
         assert_eq!(p.decide(1, MS, 4), Some(Reason::MaxWait));
         assert_eq!(p.decide(1, MS / 2, 4), None);
+    }
+
+    #[test]
+    fn a_batch_is_split_only_for_idle_threads_and_in_worthwhile_chunks() {
+        let p = policy();
+        assert_eq!(p.chunks(1, 0), 1, "a lone request is one job");
+        assert_eq!(p.chunks(2 * MIN_CHUNK_ITEMS - 1, 0), 1);
+        assert_eq!(p.chunks(2 * MIN_CHUNK_ITEMS, 0), 2, "two idle threads");
+        assert_eq!(p.chunks(256, 1), 1, "one idle thread");
+        assert_eq!(p.chunks(256, 2), 1, "none idle: queued as one job");
+        assert_eq!(p.chunks(256, 5), 1);
+        let wide = Policy::new(&KmsConfig {
+            threads: 8,
+            ..KmsConfig::default()
+        });
+        assert_eq!(wide.chunks(1024, 0), 8);
+        assert_eq!(wide.chunks(100, 0), 3);
     }
 
     #[test]

@@ -396,6 +396,32 @@ async fn each_dispatch_is_a_tracing_event_and_a_full_target_batch_goes_out_at_on
     );
 }
 
+// Current-thread runtime: the 128 client tasks all publish before the
+// actor runs again, so they are read in one drain and dispatched at once.
+#[tokio::test(flavor = "current_thread")]
+async fn a_batch_for_two_idle_threads_is_verified_as_two_chunks() {
+    let f = fixture(KmsConfig {
+        threads: 2,
+        target_batch: 256,
+        max_batch: 256,
+        max_wait: Duration::from_secs(1),
+        ..KmsConfig::default()
+    });
+    f.gate.open();
+    let calls: Vec<_> = (0..128).map(|_| f.spawn_verify()).collect();
+    for call in calls {
+        assert_eq!(call.await.expect("task"), Ok(()));
+    }
+    assert_eq!(f.handle.stats().batches, 1, "one dispatch");
+    assert_eq!(
+        f.seen.batches.load(Ordering::SeqCst),
+        2,
+        "split into one verify_batch per idle thread"
+    );
+    assert_eq!(f.seen.items.load(Ordering::SeqCst), 128);
+    f.handle.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_with_the_pool_queue_full_still_answers_the_whole_backlog() {
     let f = fixture(KmsConfig {

@@ -35,13 +35,11 @@ mod decode;
 mod equation;
 mod error;
 mod key_cache;
-mod parallel;
 mod policy;
 
 pub use backend::{curve_backend, CurveBackend};
 pub use error::{Component, SignatureError};
 pub use key_cache::KEY_CACHE_CAPACITY;
-pub use parallel::PARALLEL_MIN_ITEMS;
 
 pub(crate) use decode::decode_trusted_public_key;
 
@@ -159,15 +157,21 @@ pub(crate) fn verify_with_point(
 ///   failures are frequent the batch is checked as several smaller
 ///   combinations, down to one equation per item, so forged signatures cost
 ///   their neighbours little.
-/// * Called on a rayon pool thread (the actor's verify pool), a batch of at
-///   least 2 × [`PARALLEL_MIN_ITEMS`] items is split into
-///   `min(pool threads, n / PARALLEL_MIN_ITEMS)` parts run in parallel;
-///   each part decodes, hashes and combines its own items. Called
-///   from any other thread, everything runs on that thread.
+/// * Everything runs on the calling thread: this function never splits a
+///   batch across threads, whichever thread or pool it is called on.
+///   Splitting is the caller's choice (the actor splits a batch into
+///   chunks for idle pool threads); verdicts do not depend on how a batch
+///   is split.
 /// * If the random source is unavailable, each item is checked on its own
 ///   (same verdicts, no randomness needed).
 ///
 /// A batch of one item costs what [`verify`] costs.
 pub fn verify_batch(items: &[BatchItem<'_>]) -> Vec<Result<(), SignatureError>> {
-    parallel::verify_batch(items)
+    let mut out = vec![Ok(()); items.len()];
+    match items {
+        [] => {}
+        [one] => out[0] = verify(one.public_key, one.message, one.signature),
+        _ => batch::verify_chunk(items, &mut out, policy::plan(items.len())),
+    }
+    out
 }
