@@ -22,6 +22,16 @@
 //!   p99 latency of accepted requests, and the most requests outstanding at
 //!   once (bounded by the topic, the coalescer and the pool queue).
 //!
+//! * `actor/idle_poisson`: not a Criterion timing. One client task on the
+//!   2-worker runtime sends one request at a time with an exponentially
+//!   distributed pause before each (Poisson arrivals at 100/s, 1 k/s and
+//!   10 k/s; the pause is a `std::thread::sleep` on the client's worker, so
+//!   the other threads park as on a quiet node). It prints p50 and p99 of
+//!   our single `verify` on the client task (the peer) and of a verify
+//!   through the actor with `inline_when_idle` on (the default) and off,
+//!   and what each adds over the peer. Target (#14): added p50 ≤ 10 µs,
+//!   p99 ≤ 50 µs.
+//!
 //! Run: `cargo bench --bench actor`. Results: `docs/PERFORMANCE.md`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -289,6 +299,109 @@ fn sustainable_rate(rt: &Runtime, kms: &KmsClient, items: &Arc<Vec<Item>>) -> f6
     items.len() as f64 / started.elapsed().as_secs_f64()
 }
 
+/// How a request is served in `actor/idle_poisson`.
+#[derive(Clone, Copy)]
+enum IdlePath {
+    Inline,
+    Actor(bool),
+}
+
+/// `n` requests at Poisson `rate` (per second) from one client task;
+/// returns the histogram of their latencies (ns).
+fn poisson(
+    rt: &Runtime,
+    kms: Option<&KmsClient>,
+    item: &Arc<Vec<Item>>,
+    rate: f64,
+    n: usize,
+) -> Histogram<u64> {
+    let (kms, items) = (kms.cloned(), Arc::clone(item));
+    rt.block_on(async move {
+        tokio::spawn(async move {
+            use rand::{RngExt, SeedableRng};
+            let mut rng = rand::rngs::StdRng::seed_from_u64(n as u64);
+            let item = &items[1];
+            let mut latency =
+                Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).expect("histogram");
+            for _ in 0..n {
+                let u: f64 = rng.random_range(f64::EPSILON..1.0);
+                std::thread::sleep(Duration::from_secs_f64(-u.ln() / rate));
+                let started = Instant::now();
+                match &kms {
+                    Some(kms) => kms
+                        .verify_with_public_key(
+                            item.public_key,
+                            item.message.clone(),
+                            item.signature,
+                        )
+                        .await
+                        .expect("valid"),
+                    None => {
+                        verify(&item.public_key, &item.message, &item.signature).expect("valid")
+                    }
+                }
+                latency.saturating_record(started.elapsed().as_nanos() as u64);
+            }
+            latency
+        })
+        .await
+        .expect("client task")
+    })
+}
+
+/// Prints `actor/idle_poisson` (module docs).
+fn idle_poisson(rt: &Runtime, items: &Arc<Vec<Item>>) {
+    let actor_with = |inline: bool| {
+        let _guard = rt.enter();
+        KmsActor::spawn(
+            KmsConfig {
+                threads: THREADS,
+                inline_when_idle: inline,
+                ..KmsConfig::default()
+            },
+            Keystore::new(),
+            &Bus::new(),
+        )
+        .expect("spawn")
+    };
+    let (on, off) = (actor_with(true), actor_with(false));
+    for (rate, n) in [(100.0, 300), (1_000.0, 2_000), (10_000.0, 5_000)] {
+        let mut line = format!("actor/idle_poisson {rate:>6}/s, {n} requests:");
+        let mut peer = (0, 0);
+        for (name, path) in [
+            ("inline verify", IdlePath::Inline),
+            ("actor, inline_when_idle", IdlePath::Actor(true)),
+            ("actor, pool only", IdlePath::Actor(false)),
+        ] {
+            let kms = match path {
+                IdlePath::Inline => None,
+                IdlePath::Actor(true) => Some(on.client()),
+                IdlePath::Actor(false) => Some(off.client()),
+            };
+            let h = poisson(rt, kms.as_ref(), items, rate, n);
+            let (p50, p99) = (
+                h.value_at_quantile(0.5) / 1000,
+                h.value_at_quantile(0.99) / 1000,
+            );
+            if let IdlePath::Inline = path {
+                peer = (p50, p99);
+                line += &format!(" {name} p50 {p50} µs p99 {p99} µs;");
+            } else {
+                line += &format!(
+                    " {name} p50 {p50} µs (+{}) p99 {p99} µs (+{});",
+                    p50 as i64 - peer.0 as i64,
+                    p99 as i64 - peer.1 as i64
+                );
+            }
+        }
+        println!("{line}");
+    }
+    rt.block_on(async {
+        on.shutdown().await;
+        off.shutdown().await;
+    });
+}
+
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     let rt = runtime();
@@ -301,6 +414,7 @@ fn main() {
     throughput(&mut c, &rt, &kms, &items);
     idle_latency(&mut c, &rt, &kms, &items);
     if !cfg!(debug_assertions) && std::env::args().any(|a| a == "--bench") {
+        idle_poisson(&rt, &items);
         let rate = sustainable_rate(&rt, &kms, &items);
         overload(&rt, &kms, &items, 2.0 * rate, Duration::from_secs(1));
     }

@@ -376,7 +376,11 @@ impl KmsActor {
         Counters::add(&self.shared.counters.batches, 1);
         Counters::add(&self.shared.counters.batched_requests, batch.len() as u64);
         let in_flight = self.pool.in_flight();
-        let chunks = self.policy.chunks(batch.len(), in_flight);
+        let chunks = if reason == Reason::Inline {
+            0
+        } else {
+            self.policy.chunks(batch.len(), in_flight)
+        };
         tracing::debug!(
             target: "kms_actor::coalesce",
             topic = self.topic.as_str(),
@@ -388,6 +392,11 @@ impl KmsActor {
             reason = reason.as_str(),
             "dispatch"
         );
+        if reason == Reason::Inline {
+            // On this task: no pool thread to wake (rule 0).
+            batch::run(batch, &self.keystore, &self.verifier);
+            return;
+        }
         // Chunk sizes differ by at most one; the last chunk is split off
         // first so the requests stay in order within each chunk.
         for remaining in (1..=chunks).rev() {

@@ -4,6 +4,10 @@
 //!
 //! Rules, in order (the first that holds dispatches every pending request
 //! as one batch):
+//! 0. [`Reason::Inline`] (if `KmsConfig::inline_when_idle`): one request
+//!    pending and nothing in flight. The actor verifies it on its own task:
+//!    a quiet node pays no wake-up of a parked pool thread. Under load
+//!    (more pending, or anything in flight) the rules below apply.
 //! 1. [`Reason::IdleThread`]: fewer batches in flight than pool threads. At
 //!    low load a lone request goes out at once; nothing waits for a batch
 //!    to fill.
@@ -42,6 +46,8 @@ pub(crate) const MIN_CHUNK_ITEMS: usize = 32;
 /// Why a batch was dispatched; a label on the `tracing` event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reason {
+    /// A lone request with the pool idle, verified on the actor's task.
+    Inline,
     /// A pool thread was idle.
     IdleThread,
     /// `target_batch` requests were pending.
@@ -56,6 +62,7 @@ impl Reason {
     /// The label used in `tracing` events.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
+            Reason::Inline => "inline",
             Reason::IdleThread => "idle_thread",
             Reason::TargetBatch => "target_batch",
             Reason::MaxWait => "max_wait",
@@ -67,6 +74,7 @@ impl Reason {
 /// The numbers the policy needs from [`KmsConfig`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Policy {
+    inline: bool,
     threads: usize,
     target_batch: usize,
     max_batch: usize,
@@ -76,6 +84,7 @@ pub(crate) struct Policy {
 impl Policy {
     pub(crate) fn new(config: &KmsConfig) -> Self {
         Policy {
+            inline: config.inline_when_idle,
             threads: config.threads,
             target_batch: config.target_batch,
             max_batch: config.max_batch,
@@ -104,6 +113,8 @@ impl Policy {
     ) -> Option<Reason> {
         if pending == 0 {
             None
+        } else if self.inline && pending == 1 && in_flight == 0 {
+            Some(Reason::Inline)
         } else if in_flight < self.threads {
             Some(Reason::IdleThread)
         } else if pending >= self.target_batch && in_flight < self.queue_limit() {
@@ -141,14 +152,36 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
+    /// The pool rules alone (no inline rule).
     fn policy() -> Policy {
         Policy::new(&KmsConfig {
+            inline_when_idle: false,
             threads: 2,
             target_batch: 64,
             max_batch: 256,
             max_wait: MS,
             ..KmsConfig::default()
         })
+    }
+
+    #[test]
+    fn a_lone_request_on_an_idle_pool_is_verified_inline() {
+        let p = Policy::new(&KmsConfig {
+            threads: 2,
+            ..KmsConfig::default()
+        });
+        assert_eq!(p.decide(1, Duration::ZERO, 0), Some(Reason::Inline));
+        assert_eq!(
+            p.decide(2, Duration::ZERO, 0),
+            Some(Reason::IdleThread),
+            "two pending: the pool"
+        );
+        assert_eq!(
+            p.decide(1, Duration::ZERO, 1),
+            Some(Reason::IdleThread),
+            "a batch in flight: the pool"
+        );
+        assert_eq!(p.decide(0, Duration::ZERO, 0), None);
     }
 
     #[test]

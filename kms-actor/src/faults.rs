@@ -79,8 +79,17 @@ impl Fixture {
 }
 
 /// One pool thread, small batches, the injected verifier, and a key with a
-/// valid signature on `b"m"`.
+/// valid signature on `b"m"`. Without the inline rule: a gated verifier on
+/// the actor's own task would hold the actor itself.
 fn fixture(config: KmsConfig) -> Fixture {
+    fixture_as_given(KmsConfig {
+        inline_when_idle: false,
+        ..config
+    })
+}
+
+/// [`fixture`] with `config` as given.
+fn fixture_as_given(config: KmsConfig) -> Fixture {
     let ks = Keystore::new();
     let key = ks.create_ed25519("acme", "tokens").expect("create");
     let (key, signature) = ks.sign(&key, b"m").expect("sign");
@@ -420,6 +429,37 @@ async fn a_batch_for_two_idle_threads_is_verified_as_two_chunks() {
     );
     assert_eq!(f.seen.items.load(Ordering::SeqCst), 128);
     f.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_request_on_an_idle_pool_is_verified_inline_and_a_panic_there_is_answered() {
+    const TOPIC: &str = "faults.inline";
+    let capture = dispatches();
+    let f = fixture_as_given(KmsConfig {
+        request_topic: TOPIC.to_owned(),
+        threads: 1,
+        ..KmsConfig::default()
+    });
+    f.gate.open();
+    for _ in 0..3 {
+        assert_eq!(f.spawn_verify().await.expect("task"), Ok(()));
+    }
+    // A panic in the verifier on the actor's task: answered, and the actor
+    // keeps serving.
+    let (kms, key, signature) = (f.handle.client(), f.key.clone(), f.signature);
+    let boom = kms.verify(&key, &b"boom"[..], signature).await;
+    assert!(matches!(boom, Err(KmsError::Internal { .. })), "{boom:?}");
+    assert_eq!(f.spawn_verify().await.expect("task"), Ok(()));
+    f.handle.shutdown().await;
+    let reasons: Vec<String> = capture
+        .0
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter(|(topic, ..)| topic == TOPIC)
+        .map(|(_, reason, _)| reason.clone())
+        .collect();
+    assert_eq!(reasons, vec!["inline"; 5], "one at a time on an idle pool");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
