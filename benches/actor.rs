@@ -12,9 +12,10 @@
 //! * `actor/idle_latency/{end_to_end,single_verify,pool_round_trip}`: one
 //!   request at a time from one client task (nothing else in flight),
 //!   against our single `verify` of the same signature on the calling
-//!   thread. Target: the difference (added latency) ≤ 25 µs.
-//!   `pool_round_trip` is the floor under that difference: a task hands an
-//!   empty job to a rayon thread that answers on a oneshot.
+//!   thread. Target: the difference (added latency) ≤ 25 µs. With the
+//!   default `inline_when_idle` a lone request is verified on the actor's
+//!   task; `pool_round_trip` (a task hands an empty job to a rayon thread
+//!   that answers on a oneshot) is the floor under the pool path.
 //! * `actor/overload`: not a timing. Requests offered open-loop at twice
 //!   the end-to-end rate just measured, on a `Reject` topic, for 1 s; it
 //!   prints how many were accepted, refused (`Overloaded`), otherwise

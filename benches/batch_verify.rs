@@ -5,7 +5,7 @@
 //! each item on its own when the batch fails.
 //!
 //! * `keys/{distinct,16,1}/N` for N ∈ {1, 8, 64, 256, 1024}, all valid, on
-//!   the calling thread (one thread; ours does not split outside a pool): ours, dalek `verify_batch`, looped dalek `verify_strict`, zebra
+//!   the calling thread (one thread; `verify_batch` never splits): ours, dalek `verify_batch`, looped dalek `verify_strict`, zebra
 //!   `batch::Verifier`; at N = 1 also our single `verify`.
 //! * `invalid/{0,1,100}%/{distinct,1}/256`, on the calling thread (1% is 3
 //!   items of 256): the same four plus

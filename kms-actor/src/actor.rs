@@ -8,7 +8,8 @@
 //! lane, then finished batches, then new verify requests, then the
 //! `max_wait` timer. Priority requests are served on the actor task at
 //! once, so they never wait behind verify batches, nor for the verify
-//! topic's backlog; create and rotate, which may fsync, are handed to the
+//! topic's backlog (at most behind one short verification of rule 0,
+//! `coalesce.rs`, which runs on this task); create and rotate, which may fsync, are handed to the
 //! [`Writer`] (one thread of tokio's blocking pool, a bounded backlog).
 //! (Under a flood of priority requests, reading new verify requests waits;
 //! dispatching those already read does not.)
@@ -249,9 +250,10 @@ impl KmsActor {
         // `dispatch` takes everything pending, so one decision per wake. The
         // clock is read only while something is held, and once.
         let waited = self.waited();
-        if let Some(reason) = self
-            .policy
-            .decide(self.pending.len(), waited, self.pool.in_flight())
+        let first_len = self.pending.first().map_or(0, |r| r.message.len());
+        if let Some(reason) =
+            self.policy
+                .decide(self.pending.len(), waited, self.pool.in_flight(), first_len)
         {
             self.dispatch(reason, waited);
         } else if !self.pending.is_empty() {
@@ -368,7 +370,7 @@ impl KmsActor {
     /// into one job per idle thread ([`Policy::chunks`]). `waited` is how
     /// long the oldest of them was held.
     fn dispatch(&mut self, reason: Reason, waited: Duration) {
-        let mut batch = std::mem::take(&mut self.pending);
+        let batch = std::mem::take(&mut self.pending);
         self.pending_since = None;
         let metrics = &self.shared.metrics;
         metrics.batch_size.record(batch.len() as f64);
@@ -376,6 +378,7 @@ impl KmsActor {
         Counters::add(&self.shared.counters.batches, 1);
         Counters::add(&self.shared.counters.batched_requests, batch.len() as u64);
         let in_flight = self.pool.in_flight();
+        // 0 on an inline dispatch: no job.
         let chunks = if reason == Reason::Inline {
             0
         } else {
@@ -397,11 +400,10 @@ impl KmsActor {
             batch::run(batch, &self.keystore, &self.verifier);
             return;
         }
-        // Chunk sizes differ by at most one; the last chunk is split off
-        // first so the requests stay in order within each chunk.
-        for remaining in (1..=chunks).rev() {
-            let size = batch.len().div_ceil(remaining);
-            let chunk = batch.split_off(batch.len() - size);
+        debug_assert!(chunks >= 1 && chunks <= batch.len(), "no empty job");
+        let mut rest = batch.into_iter();
+        for size in Policy::chunk_sizes(rest.len(), chunks) {
+            let chunk: Vec<VerifyRequest> = rest.by_ref().take(size).collect();
             let (keystore, verifier) = (self.keystore.clone(), Arc::clone(&self.verifier));
             self.pool
                 .spawn(move || batch::run(chunk, &keystore, &verifier));

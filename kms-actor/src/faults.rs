@@ -48,6 +48,8 @@ impl Gate {
 struct Seen {
     batches: AtomicUsize,
     items: AtomicUsize,
+    /// Calls made on a pool thread (named `kms-verify-<i>`).
+    on_pool: AtomicUsize,
 }
 
 /// A verifier that waits for `gate`, panics on a message `b"boom"`, and
@@ -56,6 +58,12 @@ fn verifier(gate: Arc<Gate>, seen: Arc<Seen>) -> Verifier {
     Arc::new(move |items| {
         seen.batches.fetch_add(1, Ordering::SeqCst);
         seen.items.fetch_add(items.len(), Ordering::SeqCst);
+        if std::thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with("kms-verify-"))
+        {
+            seen.on_pool.fetch_add(1, Ordering::SeqCst);
+        }
         gate.wait();
         assert!(items.iter().all(|i| i.message != b"boom"), "injected fault");
         verify_batch(items)
@@ -428,6 +436,7 @@ async fn a_batch_for_two_idle_threads_is_verified_as_two_chunks() {
         "split into one verify_batch per idle thread"
     );
     assert_eq!(f.seen.items.load(Ordering::SeqCst), 128);
+    assert_eq!(f.seen.on_pool.load(Ordering::SeqCst), 2, "both on the pool");
     f.handle.shutdown().await;
 }
 
@@ -450,6 +459,12 @@ async fn a_lone_request_on_an_idle_pool_is_verified_inline_and_a_panic_there_is_
     let boom = kms.verify(&key, &b"boom"[..], signature).await;
     assert!(matches!(boom, Err(KmsError::Internal { .. })), "{boom:?}");
     assert_eq!(f.spawn_verify().await.expect("task"), Ok(()));
+    assert_eq!(f.seen.batches.load(Ordering::SeqCst), 5);
+    assert_eq!(
+        f.seen.on_pool.load(Ordering::SeqCst),
+        0,
+        "every one verified on the actor's task, none on the pool"
+    );
     f.handle.shutdown().await;
     let reasons: Vec<String> = capture
         .0

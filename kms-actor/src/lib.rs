@@ -5,8 +5,11 @@
 //! and call `verify`, `verify_with_public_key`, `sign`, `create_key`,
 //! `rotate` and `attest`. Verify requests are drained from the topic after
 //! each wake and verified as batches with `kms_core::ed25519::verify_batch`
-//! on a dedicated, named `rayon::ThreadPool` (`kms-verify-<i>`); each answer
-//! is sent from the pool thread on the request's own reply channel.
+//! on a dedicated, named `rayon::ThreadPool` (`kms-verify-<i>`), split into
+//! one job per idle thread; each answer is sent from the thread that
+//! verified it on the request's own reply channel. A request that arrives
+//! alone on a quiet node is verified on the actor's task instead, with no
+//! pool thread woken (`KmsConfig::inline_when_idle`).
 //!
 //! Why batch: one multiscalar multiplication over a batch costs less per
 //! signature than verifying one at a time, and at low load nothing waits,
@@ -38,7 +41,9 @@
 //! `max_wait`): a batch goes out at once when a pool thread is idle, grows
 //! toward `target_batch` while every thread is busy, and no request is held
 //! past `max_wait`. Sign, rotate, attest and create travel on a separate
-//! priority topic and never wait behind verify batches. Metrics (DESIGN §7)
+//! priority topic and never wait behind verify batches (at most behind one
+//! short verification that the actor makes on its own task when a request
+//! arrives alone on a quiet node). Metrics (DESIGN §7)
 //! go through the `metrics` facade ([`metrics`] lists them); each
 //! coalescing decision is a `tracing` event (target `kms_actor::coalesce`).
 #![forbid(unsafe_code)]
