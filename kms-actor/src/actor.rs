@@ -161,7 +161,7 @@ impl KmsActor {
         let priority_topic = topic(config.priority_topic(), config.priority_capacity)?;
         let requests = subscribe_alone(&verify_topic)?;
         let priority = subscribe_alone(&priority_topic)?;
-        let metrics = Metrics::new();
+        let metrics = Metrics::new(&config.request_topic);
         let pool = VerifyPool::new(config.threads, metrics.in_flight.clone())?;
         let writer = Writer::spawn(&runtime, keystore.clone(), config.write_backlog);
         let shared = Arc::new(Shared {

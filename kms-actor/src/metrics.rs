@@ -4,12 +4,15 @@
 //!
 //! | name | kind | labels | unit |
 //! |---|---|---|---|
-//! | `kms_ops_total` | counter | `op`, `outcome` | requests |
-//! | `kms_op_duration_seconds` | histogram | `op` | seconds, from the call to its answer |
-//! | `kms_batch_size` | histogram | | verify requests per batch |
-//! | `kms_batch_wait_seconds` | histogram | | seconds the oldest request of a batch was held |
-//! | `kms_batches_in_flight` | gauge | | batches running or queued on the pool |
+//! | `kms_ops_total` | counter | `topic`, `op`, `outcome` | requests |
+//! | `kms_op_duration_seconds` | histogram | `topic`, `op` | seconds, from the call to its answer |
+//! | `kms_batch_size` | histogram | `topic` | verify requests per batch |
+//! | `kms_batch_wait_seconds` | histogram | `topic` | seconds the oldest request of a batch was held |
+//! | `kms_batches_in_flight` | gauge | `topic` | jobs running or queued on the pool |
 //!
+//! `topic` is the actor's request topic ([`crate::KmsConfig::request_topic`]),
+//! so two actors in one process record apart, as the bus's `bus_*`
+//! counters do.
 //! `op` is `verify`, `sign`, `create_key`, `rotate` or `attest`; `outcome`
 //! is `ok` or the error's stable code ([`KmsError::code`], e.g.
 //! `kms.invalid_signature`). `kms_bisections_total` is recorded by kms-core
@@ -121,6 +124,8 @@ struct OpHandles {
 
 /// Handles taken at spawn, shared by the actor, its pool and its clients.
 pub(crate) struct Metrics {
+    /// The `topic` label: the actor's request topic.
+    topic: String,
     ops: [OpHandles; 5],
     /// `verify`'s other common outcome, also cached.
     verify_invalid: Counter,
@@ -130,23 +135,27 @@ pub(crate) struct Metrics {
 }
 
 impl Metrics {
-    /// Takes handles from the recorder installed now.
-    pub(crate) fn new() -> Self {
+    /// Takes handles from the recorder installed now, labelled with the
+    /// actor's request `topic`.
+    pub(crate) fn new(topic: &str) -> Self {
+        let t = || topic.to_owned();
         let ops = OpKind::ALL.map(|op| OpHandles {
-            ok: metrics::counter!(OPS_TOTAL, "op" => op.label(), "outcome" => "ok"),
-            duration: metrics::histogram!(OP_DURATION_SECONDS, "op" => op.label()),
+            ok: metrics::counter!(OPS_TOTAL, "topic" => t(), "op" => op.label(), "outcome" => "ok"),
+            duration: metrics::histogram!(OP_DURATION_SECONDS, "topic" => t(), "op" => op.label()),
         });
         let invalid = KmsError::InvalidSignature(kms_core::ed25519::SignatureError::Equation);
         Metrics {
+            topic: t(),
             ops,
             verify_invalid: metrics::counter!(
                 OPS_TOTAL,
+                "topic" => t(),
                 "op" => OpKind::Verify.label(),
                 "outcome" => invalid.code()
             ),
-            batch_size: metrics::histogram!(BATCH_SIZE),
-            batch_wait: metrics::histogram!(BATCH_WAIT_SECONDS),
-            in_flight: metrics::gauge!(BATCHES_IN_FLIGHT),
+            batch_size: metrics::histogram!(BATCH_SIZE, "topic" => t()),
+            batch_wait: metrics::histogram!(BATCH_WAIT_SECONDS, "topic" => t()),
+            in_flight: metrics::gauge!(BATCHES_IN_FLIGHT, "topic" => t()),
         }
     }
 
@@ -158,9 +167,13 @@ impl Metrics {
             Err(KmsError::InvalidSignature(_)) if matches!(op, OpKind::Verify) => {
                 self.verify_invalid.increment(1)
             }
-            Err(e) => {
-                metrics::counter!(OPS_TOTAL, "op" => op.label(), "outcome" => e.code()).increment(1)
-            }
+            Err(e) => metrics::counter!(
+                OPS_TOTAL,
+                "topic" => self.topic.clone(),
+                "op" => op.label(),
+                "outcome" => e.code()
+            )
+            .increment(1),
         }
         handles.duration.record(took.as_secs_f64());
     }
