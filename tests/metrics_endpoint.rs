@@ -80,14 +80,14 @@ async fn the_endpoint_serves_every_design_metric() {
         .await
         .expect("scrape");
     for name in [
-        "kms_ops_total{op=\"verify\",outcome=\"ok\"}",
-        "kms_ops_total{op=\"verify\",outcome=\"kms.invalid_signature\"}",
-        "kms_ops_total{op=\"sign\",outcome=\"ok\"}",
-        "kms_ops_total{op=\"rotate\",outcome=\"ok\"}",
-        "kms_op_duration_seconds_bucket{op=\"verify\",le=\"0.00001\"}",
-        "kms_batch_size_bucket{le=\"1024\"}",
-        "kms_batch_wait_seconds_bucket",
-        "kms_batches_in_flight",
+        "kms_ops_total{topic=\"kms.requests\",op=\"verify\",outcome=\"ok\"}",
+        "kms_ops_total{topic=\"kms.requests\",op=\"verify\",outcome=\"kms.invalid_signature\"}",
+        "kms_ops_total{topic=\"kms.requests\",op=\"sign\",outcome=\"ok\"}",
+        "kms_ops_total{topic=\"kms.requests\",op=\"rotate\",outcome=\"ok\"}",
+        "kms_op_duration_seconds_bucket{topic=\"kms.requests\",op=\"verify\",le=\"0.00001\"}",
+        "kms_batch_size_bucket{topic=\"kms.requests\",le=\"1024\"}",
+        "kms_batch_wait_seconds_bucket{topic=\"kms.requests\",",
+        "kms_batches_in_flight{topic=\"kms.requests\"}",
         "kms_bisections_total",
         "bus_published_total{topic=\"kms.requests\"}",
         "bus_lagged_total{topic=\"kms.requests\"}",
