@@ -19,7 +19,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use super::durable::{commit_all, Durable, Opened};
+use super::durable::{commit_all, Durable};
 use super::legacy::{self, LEGACY_FILE};
 use super::records::StoredKey;
 use crate::error::KmsError;
@@ -35,10 +35,8 @@ pub(crate) fn create(dir: &Path, keyring: Keyring) -> Result<Durable, KmsError> 
         return Err(KmsError::StoreExists { dir: label });
     }
     let storage = build(locked, &keyring, &[])?;
-    match Durable::open(Box::new(storage), keyring, label.clone())? {
-        Opened::Store(durable, _) => Ok(durable),
-        Opened::Empty => Err(lost_first_commit(&label)),
-    }
+    let (durable, _) = Durable::open(Box::new(storage), keyring, label.clone())?.written(&label)?;
+    Ok(durable)
 }
 
 /// Opens the store in `dir`, migrating format 1 (see
@@ -55,11 +53,8 @@ pub(crate) fn open(dir: &Path, keyring: Keyring) -> Result<(Durable, Vec<StoredK
     let has_legacy = locked.has(LEGACY_FILE)?;
     let opened = if locked.has(STORE_FILE)? {
         let storage = RedbStorage::open(locked, STORE_FILE)?;
-        match Durable::open(Box::new(storage), keyring, label.clone())? {
-            Opened::Store(durable, keys) => (durable, keys),
-            // Every database this code names `keystore.redb` holds a store.
-            Opened::Empty => return Err(lost_first_commit(&label)),
-        }
+        // Every database this code names `keystore.redb` holds a store.
+        Durable::open(Box::new(storage), keyring, label.clone())?.written(&label)?
     } else if has_legacy {
         migrate(locked, keyring, &label)?
     } else {
@@ -101,10 +96,7 @@ fn migrate(
     }
     let keyring = keyring.continue_counters(|v| if v == old.sealed_by { old.counter } else { 0 });
     let storage = build(locked, &keyring, &old.keys)?;
-    match Durable::open(Box::new(storage), keyring, label.to_owned())? {
-        Opened::Store(durable, keys) => Ok((durable, keys)),
-        Opened::Empty => Err(lost_first_commit(label)),
-    }
+    Durable::open(Box::new(storage), keyring, label.to_owned())?.written(label)
 }
 
 /// Builds a database of `keys` (see the module docs) and opens it under
@@ -121,11 +113,4 @@ fn build(
     let locked = tmp.close();
     locked.rename(TMP_FILE, STORE_FILE)?;
     RedbStorage::open(locked, STORE_FILE)
-}
-
-fn lost_first_commit(label: &str) -> KmsError {
-    KmsError::StoreCorrupt {
-        store: label.to_owned(),
-        reason: "the database holds no index".to_owned(),
-    }
 }

@@ -95,6 +95,23 @@ pub(crate) enum Opened {
     Empty,
 }
 
+impl Opened {
+    /// The store, where one was just written.
+    ///
+    /// # Errors
+    /// [`KmsError::StoreCorrupt`] if there is none: the storage did not
+    /// keep the commit that made it.
+    pub(crate) fn written(self, label: &str) -> Result<(Durable, Vec<StoredKey>), KmsError> {
+        match self {
+            Opened::Store(durable, keys) => Ok((durable, keys)),
+            Opened::Empty => Err(KmsError::StoreCorrupt {
+                store: label.to_owned(),
+                reason: "the storage holds no index after the commit that wrote it".to_owned(),
+            }),
+        }
+    }
+}
+
 impl Durable {
     /// The records of a new store holding `keys` (none, or a migration's),
     /// sealed under the keyring's newest key: per key its versions at
@@ -152,12 +169,8 @@ impl Durable {
         }
         let records = Durable::initial_records(&keyring, &[])?;
         commit_all(storage.as_ref(), &records)?;
-        match Durable::open(storage, keyring, label.clone())? {
-            Opened::Store(durable, _) => Ok(durable),
-            Opened::Empty => Err(KmsError::Internal {
-                reason: format!("keystore: {label} did not keep its first commit"),
-            }),
-        }
+        let (durable, _) = Durable::open(storage, keyring, label.clone())?.written(&label)?;
+        Ok(durable)
     }
 
     /// Loads and checks the store in `storage` (module docs).
@@ -315,11 +328,12 @@ impl Durable {
         seal_with(&self.keyring, &self.store, name, seq, plaintext)
     }
 
-    /// Commits `writes`; after a failure, refuses to (module docs).
-    fn commit(
+    /// Commits `records`, `(name, value)` pairs; after a failure, refuses
+    /// to (module docs).
+    fn commit<N: AsRef<str>, V: AsRef<[u8]>>(
         &self,
         sequences: &mut Sequences,
-        writes: &[RecordWrite<'_>],
+        records: &[(N, V)],
     ) -> Result<(), KmsError> {
         if sequences.failed {
             return Err(KmsError::Internal {
@@ -329,7 +343,7 @@ impl Durable {
                 ),
             });
         }
-        let committed = self.storage.commit(writes);
+        let committed = commit_all(self.storage.as_ref(), records);
         sequences.failed = committed.is_err();
         committed
     }
@@ -350,28 +364,18 @@ impl Durable {
         let ordinal = next(sequences.count)?;
         let v1 = version_name(id, 1);
         let head = head_name(id);
-        let values = [
-            self.seal(&v1, 1, &plaintext_of(version)?)?,
-            self.seal(&head, 1, &encode_head(id, 1, ordinal))?,
-            self.seal(INDEX, index_seq, &encode_index(&self.store, ordinal))?,
+        let records = [
+            (v1.as_str(), self.seal(&v1, 1, &plaintext_of(version)?)?),
+            (
+                head.as_str(),
+                self.seal(&head, 1, &encode_head(id, 1, ordinal))?,
+            ),
+            (
+                INDEX,
+                self.seal(INDEX, index_seq, &encode_index(&self.store, ordinal))?,
+            ),
         ];
-        self.commit(
-            sequences,
-            &[
-                RecordWrite {
-                    name: &v1,
-                    value: &values[0],
-                },
-                RecordWrite {
-                    name: &head,
-                    value: &values[1],
-                },
-                RecordWrite {
-                    name: INDEX,
-                    value: &values[2],
-                },
-            ],
-        )?;
+        self.commit(sequences, &records)?;
         sequences.index = index_seq;
         sequences.count = ordinal;
         sequences.keys.insert(id.uuid(), (1, ordinal));
@@ -402,23 +406,15 @@ impl Durable {
         let seq = next(seq)?;
         let name = version_name(id, version.info.version);
         let head = head_name(id);
-        let values = [
-            self.seal(&name, seq, &plaintext_of(version)?)?,
-            self.seal(&head, seq, &encode_head(id, version.info.version, ordinal))?,
+        let head_plaintext = encode_head(id, version.info.version, ordinal);
+        let records = [
+            (
+                name.as_str(),
+                self.seal(&name, seq, &plaintext_of(version)?)?,
+            ),
+            (head.as_str(), self.seal(&head, seq, &head_plaintext)?),
         ];
-        self.commit(
-            sequences,
-            &[
-                RecordWrite {
-                    name: &name,
-                    value: &values[0],
-                },
-                RecordWrite {
-                    name: &head,
-                    value: &values[1],
-                },
-            ],
-        )?;
+        self.commit(sequences, &records)?;
         sequences.keys.insert(id.uuid(), (seq, ordinal));
         Ok(())
     }
@@ -447,7 +443,7 @@ impl Durable {
         // open with the newest key alone, and says so as `WrongKey`.
         stale.sort_by_key(|(name, _)| name == INDEX);
         for batch in stale.chunks(REWRAP_BATCH) {
-            let mut values = Vec::with_capacity(batch.len());
+            let mut resealed_batch = Vec::with_capacity(batch.len());
             for (name, bytes) in batch {
                 let corrupt = |e: &dyn std::fmt::Display| KmsError::StoreCorrupt {
                     store: self.label.clone(),
@@ -458,28 +454,27 @@ impl Durable {
                     .keyring
                     .open(&aad(&self.store, name, seq), &envelope)
                     .map_err(|e| corrupt(&e))?;
-                values.push(self.seal(name, seq, &plaintext)?);
+                resealed_batch.push((name.as_str(), self.seal(name, seq, &plaintext)?));
             }
-            let writes: Vec<RecordWrite<'_>> = batch
-                .iter()
-                .zip(&values)
-                .map(|((name, _), value)| RecordWrite { name, value })
-                .collect();
-            self.commit(sequences, &writes)?;
+            self.commit(sequences, &resealed_batch)?;
             resealed += batch.len();
         }
         Ok(Rewrapped { records, resealed })
     }
 }
 
-/// Commits every record of `records` in one commit.
-pub(crate) fn commit_all(
+/// Commits every `(name, value)` pair of `records` in one commit: the
+/// one place records become [`RecordWrite`]s.
+pub(crate) fn commit_all<N: AsRef<str>, V: AsRef<[u8]>>(
     storage: &dyn Storage,
-    records: &[(String, Vec<u8>)],
+    records: &[(N, V)],
 ) -> Result<(), KmsError> {
     let writes: Vec<RecordWrite<'_>> = records
         .iter()
-        .map(|(name, value)| RecordWrite { name, value })
+        .map(|(name, value)| RecordWrite {
+            name: name.as_ref(),
+            value: value.as_ref(),
+        })
         .collect();
     storage.commit(&writes)
 }
