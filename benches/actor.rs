@@ -27,11 +27,23 @@
 //!   2-worker runtime sends one request at a time with an exponentially
 //!   distributed pause before each (Poisson arrivals at 100/s, 1 k/s and
 //!   10 k/s; the pause is a `std::thread::sleep` on the client's worker, so
-//!   the other threads park as on a quiet node). It prints p50 and p99 of
+//!   the other threads park as on a quiet node); the four paths below take
+//!   turns request by request, so each sees the same pauses and the same
+//!   drift of the machine. It prints p50 and p99 of
 //!   our single `verify` on the client task (the peer) and of a verify
-//!   through the actor with `inline_when_idle` on (the default) and off,
-//!   and what each adds over the peer. Target (#14): added p50 ≤ 10 µs,
-//!   p99 ≤ 50 µs.
+//!   through the actor with its defaults (rules C and 0 on), with rule 0
+//!   only (verified on the actor's task) and with neither (pool only), and
+//!   what each adds over the peer. Target (#14): added p50 ≤ 10 µs, p99 ≤
+//!   50 µs.
+//! * `actor/concurrency`: not a Criterion timing. For 1, 4, 16, 64, 256 and
+//!   1024 client tasks on the 2-worker runtime, each verifying one request
+//!   at a time (closed loop) through the actor with a 2-thread pool, beside
+//!   the best two threads can do for that concurrency: each request
+//!   verified alone with `verify` on `min(clients, 2)` threads, and
+//!   `verify_batch` on 2 threads of batches of `clients / 2` (what that
+//!   many outstanding requests allow). The 8192 items each time; five runs
+//!   side by side; it prints the median run's rates and the spread of the
+//!   ratio actor / best. Target (#14): ≥ 0.85 at every concurrency.
 //!
 //! Run: `cargo bench --bench actor`. Results: `docs/PERFORMANCE.md`.
 
@@ -101,8 +113,14 @@ fn actor(rt: &Runtime) -> KmsHandle {
 
 /// Every item verified through the actor by `CLIENTS` concurrent tasks.
 async fn end_to_end(kms: &KmsClient, items: &Arc<Vec<Item>>) {
+    end_to_end_with(kms, items, CLIENTS).await;
+}
+
+/// Every item verified through the actor by `clients` concurrent tasks,
+/// each one request at a time (closed loop).
+async fn end_to_end_with(kms: &KmsClient, items: &Arc<Vec<Item>>, clients: usize) {
     let next = Arc::new(AtomicUsize::new(0));
-    let tasks: Vec<_> = (0..CLIENTS)
+    let tasks: Vec<_> = (0..clients)
         .map(|_| {
             let (kms, items, next) = (kms.clone(), Arc::clone(items), Arc::clone(&next));
             tokio::spawn(async move {
@@ -132,6 +150,80 @@ async fn end_to_end(kms: &KmsClient, items: &Arc<Vec<Item>>) {
     }
 }
 
+/// Items per second of `run`, which handles `n` items.
+fn rate(n: usize, run: impl FnOnce()) -> f64 {
+    let started = Instant::now();
+    run();
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The best two threads can do for `clients` concurrent clients, as two
+/// rates (items/s): each client's request verified alone with `verify` on
+/// `min(clients, 2)` threads; and `verify_batch` on 2 threads of batches
+/// as large as that concurrency allows (`clients / 2` per thread, at
+/// least 1; one thread for one client).
+fn comparators(items: &[Item], clients: usize) -> (f64, f64) {
+    let threads = clients.min(THREADS);
+    let share = items.len().div_ceil(threads);
+    let single = rate(items.len(), || {
+        std::thread::scope(|s| {
+            for part in items.chunks(share) {
+                s.spawn(move || {
+                    for i in part {
+                        verify(&i.public_key, &i.message, &i.signature).expect("valid");
+                    }
+                });
+            }
+        })
+    });
+    let batch_size = (clients / THREADS).max(1);
+    let batched = rate(items.len(), || {
+        std::thread::scope(|s| {
+            for part in items.chunks(share) {
+                s.spawn(move || {
+                    for chunk in part.chunks(batch_size) {
+                        let batch: Vec<BatchItem<'_>> = chunk
+                            .iter()
+                            .map(|i| BatchItem::new(&i.public_key, &i.message, &i.signature))
+                            .collect();
+                        assert!(verify_batch(&batch).iter().all(|v| v.is_ok()));
+                    }
+                });
+            }
+        })
+    });
+    (single, batched)
+}
+
+/// Prints `actor/concurrency` (module docs).
+fn concurrency(rt: &Runtime, kms: &KmsClient, items: &Arc<Vec<Item>>) {
+    const RUNS: usize = 5;
+    for clients in [1, 4, 16, 64, 256, 1024] {
+        let mut runs = Vec::with_capacity(RUNS);
+        for _ in 0..RUNS {
+            let actor = rate(items.len(), || {
+                rt.block_on(end_to_end_with(kms, items, clients))
+            });
+            let (single, batched) = comparators(items, clients);
+            runs.push((actor, single, batched, actor / single.max(batched)));
+        }
+        runs.sort_by(|a, b| a.3.total_cmp(&b.3));
+        let (actor, single, batched, ratio) = runs[RUNS / 2];
+        let k = |r: f64| r / 1000.0;
+        println!(
+            "actor/concurrency {clients:>4} clients: actor {:.0} k/s, single verify {:.0} k/s, \
+             verify_batch of {} per thread {:.0} k/s; actor / best {ratio:.2} \
+             (median of {RUNS}; spread {:.2}-{:.2})",
+            k(actor),
+            k(single),
+            (clients / THREADS).max(1),
+            k(batched),
+            runs[0].3,
+            runs[RUNS - 1].3,
+        );
+    }
+}
+
 fn throughput(c: &mut Criterion, rt: &Runtime, kms: &KmsClient, items: &Arc<Vec<Item>>) {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(THREADS)
@@ -139,11 +231,7 @@ fn throughput(c: &mut Criterion, rt: &Runtime, kms: &KmsClient, items: &Arc<Vec<
         .expect("pool");
     let batch: Vec<BatchItem<'_>> = items
         .iter()
-        .map(|i| BatchItem {
-            public_key: &i.public_key,
-            message: &i.message,
-            signature: &i.signature,
-        })
+        .map(|i| BatchItem::new(&i.public_key, &i.message, &i.signature))
         .collect();
     let mut group = c.benchmark_group("actor/throughput");
     group.throughput(Throughput::Elements(ITEMS as u64));
@@ -300,48 +388,49 @@ fn sustainable_rate(rt: &Runtime, kms: &KmsClient, items: &Arc<Vec<Item>>) -> f6
     items.len() as f64 / started.elapsed().as_secs_f64()
 }
 
-/// How a request is served in `actor/idle_poisson`.
-#[derive(Clone, Copy)]
-enum IdlePath {
-    Inline,
-    Actor(bool),
-}
-
-/// `n` requests at Poisson `rate` (per second) from one client task;
-/// returns the histogram of their latencies (ns).
+/// `n` requests per path at Poisson `rate` (per second) from one client
+/// task, the paths taking turns request by request (`None`: our `verify`
+/// on the task; `Some`: through that actor), so every path sees the same
+/// pauses and the same drift of the machine; returns one histogram of
+/// latencies (ns) per path.
 fn poisson(
     rt: &Runtime,
-    kms: Option<&KmsClient>,
-    item: &Arc<Vec<Item>>,
+    paths: &[Option<KmsClient>],
+    items: &Arc<Vec<Item>>,
     rate: f64,
     n: usize,
-) -> Histogram<u64> {
-    let (kms, items) = (kms.cloned(), Arc::clone(item));
+) -> Vec<Histogram<u64>> {
+    let (paths, items) = (paths.to_vec(), Arc::clone(items));
     rt.block_on(async move {
         tokio::spawn(async move {
             use rand::{RngExt, SeedableRng};
             let mut rng = rand::rngs::StdRng::seed_from_u64(n as u64);
             let item = &items[1];
-            let mut latency =
-                Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).expect("histogram");
+            let mut latency: Vec<Histogram<u64>> = paths
+                .iter()
+                .map(|_| Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("histogram"))
+                .collect();
             for _ in 0..n {
-                let u: f64 = rng.random_range(f64::EPSILON..1.0);
-                std::thread::sleep(Duration::from_secs_f64(-u.ln() / rate));
-                let started = Instant::now();
-                match &kms {
-                    Some(kms) => kms
-                        .verify_with_public_key(
-                            item.public_key,
-                            item.message.clone(),
-                            item.signature,
-                        )
-                        .await
-                        .expect("valid"),
-                    None => {
-                        verify(&item.public_key, &item.message, &item.signature).expect("valid")
+                for (path, latency) in paths.iter().zip(&mut latency) {
+                    let u: f64 = rng.random_range(f64::EPSILON..1.0);
+                    std::thread::sleep(Duration::from_secs_f64(-u.ln() / rate));
+                    let started = Instant::now();
+                    match path {
+                        Some(kms) => kms
+                            .verify_with_public_key(
+                                item.public_key,
+                                item.message.clone(),
+                                item.signature,
+                            )
+                            .await
+                            .expect("valid"),
+                        None => {
+                            verify(&item.public_key, &item.message, &item.signature)
+                                .expect("valid")
+                        }
                     }
+                    latency.saturating_record(started.elapsed().as_nanos() as u64);
                 }
-                latency.saturating_record(started.elapsed().as_nanos() as u64);
             }
             latency
         })
@@ -352,11 +441,12 @@ fn poisson(
 
 /// Prints `actor/idle_poisson` (module docs).
 fn idle_poisson(rt: &Runtime, items: &Arc<Vec<Item>>) {
-    let actor_with = |inline: bool| {
+    let actor_with = |on_caller: bool, inline: bool| {
         let _guard = rt.enter();
         KmsActor::spawn(
             KmsConfig {
                 threads: THREADS,
+                verify_on_caller_when_idle: on_caller,
                 inline_when_idle: inline,
                 ..KmsConfig::default()
             },
@@ -365,41 +455,39 @@ fn idle_poisson(rt: &Runtime, items: &Arc<Vec<Item>>) {
         )
         .expect("spawn")
     };
-    let (on, off) = (actor_with(true), actor_with(false));
-    for (rate, n) in [(100.0, 300), (1_000.0, 2_000), (10_000.0, 5_000)] {
-        let mut line = format!("actor/idle_poisson {rate:>6}/s, {n} requests:");
-        let mut peer = (0, 0);
-        for (name, path) in [
-            ("inline verify", IdlePath::Inline),
-            ("actor, inline_when_idle", IdlePath::Actor(true)),
-            ("actor, pool only", IdlePath::Actor(false)),
-        ] {
-            let kms = match path {
-                IdlePath::Inline => None,
-                IdlePath::Actor(true) => Some(on.client()),
-                IdlePath::Actor(false) => Some(off.client()),
-            };
-            let h = poisson(rt, kms.as_ref(), items, rate, n);
-            let (p50, p99) = (
-                h.value_at_quantile(0.5) / 1000,
-                h.value_at_quantile(0.99) / 1000,
+    let actors = [
+        ("actor (default)", actor_with(true, true)),
+        ("actor, rule 0 only", actor_with(false, true)),
+        ("actor, pool only", actor_with(false, false)),
+    ];
+    let mut paths = vec![None];
+    paths.extend(actors.iter().map(|(_, a)| Some(a.client())));
+    for (rate, n) in [(100.0, 400), (1_000.0, 2_000), (10_000.0, 5_000)] {
+        let mut line = format!("actor/idle_poisson {rate:>6}/s, {n} requests per path:");
+        let histograms = poisson(rt, &paths, items, rate, n);
+        let quantiles = |h: &Histogram<u64>| {
+            (
+                h.value_at_quantile(0.5) as i64 / 1000,
+                h.value_at_quantile(0.99) as i64 / 1000,
+            )
+        };
+        let peer = quantiles(&histograms[0]);
+        line += &format!(" inline verify p50 {} µs p99 {} µs;", peer.0, peer.1);
+        for ((name, _), h) in actors.iter().zip(&histograms[1..]) {
+            let (p50, p99) = quantiles(h);
+            line += &format!(
+                " {name} p50 {p50} µs ({:+}) p99 {p99} µs ({:+});",
+                p50 - peer.0,
+                p99 - peer.1
             );
-            if let IdlePath::Inline = path {
-                peer = (p50, p99);
-                line += &format!(" {name} p50 {p50} µs p99 {p99} µs;");
-            } else {
-                line += &format!(
-                    " {name} p50 {p50} µs (+{}) p99 {p99} µs (+{});",
-                    p50 as i64 - peer.0 as i64,
-                    p99 as i64 - peer.1 as i64
-                );
-            }
         }
         println!("{line}");
     }
+    drop(paths);
     rt.block_on(async {
-        on.shutdown().await;
-        off.shutdown().await;
+        for (_, actor) in actors {
+            actor.shutdown().await;
+        }
     });
 }
 
@@ -416,6 +504,7 @@ fn main() {
     idle_latency(&mut c, &rt, &kms, &items);
     if !cfg!(debug_assertions) && std::env::args().any(|a| a == "--bench") {
         idle_poisson(&rt, &items);
+        concurrency(&rt, &kms, &items);
         let rate = sustainable_rate(&rt, &kms, &items);
         overload(&rt, &kms, &items, 2.0 * rate, Duration::from_secs(1));
     }

@@ -119,11 +119,7 @@ fn inputs(n: usize, keys: Keys, invalid: usize) -> Inputs {
 impl Inputs {
     fn items(&self) -> Vec<BatchItem<'_>> {
         (0..self.messages.len())
-            .map(|k| BatchItem {
-                public_key: &self.public_keys[k],
-                message: &self.messages[k],
-                signature: &self.signatures[k],
-            })
+            .map(|k| BatchItem::new(&self.public_keys[k], &self.messages[k], &self.signatures[k]))
             .collect()
     }
 
@@ -194,7 +190,7 @@ fn ours_batch(items: &[BatchItem<'_>]) -> usize {
 fn ours_loop(items: &[BatchItem<'_>]) -> usize {
     items
         .iter()
-        .filter(|i| verify(i.public_key, i.message, i.signature).is_ok())
+        .filter(|i| verify(i.public_key(), i.message(), i.signature()).is_ok())
         .count()
 }
 

@@ -18,7 +18,9 @@
 //! After each wake the actor drains what is on the request topic, up to the
 //! room [`Policy::room`] leaves, then dispatches by the rules of
 //! [`crate::coalesce`]: at once to an idle thread, at `target_batch` behind
-//! busy ones, and never holding a request past `max_wait`.
+//! busy ones, and never holding a request past `max_wait`. (On a quiet node
+//! a request may never reach the actor: its client verifies it, rule C,
+//! with the keystore and verifier in [`Shared`].)
 //!
 //! # Failure paths
 //! * A request lost to a lagging topic: its reply handle is dropped with it,
@@ -40,7 +42,7 @@
 //!   once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use kms_bus::{Bus, RecvError, Subscriber, Topic, TopicConfig, TryRecvError};
@@ -52,6 +54,7 @@ use crate::batch::{self, Verifier};
 use crate::client::KmsClient;
 use crate::coalesce::{Policy, Reason};
 use crate::config::KmsConfig;
+use crate::gate::CallerGate;
 use crate::metrics::Metrics;
 use crate::pool::VerifyPool;
 use crate::request::{Op, Request, VerifyRequest};
@@ -73,6 +76,19 @@ pub(crate) struct Shared {
     pub(crate) stop: Notify,
     pub(crate) counters: Counters,
     pub(crate) metrics: Metrics,
+    /// The request topic's name (the `topic` field of `tracing` events).
+    pub(crate) topic: String,
+    /// The coalescing rules; clients apply rule C.
+    pub(crate) policy: Policy,
+    /// What rule C reads ([`CallerGate`]).
+    pub(crate) gate: CallerGate,
+    /// The keystore and verifier a caller uses under rule C. The keystore
+    /// is taken out when the actor finishes, so that after `shutdown` no
+    /// clone of it outlives the actor (a durable store's lock is released)
+    /// however long clients live; a caller then finds `None` and publishes,
+    /// and is answered `ShuttingDown`.
+    pub(crate) keystore: RwLock<Option<Keystore>>,
+    pub(crate) verifier: Verifier,
 }
 
 /// The KMS actor. Start it with [`KmsActor::spawn`].
@@ -164,11 +180,17 @@ impl KmsActor {
         let metrics = Metrics::new(&config.request_topic);
         let pool = VerifyPool::new(config.threads, metrics.in_flight.clone())?;
         let writer = Writer::spawn(&runtime, keystore.clone(), config.write_backlog);
+        let policy = Policy::new(&config);
         let shared = Arc::new(Shared {
             closing: AtomicBool::new(false),
             stop: Notify::new(),
             counters: Counters::default(),
             metrics,
+            topic: config.request_topic.clone(),
+            policy,
+            gate: CallerGate::default(),
+            keystore: RwLock::new(Some(keystore.clone())),
+            verifier: Arc::clone(&verifier),
         });
         let client = KmsClient::new(
             verify_topic.publisher(),
@@ -177,7 +199,7 @@ impl KmsActor {
         );
         let actor = KmsActor {
             topic: config.request_topic.clone(),
-            policy: Policy::new(&config),
+            policy,
             pending: Vec::new(),
             pending_since: None,
             drained: Vec::with_capacity(config.max_batch),
@@ -433,6 +455,15 @@ impl KmsActor {
         self.pool.wait_below(1).await;
         // Every create and rotate accepted is done when this returns.
         self.writer.finish().await;
+        // No caller verifies under rule C from here on (module docs of
+        // `Shared::keystore`); one doing so now is waited for.
+        drop(
+            self.shared
+                .keystore
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
         let pool = self.pool;
         // Joining blocks until rayon's threads exit; keep it off the runtime.
         let _ = tokio::task::spawn_blocking(move || pool.join()).await;

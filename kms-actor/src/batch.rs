@@ -1,5 +1,7 @@
-//! A verify batch, run on a pool thread: resolve key ids, one
-//! `verify_batch`, one answer per request on its own reply channel.
+//! A verify batch, run on a pool thread (or on the actor's task, rule 0):
+//! resolve key ids, one `verify_batch`, one answer per request on its own
+//! reply channel. And [`verify_one`], the same for one request verified on
+//! its caller's task (rule C).
 //!
 //! Failure paths, in order: a request whose key id is unknown gets that
 //! error and does not enter the batch; a request whose caller has gone is
@@ -11,7 +13,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use kms_core::ed25519::{verify_batch, BatchItem, SignatureError};
+use kms_core::ed25519::{verify_batch, BatchItem, SignatureError, VerifyingKey};
 use kms_core::{Keystore, KmsError};
 
 use crate::request::{VerifyBy, VerifyRequest};
@@ -55,6 +57,71 @@ fn run_with(
     }
 }
 
+/// Verifies one request on the calling thread with `verifier`, as a batch
+/// of one would: the caller's own answer (rule C, `coalesce.rs`).
+///
+/// # Errors
+/// The key's error ([`KmsError::UnknownKey`], [`KmsError::UnknownVersion`]),
+/// [`KmsError::InvalidSignature`], or [`KmsError::Internal`] if the
+/// verifier panics or returns other than one verdict.
+pub(crate) fn verify_one(
+    by: &VerifyBy,
+    message: &[u8],
+    signature: &[u8; 64],
+    keystore: &Keystore,
+    verifier: &Verifier,
+) -> Result<(), KmsError> {
+    let verdict = catch_unwind(AssertUnwindSafe(|| {
+        let key = resolve(by, keystore)?;
+        let verdicts = verifier(&[key.item(message, signature)]);
+        match verdicts.as_slice() {
+            [verdict] => (*verdict).map_err(KmsError::from),
+            _ => Err(KmsError::Internal {
+                reason: format!(
+                    "the verifier returned {} verdicts for 1 item",
+                    verdicts.len()
+                ),
+            }),
+        }
+    }));
+    verdict.unwrap_or_else(|_| {
+        Err(KmsError::Internal {
+            reason: "the verification panicked".to_owned(),
+        })
+    })
+}
+
+/// The public key a request names, in the form the batch takes it.
+enum Resolved {
+    /// Raw bytes from the caller (decoded in the batch, or found in
+    /// kms-core's key cache).
+    Bytes([u8; 32]),
+    /// A keystore version's key, decoded when the version was made.
+    Key(VerifyingKey),
+}
+
+impl Resolved {
+    fn item<'a>(&'a self, message: &'a [u8], signature: &'a [u8; 64]) -> BatchItem<'a> {
+        match self {
+            Resolved::Bytes(bytes) => BatchItem::new(bytes, message, signature),
+            Resolved::Key(key) => BatchItem::with_verifying_key(key, message, signature),
+        }
+    }
+}
+
+/// The public key a request names: a keystore key's decoded point, so no
+/// key is decoded twice and none goes through the process-wide cache.
+///
+/// # Errors
+/// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`] for a key id
+/// the keystore does not hold.
+fn resolve(by: &VerifyBy, keystore: &Keystore) -> Result<Resolved, KmsError> {
+    match by {
+        VerifyBy::PublicKey(pk) => Ok(Resolved::Bytes(*pk)),
+        VerifyBy::Key(key) => keystore.verifying_key(key).map(Resolved::Key),
+    }
+}
+
 /// Resolves keys, verifies, and answers every request.
 ///
 /// # Errors
@@ -70,25 +137,18 @@ fn answer(
         if request.reply.is_abandoned() {
             continue;
         }
-        let public_key = match &request.by {
-            VerifyBy::PublicKey(pk) => *pk,
-            VerifyBy::Key(key) => match keystore.public_key(key) {
-                Ok(pk) => pk,
-                Err(e) => {
-                    request.reply.send(Err(e));
-                    continue;
-                }
-            },
+        let key = match resolve(&request.by, keystore) {
+            Ok(key) => key,
+            Err(e) => {
+                request.reply.send(Err(e));
+                continue;
+            }
         };
-        ready.push((public_key, request));
+        ready.push((key, request));
     }
     let items: Vec<BatchItem<'_>> = ready
         .iter()
-        .map(|(public_key, r)| BatchItem {
-            public_key,
-            message: &r.message,
-            signature: &r.signature,
-        })
+        .map(|(key, r)| key.item(&r.message, &r.signature))
         .collect();
     let verdicts = verifier(&items);
     if verdicts.len() != ready.len() {

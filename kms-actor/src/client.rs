@@ -10,7 +10,7 @@
 //! the call returns an error that says why.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -18,8 +18,12 @@ use kms_bus::{PublishError, Publisher};
 use kms_core::{Attestation, KeyId, KmsError};
 
 use crate::actor::Shared;
+use crate::batch;
+use crate::coalesce::Reason;
+use crate::metrics::OpKind;
 use crate::reply::{Answer, Reply};
 use crate::request::{Op, Request, VerifyBy, VerifyRequest};
+use crate::stats::Counters;
 
 /// A handle to the KMS actor. `Clone + Send + Sync`; clones share the
 /// publishers of the request and priority topics.
@@ -162,7 +166,24 @@ impl KmsClient {
         message: Bytes,
         signature: [u8; 64],
     ) -> Result<(), KmsError> {
-        self.call(|reply| {
+        let started = Instant::now();
+        // Checked once, when the call starts (as for the other operations);
+        // a call admitted here is then drained or released like any other
+        // (`Shared::closing`).
+        let admitted = !self.shutting_down();
+        if admitted {
+            if let Some(verdict) = self.verify_on_caller(&by, &message, &signature) {
+                // Not a tokio resource: spend the cooperative budget by hand,
+                // so a task looping on verifies of a quiet node still yields.
+                tokio::task::coop::consume_budget().await;
+                self.shared
+                    .metrics
+                    .record_op(OpKind::Verify, &verdict, started.elapsed());
+                return verdict;
+            }
+        }
+        let _counted = self.shared.gate.publishing();
+        self.call_from(started, admitted, |reply| {
             Op::Verify(VerifyRequest {
                 by,
                 message,
@@ -173,25 +194,72 @@ impl KmsClient {
         .await
     }
 
+    /// Rule C (`coalesce.rs`): `Some(verdict)` if the node is quiet and the
+    /// request was verified here, on the caller's task; `None` to publish.
+    fn verify_on_caller(
+        &self,
+        by: &VerifyBy,
+        message: &[u8],
+        signature: &[u8; 64],
+    ) -> Option<Result<(), KmsError>> {
+        let shared = &*self.shared;
+        let permit = shared.gate.try_enter(&shared.policy, message.len())?;
+        let keystore = shared
+            .keystore
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        // `None`: the actor has finished; publishing answers ShuttingDown.
+        let verdict =
+            batch::verify_one(by, message, signature, keystore.as_ref()?, &shared.verifier);
+        drop(keystore);
+        drop(permit);
+        Counters::add(&shared.counters.caller_verified, 1);
+        tracing::debug!(
+            target: "kms_actor::coalesce",
+            topic = shared.topic.as_str(),
+            batch_size = 1_u64,
+            reason = Reason::Caller.as_str(),
+            "dispatch"
+        );
+        Some(verdict)
+    }
+
     /// Publishes one request on its lane, waits for its one answer, and
     /// counts and times the answer.
     async fn call<T>(&self, op: impl FnOnce(Reply<T>) -> Op) -> Result<T, KmsError> {
-        let started = Instant::now();
+        self.call_from(Instant::now(), !self.shutting_down(), op)
+            .await
+    }
+
+    /// [`KmsClient::call`] for a call that started at `started` and was
+    /// `admitted` (the actor was not shutting down) then.
+    async fn call_from<T>(
+        &self,
+        started: Instant,
+        admitted: bool,
+        op: impl FnOnce(Reply<T>) -> Op,
+    ) -> Result<T, KmsError> {
         let (reply, answer) = Reply::new();
         let op = op(reply);
         let kind = op.kind();
-        let answer = self.publish_and_wait(op, answer).await;
+        let answer = if admitted {
+            self.publish_and_wait(op, answer).await
+        } else {
+            Err(KmsError::ShuttingDown)
+        };
         self.shared
             .metrics
             .record_op(kind, &answer, started.elapsed());
         answer
     }
 
-    async fn publish_and_wait<T>(&self, op: Op, answer: Answer<T>) -> Result<T, KmsError> {
+    /// Whether `KmsHandle::shutdown` has begun.
+    fn shutting_down(&self) -> bool {
         // Acquire pairs with the Release store in `KmsHandle::shutdown`.
-        if self.shared.closing.load(Ordering::Acquire) {
-            return Err(KmsError::ShuttingDown);
-        }
+        self.shared.closing.load(Ordering::Acquire)
+    }
+
+    async fn publish_and_wait<T>(&self, op: Op, answer: Answer<T>) -> Result<T, KmsError> {
         let lane = match op {
             Op::Verify(_) => &self.requests,
             _ => &self.priority,
@@ -214,7 +282,7 @@ impl KmsClient {
             Ok(result) => result,
             // The reply handle was dropped unanswered: released at shutdown,
             // or overwritten on a lagging topic.
-            Err(_) if self.shared.closing.load(Ordering::Acquire) => Err(KmsError::ShuttingDown),
+            Err(_) if self.shutting_down() => Err(KmsError::ShuttingDown),
             Err(_) => Err(KmsError::Dropped),
         }
     }

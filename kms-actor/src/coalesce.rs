@@ -1,9 +1,27 @@
 //! The coalescing policy of DESIGN §5, as pure functions of what the actor
 //! sees: how many verify requests are pending, how long the oldest has
-//! waited, and how many batches are in flight on the pool.
+//! waited, and how many batches are in flight on the pool; and of what a
+//! caller sees before it publishes a verify request.
 //!
-//! Rules, in order (the first that holds dispatches every pending request
-//! as one batch):
+//! Rule C, at the caller ([`Policy::at_caller`], if
+//! `KmsConfig::verify_on_caller_when_idle`): the caller verifies on its own
+//! task, with no hop at all, when its request is alone on a quiet node:
+//! nothing is outstanding at the actor (published and not yet answered),
+//! no other caller is verifying on its own task, the message is at most
+//! [`INLINE_MAX_MESSAGE`] bytes, and the caller-side verifications before
+//! it were not a run of [`CALLER_MAX_STREAK`] back to back (each starting
+//! within [`CALLER_QUIET_GAP`] of the previous one's end). The last
+//! condition keeps batching: requests made together (tasks woken in one
+//! wave on one worker, or many calls joined in one task) reach the client
+//! one after another, each finding the previous one done; after a short
+//! run the next publishes, and from then on something is outstanding and
+//! the rest publish too and form a batch. One client calling back to back
+//! publishes one request in `CALLER_MAX_STREAK + 1`; requests that arrive
+//! apart never form a run. Everything else is published and meets the
+//! actor's rules.
+//!
+//! Rules at the actor, in order (the first that holds dispatches every
+//! pending request as one batch):
 //! 0. [`Reason::Inline`] (if `KmsConfig::inline_when_idle`): one request
 //!    pending, of at most [`INLINE_MAX_MESSAGE`] bytes, and nothing in
 //!    flight. The actor verifies it on its own task: a quiet node pays no
@@ -45,6 +63,35 @@ use crate::config::KmsConfig;
 /// actor's task is held briefly; a longer message goes to the pool.
 pub(crate) const INLINE_MAX_MESSAGE: usize = 1024;
 
+/// How soon after a caller-side verification ended the next must start
+/// to count as back to back (rule C): calls made together reach the client
+/// within a few µs of each other; 20 µs is about one verification.
+pub(crate) const CALLER_QUIET_GAP: Duration = Duration::from_micros(20);
+
+/// Longest run of back-to-back caller-side verifications (rule C): the
+/// next request is published. 8 bounds what a burst pays before it is
+/// batched (8 verifications, ~160 µs, one after another) while one client
+/// calling back to back still verifies 8 in 9 on its own task.
+pub(crate) const CALLER_MAX_STREAK: u32 = 8;
+
+/// What a caller sees before it publishes a verify request: the inputs of
+/// rule C ([`Policy::at_caller`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallerView {
+    /// Verify requests published to the actor and not yet answered.
+    pub(crate) outstanding: usize,
+    /// Whether no other caller is verifying on its own task now.
+    pub(crate) gate_free: bool,
+    /// How long ago the previous caller-side verification ended (`None`:
+    /// there was none).
+    pub(crate) since_last: Option<Duration>,
+    /// How many caller-side verifications ran back to back up to the
+    /// previous one.
+    pub(crate) streak: u32,
+    /// The message's length (bytes).
+    pub(crate) message_len: usize,
+}
+
 /// Fewest requests worth a pool thread of their own: below this the fixed
 /// cost of a second combination and of a second job outweighs the gain
 /// (the split threshold kms-core's batch verification used when it split
@@ -54,6 +101,9 @@ pub(crate) const MIN_CHUNK_ITEMS: usize = 32;
 /// Why a batch was dispatched; a label on the `tracing` event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reason {
+    /// Rule C: a request on a quiet node, verified on its caller's task
+    /// (never published; a batch of one).
+    Caller,
     /// A lone request with the pool idle, verified on the actor's task.
     Inline,
     /// A pool thread was idle.
@@ -70,6 +120,7 @@ impl Reason {
     /// The label used in `tracing` events.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
+            Reason::Caller => "caller",
             Reason::Inline => "inline",
             Reason::IdleThread => "idle_thread",
             Reason::TargetBatch => "target_batch",
@@ -83,6 +134,7 @@ impl Reason {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Policy {
     inline: bool,
+    on_caller: bool,
     threads: usize,
     target_batch: usize,
     max_batch: usize,
@@ -93,6 +145,7 @@ impl Policy {
     pub(crate) fn new(config: &KmsConfig) -> Self {
         Policy {
             inline: config.inline_when_idle,
+            on_caller: config.verify_on_caller_when_idle,
             threads: config.threads,
             target_batch: config.target_batch,
             max_batch: config.max_batch,
@@ -109,6 +162,17 @@ impl Policy {
     /// actor neither reads nor dispatches by size: one queued per thread.
     pub(crate) fn queue_limit(&self) -> usize {
         self.threads.saturating_mul(2)
+    }
+
+    /// Rule C: whether a caller verifies its request on its own task
+    /// instead of publishing it (module docs).
+    pub(crate) fn at_caller(&self, view: CallerView) -> bool {
+        self.on_caller
+            && view.outstanding == 0
+            && view.gate_free
+            && view.message_len <= INLINE_MAX_MESSAGE
+            && (view.streak < CALLER_MAX_STREAK
+                || view.since_last.is_none_or(|gap| gap >= CALLER_QUIET_GAP))
     }
 
     /// Whether to dispatch the `pending` requests now, and why.
@@ -170,10 +234,11 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
-    /// The pool rules alone (no inline rule).
+    /// The pool rules alone (neither rule 0 nor rule C).
     fn policy() -> Policy {
         Policy::new(&KmsConfig {
             inline_when_idle: false,
+            verify_on_caller_when_idle: false,
             threads: 2,
             target_batch: 64,
             max_batch: 256,
@@ -208,6 +273,73 @@ mod tests {
         assert_eq!(
             p.decide(1, Duration::ZERO, 0, INLINE_MAX_MESSAGE),
             Some(Reason::Inline)
+        );
+    }
+
+    fn quiet() -> CallerView {
+        CallerView {
+            outstanding: 0,
+            gate_free: true,
+            since_last: None,
+            streak: 0,
+            message_len: 100,
+        }
+    }
+
+    #[test]
+    fn a_caller_verifies_on_its_own_task_only_when_the_node_is_quiet() {
+        let p = Policy::new(&KmsConfig::default());
+        assert!(p.at_caller(quiet()));
+        assert!(p.at_caller(CallerView {
+            message_len: INLINE_MAX_MESSAGE,
+            ..quiet()
+        }));
+        assert!(
+            !p.at_caller(CallerView {
+                outstanding: 1,
+                ..quiet()
+            }),
+            "the actor has work: join its batch"
+        );
+        assert!(
+            !p.at_caller(CallerView {
+                gate_free: false,
+                ..quiet()
+            }),
+            "another caller is verifying on its task"
+        );
+        let soon = Some(CALLER_QUIET_GAP / 20);
+        assert!(
+            p.at_caller(CallerView {
+                since_last: soon,
+                streak: CALLER_MAX_STREAK - 1,
+                ..quiet()
+            }),
+            "a short run of back-to-back calls"
+        );
+        assert!(
+            !p.at_caller(CallerView {
+                since_last: soon,
+                streak: CALLER_MAX_STREAK,
+                ..quiet()
+            }),
+            "a long run: a burst, published"
+        );
+        assert!(
+            p.at_caller(CallerView {
+                since_last: Some(CALLER_QUIET_GAP),
+                streak: CALLER_MAX_STREAK,
+                ..quiet()
+            }),
+            "after a pause the run is over"
+        );
+        assert!(!p.at_caller(CallerView {
+            message_len: INLINE_MAX_MESSAGE + 1,
+            ..quiet()
+        }));
+        assert!(
+            !policy().at_caller(quiet()),
+            "verify_on_caller_when_idle off"
         );
     }
 

@@ -15,6 +15,7 @@ use kms_core::ed25519::verify_batch;
 use kms_core::{KeyId, Keystore, KmsError};
 
 use crate::batch::Verifier;
+use crate::coalesce::CALLER_MAX_STREAK;
 use crate::{KmsActor, KmsConfig, KmsHandle};
 
 const HANG: Duration = Duration::from_secs(60);
@@ -65,7 +66,10 @@ fn verifier(gate: Arc<Gate>, seen: Arc<Seen>) -> Verifier {
             seen.on_pool.fetch_add(1, Ordering::SeqCst);
         }
         gate.wait();
-        assert!(items.iter().all(|i| i.message != b"boom"), "injected fault");
+        assert!(
+            items.iter().all(|i| i.message() != b"boom"),
+            "injected fault"
+        );
         verify_batch(items)
     })
 }
@@ -87,11 +91,13 @@ impl Fixture {
 }
 
 /// One pool thread, small batches, the injected verifier, and a key with a
-/// valid signature on `b"m"`. Without the inline rule: a gated verifier on
-/// the actor's own task would hold the actor itself.
+/// valid signature on `b"m"`. Without rules 0 and C: a gated verifier on
+/// the actor's own task would hold the actor itself, and on a caller's
+/// task that caller.
 fn fixture(config: KmsConfig) -> Fixture {
     fixture_as_given(KmsConfig {
         inline_when_idle: false,
+        verify_on_caller_when_idle: false,
         ..config
     })
 }
@@ -447,6 +453,7 @@ async fn a_lone_request_on_an_idle_pool_is_verified_inline_and_a_panic_there_is_
     let f = fixture_as_given(KmsConfig {
         request_topic: TOPIC.to_owned(),
         threads: 1,
+        verify_on_caller_when_idle: false,
         ..KmsConfig::default()
     });
     f.gate.open();
@@ -504,4 +511,84 @@ async fn shutdown_with_the_pool_queue_full_still_answers_the_whole_backlog() {
             "queued before shutdown, so answered"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_quiet_node_a_caller_verifies_on_its_own_task_and_a_panic_there_is_answered() {
+    const TOPIC: &str = "faults.caller";
+    let capture = dispatches();
+    let f = fixture_as_given(KmsConfig {
+        request_topic: TOPIC.to_owned(),
+        threads: 1,
+        ..KmsConfig::default()
+    });
+    f.gate.open();
+    let (kms, key, signature) = (f.handle.client(), f.key.clone(), f.signature);
+    // One task calling back to back, fewer calls than a run: rule C every
+    // time.
+    let verdicts = tokio::spawn(async move {
+        let mut verdicts = Vec::new();
+        for message in [&b"m"[..], b"m", b"boom", b"m", b"forged"] {
+            verdicts.push(kms.verify(&key, message, signature).await);
+        }
+        verdicts
+    })
+    .await
+    .expect("task");
+    assert_eq!(verdicts[..2], [Ok(()), Ok(())]);
+    assert!(
+        matches!(&verdicts[2], Err(KmsError::Internal { reason }) if reason.contains("panicked")),
+        "{:?}",
+        verdicts[2]
+    );
+    assert_eq!(
+        verdicts[3],
+        Ok(()),
+        "the client keeps working after a panic"
+    );
+    assert!(matches!(verdicts[4], Err(KmsError::InvalidSignature(_))));
+    assert_eq!(f.seen.batches.load(Ordering::SeqCst), 5);
+    assert_eq!(f.seen.on_pool.load(Ordering::SeqCst), 0, "none on the pool");
+    let stats = f.handle.stats();
+    assert_eq!((stats.caller_verified, stats.batches), (5, 0), "{stats:?}");
+    f.handle.shutdown().await;
+    let reasons: Vec<String> = capture
+        .0
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter(|(topic, ..)| topic == TOPIC)
+        .map(|(_, reason, _)| reason.clone())
+        .collect();
+    assert_eq!(reasons, vec!["caller"; 5], "never published");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_wave_of_tasks_ready_at_once_is_batched_not_verified_one_by_one_on_the_caller() {
+    let f = fixture_as_given(KmsConfig {
+        threads: 1,
+        max_batch: 64,
+        target_batch: 64,
+        ..KmsConfig::default()
+    });
+    // Open: on this one thread a closed gate on a caller's task would hold
+    // the runtime itself. The 32 tasks run one after another when this
+    // task first waits.
+    f.gate.open();
+    let calls: Vec<_> = (0..32).map(|_| f.spawn_verify()).collect();
+    for call in calls {
+        assert_eq!(call.await.expect("task"), Ok(()));
+    }
+    let stats = f.handle.stats();
+    // The first CALLER_MAX_STREAK on their callers, back to back; the next
+    // publishes, and the rest find it outstanding and join its batch. (A
+    // thread preempted between two tasks for longer than the quiet gap
+    // would start a new run: the bound allows two.)
+    assert!(
+        stats.caller_verified <= 2 * u64::from(CALLER_MAX_STREAK)
+            && stats.caller_verified + stats.batched_requests == 32,
+        "one wave: a short run on the callers, the rest batched: {stats:?}"
+    );
+    assert!(stats.batches <= 3, "in batches, not one by one: {stats:?}");
+    f.handle.shutdown().await;
 }

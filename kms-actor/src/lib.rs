@@ -7,9 +7,11 @@
 //! each wake and verified as batches with `kms_core::ed25519::verify_batch`
 //! on a dedicated, named `rayon::ThreadPool` (`kms-verify-<i>`), split into
 //! one job per idle thread; each answer is sent from the thread that
-//! verified it on the request's own reply channel. A request that arrives
-//! alone on a quiet node is verified on the actor's task instead, with no
-//! pool thread woken (`KmsConfig::inline_when_idle`).
+//! verified it on the request's own reply channel. A request made while the
+//! node is quiet is verified on its caller's task without being published
+//! (`KmsConfig::verify_on_caller_when_idle`), or, if another caller is
+//! doing that, on the actor's task (`KmsConfig::inline_when_idle`): no
+//! parked thread is woken either way.
 //!
 //! Why batch: one multiscalar multiplication over a batch costs less per
 //! signature than verifying one at a time, and at low load nothing waits,
@@ -56,6 +58,7 @@ mod coalesce;
 mod config;
 #[cfg(test)]
 mod faults;
+mod gate;
 pub mod metrics;
 mod pool;
 mod reply;

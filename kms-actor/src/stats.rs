@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub(crate) struct Counters {
     pub(crate) batches: AtomicU64,
     pub(crate) batched_requests: AtomicU64,
+    pub(crate) caller_verified: AtomicU64,
     pub(crate) other_requests: AtomicU64,
     pub(crate) lagged_requests: AtomicU64,
 }
@@ -24,6 +25,7 @@ impl Counters {
         KmsStats {
             batches: self.batches.load(Ordering::Relaxed),
             batched_requests: self.batched_requests.load(Ordering::Relaxed),
+            caller_verified: self.caller_verified.load(Ordering::Relaxed),
             other_requests: self.other_requests.load(Ordering::Relaxed),
             lagged_requests: self.lagged_requests.load(Ordering::Relaxed),
         }
@@ -37,6 +39,10 @@ pub struct KmsStats {
     pub batches: u64,
     /// Verify requests dispatched in those batches.
     pub batched_requests: u64,
+    /// Verify requests verified on their caller's task because the node
+    /// was quiet (`KmsConfig::verify_on_caller_when_idle`); never published,
+    /// so in no batch.
+    pub caller_verified: u64,
     /// Sign, create, rotate and attest requests served.
     pub other_requests: u64,
     /// Requests lost to a lagging request topic before the actor read them
@@ -53,6 +59,7 @@ impl KmsStats {
             batched_requests: self
                 .batched_requests
                 .saturating_sub(earlier.batched_requests),
+            caller_verified: self.caller_verified.saturating_sub(earlier.caller_verified),
             other_requests: self.other_requests.saturating_sub(earlier.other_requests),
             lagged_requests: self.lagged_requests.saturating_sub(earlier.lagged_requests),
         }

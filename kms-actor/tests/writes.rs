@@ -215,3 +215,28 @@ async fn a_write_whose_caller_has_gone_is_skipped() {
     assert_eq!(kept, head, "the kept rotation was written last");
     assert_eq!(head, 3, "the abandoned rotation did not run");
 }
+
+/// Clients may outlive the actor; the store they used must not stay locked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_shutdown_the_store_reopens_while_clients_live() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ks = Keystore::create(dir.path(), master()).expect("create");
+    let key = ks.create_ed25519("acme", "tokens").expect("create key");
+    let (signer, signature) = ks.sign(&key, b"m").expect("sign");
+    let handle = KmsActor::spawn(KmsConfig::default(), ks, &Bus::new()).expect("spawn");
+    let kms = handle.client();
+    // A lone request on a quiet node: verified on this task (rule C), with
+    // the keystore the actor shares with its clients.
+    kms.verify(&signer, &b"m"[..], signature)
+        .await
+        .expect("valid");
+    assert_eq!(handle.stats().caller_verified, 1);
+    handle.shutdown().await;
+    let reopened = Keystore::open(dir.path(), master());
+    assert!(reopened.is_ok(), "still locked: {reopened:?}");
+    assert_eq!(
+        kms.verify(&signer, &b"m"[..], signature).await,
+        Err(KmsError::ShuttingDown),
+        "a client that outlives the actor is refused, not served from a stale copy"
+    );
+}

@@ -36,16 +36,12 @@ fn load() -> Loaded {
 
 fn item(case: &Case) -> BatchItem<'_> {
     let (public_key, signature) = case.fixed().expect("fixed-length case");
-    BatchItem {
-        public_key,
-        message: &case.message,
-        signature,
-    }
+    BatchItem::new(public_key, &case.message, signature)
 }
 
 fn single(case: &Case) -> Result<(), SignatureError> {
     let it = item(case);
-    verify(it.public_key, it.message, it.signature)
+    verify(it.public_key(), it.message(), it.signature())
 }
 
 #[test]

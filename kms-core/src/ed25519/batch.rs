@@ -20,10 +20,11 @@ use curve25519_dalek::edwards::EdwardsPoint;
 use curve25519_dalek::scalar::Scalar;
 
 use super::coefficients;
-use super::decode::{prepare, prepare_terms};
+use super::decode::{prepare, prepare_terms, Prepared};
 use super::equation::{check_one, combination_holds, Entry};
 use super::error::SignatureError;
 use super::policy::{self, Plan, PER_ITEM_BELOW};
+use super::verifying_key::ItemKey;
 use super::BatchItem;
 
 /// One verdict slot per item.
@@ -71,22 +72,24 @@ fn prepare_all(items: &[BatchItem<'_>], out: &mut [Verdict]) -> Grouped {
     // The previous item's key and number: runs of one key skip the hash.
     let mut last: Option<(&[u8; 32], usize)> = None;
     for (position, item) in items.iter().enumerate() {
+        let bytes = item.public_key();
         let known = match last {
-            Some((bytes, key)) if bytes == item.public_key => Some(key),
-            _ => key_numbers.get(item.public_key).copied(),
+            Some((previous, key)) if previous == bytes => Some(key),
+            _ => key_numbers.get(bytes).copied(),
         };
         let prepared = match known {
-            Some(key) => prepare_terms(item.public_key, item.message, item.signature)
-                .map(|terms| (key, terms)),
-            None => prepare(item.public_key, item.message, item.signature).map(|p| {
+            Some(key) => {
+                prepare_terms(bytes, item.message(), item.signature()).map(|terms| (key, terms))
+            }
+            None => prepare_item(item).map(|p| {
                 keys.push(p.a);
-                key_numbers.insert(item.public_key, keys.len() - 1);
+                key_numbers.insert(bytes, keys.len() - 1);
                 (keys.len() - 1, p.terms)
             }),
         };
         match prepared {
             Ok((key, terms)) => {
-                last = Some((item.public_key, key));
+                last = Some((bytes, key));
                 entries.push(Entry {
                     position,
                     key,
@@ -98,6 +101,20 @@ fn prepare_all(items: &[BatchItem<'_>], out: &mut [Verdict]) -> Grouped {
         }
     }
     Grouped { keys, entries }
+}
+
+/// Rules 1–3 and `k` for an item whose key this chunk has not seen: a
+/// [`VerifyingKey`](super::VerifyingKey)'s point as is, raw bytes through
+/// [`prepare`] (the key cache, or decoding).
+fn prepare_item(item: &BatchItem<'_>) -> Result<Prepared, SignatureError> {
+    match item.key() {
+        ItemKey::Bytes(bytes) => prepare(bytes, item.message(), item.signature()),
+        ItemKey::Verifying(key) => prepare_terms(key.as_bytes(), item.message(), item.signature())
+            .map(|terms| Prepared {
+                a: *key.point(),
+                terms,
+            }),
+    }
 }
 
 /// What the chunk's checks have learned so far: items shown valid (by a
@@ -223,7 +240,7 @@ fn check_each(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ed25519::verify;
+    use crate::ed25519::{verify, VerifyingKey};
     use ed25519_dalek::{Signer, SigningKey};
 
     /// `n` items under three keys; items at `forged` signed over another
@@ -247,12 +264,46 @@ mod tests {
     fn borrowed(owned: &[([u8; 32], Vec<u8>, [u8; 64])]) -> Vec<BatchItem<'_>> {
         owned
             .iter()
-            .map(|(public_key, message, signature)| BatchItem {
-                public_key,
-                message,
-                signature,
-            })
+            .map(|(public_key, message, signature)| BatchItem::new(public_key, message, signature))
             .collect()
+    }
+
+    /// Items under decoded keys get the verdicts the same items under raw
+    /// bytes get, mixed in one chunk with raw ones under the same keys.
+    #[test]
+    fn decoded_keys_give_the_verdicts_raw_bytes_give() {
+        let owned = owned(100, &[3, 50, 51]);
+        let decoded: Vec<VerifyingKey> = owned
+            .iter()
+            .map(|(pk, ..)| VerifyingKey::from_bytes(pk).expect("valid key"))
+            .collect();
+        let items: Vec<BatchItem<'_>> = owned
+            .iter()
+            .zip(&decoded)
+            .enumerate()
+            .map(|(i, ((pk, message, signature), key))| {
+                if i % 2 == 0 {
+                    BatchItem::with_verifying_key(key, message, signature)
+                } else {
+                    BatchItem::new(pk, message, signature)
+                }
+            })
+            .collect();
+        for plan in [Plan::Combine(100), Plan::Combine(8), Plan::PerItem] {
+            let mut out = vec![Err(SignatureError::Equation); items.len()];
+            verify_chunk(&items, &mut out, plan);
+            for (i, ((pk, message, signature), verdict)) in owned.iter().zip(&out).enumerate() {
+                assert_eq!(
+                    *verdict,
+                    verify(pk, message, signature),
+                    "{plan:?}, item {i}"
+                );
+            }
+        }
+        assert_eq!(
+            crate::ed25519::verify_batch(&items[..1]),
+            vec![verify(&owned[0].0, &owned[0].1, &owned[0].2)]
+        );
     }
 
     /// Every plan gives every item its single verdict, forged items
@@ -271,7 +322,7 @@ mod tests {
                 let mut out = vec![Err(SignatureError::Equation); items.len()];
                 verify_chunk(&items, &mut out, plan);
                 for (i, (item, verdict)) in items.iter().zip(&out).enumerate() {
-                    let single = verify(item.public_key, item.message, item.signature);
+                    let single = verify(item.public_key(), item.message(), item.signature());
                     assert_eq!(*verdict, single, "{plan:?}, item {i}");
                     assert_eq!(verdict.is_ok(), !forged.contains(&i), "{plan:?}, item {i}");
                 }

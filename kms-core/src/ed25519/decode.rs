@@ -146,6 +146,20 @@ fn decode_point(bytes: &[u8; 32], which: Component) -> Result<EdwardsPoint, Sign
         .ok_or(SignatureError::UndecodablePoint(which))
 }
 
+/// Rules 2–3 on a public key alone: canonical, decodable, not of small
+/// order ([`super::VerifyingKey::from_bytes`]).
+///
+/// # Errors
+/// [`SignatureError::NonCanonicalPoint`], [`SignatureError::UndecodablePoint`]
+/// or [`SignatureError::SmallOrder`], each for the public key.
+pub(crate) fn decode_public_key(bytes: &[u8; 32]) -> Result<EdwardsPoint, SignatureError> {
+    let point = decode_point(bytes, Component::PublicKey)?;
+    if has_small_order(bytes) {
+        return Err(SignatureError::SmallOrder(Component::PublicKey));
+    }
+    Ok(point)
+}
+
 /// Decodes a public key that is to be trusted with a secret (an imported
 /// key): canonical (RFC 8032 §5.1.3), not of small order, and torsion-free
 /// (`[ℓ]A = 𝒪`), as DESIGN §3.1 requires of imported keys.

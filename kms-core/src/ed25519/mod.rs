@@ -22,8 +22,8 @@
 //!                       \xd2\x5b\xf5\xf0\x59\x5b\xbe\x24\x65\x51\x41\x43\x8e\x7a\x10\x0b";
 //! assert_eq!(verify(&pk, b"", &sig), Ok(()));
 //! let items = [
-//!     BatchItem { public_key: &pk, message: b"", signature: &sig },
-//!     BatchItem { public_key: &pk, message: b"tampered", signature: &sig },
+//!     BatchItem::new(&pk, b"", &sig),
+//!     BatchItem::new(&pk, b"tampered", &sig),
 //! ];
 //! assert_eq!(verify_batch(&items), vec![Ok(()), Err(SignatureError::Equation)]);
 //! ```
@@ -36,10 +36,12 @@ mod equation;
 mod error;
 mod key_cache;
 mod policy;
+mod verifying_key;
 
 pub use backend::{curve_backend, CurveBackend};
 pub use error::{Component, SignatureError};
 pub use key_cache::KEY_CACHE_CAPACITY;
+pub use verifying_key::{BatchItem, VerifyingKey};
 
 pub(crate) use decode::decode_trusted_public_key;
 
@@ -98,18 +100,6 @@ fn length_error(what: &'static str, expected: usize, actual: usize) -> KmsError 
     }
 }
 
-/// One signature to check in a batch: borrowed public key (32 bytes),
-/// message (any length) and signature (64 bytes: `R ‖ s`).
-#[derive(Debug, Clone, Copy)]
-pub struct BatchItem<'a> {
-    /// The public key `A`, 32 bytes (RFC 8032 §5.1.5 encoding).
-    pub public_key: &'a [u8; 32],
-    /// The signed message.
-    pub message: &'a [u8],
-    /// The signature `R ‖ s`, 64 bytes.
-    pub signature: &'a [u8; 64],
-}
-
 /// Verifies one signature under the criteria of DESIGN §3.2.
 ///
 /// # Errors
@@ -137,14 +127,23 @@ pub(crate) fn verify_with_point(
     equation::check_one(a, &terms)
 }
 
+/// [`verify`] of one batch item, under its decoded key if it has one.
+fn verify_item(item: &BatchItem<'_>) -> Result<(), SignatureError> {
+    match item.key() {
+        verifying_key::ItemKey::Bytes(bytes) => verify(bytes, item.message(), item.signature()),
+        verifying_key::ItemKey::Verifying(key) => key.verify(item.message(), item.signature()),
+    }
+}
+
 /// Verifies many signatures at once; one verdict per item, in order, and
 /// verdict `i` equals [`verify`]`(items[i])`.
 ///
 /// How (DESIGN §3.3):
 /// * Items failing rules 1–3 get their verdict without entering the
-///   equation. Public keys that passed rules 2–3 before come from a bounded
-///   process-wide cache ([`KEY_CACHE_CAPACITY`] keys) instead of being
-///   decoded again.
+///   equation. An item built with [`BatchItem::with_verifying_key`] uses
+///   its key's point as is; raw public keys that passed rules 2–3 before
+///   come from a bounded process-wide cache ([`KEY_CACHE_CAPACITY`] keys)
+///   instead of being decoded again.
 /// * The rest are checked together as one random linear combination of
 ///   their cofactored equations, with independent 128-bit coefficients from
 ///   a per-thread ChaCha12 generator seeded from the operating system's
@@ -170,7 +169,7 @@ pub fn verify_batch(items: &[BatchItem<'_>]) -> Vec<Result<(), SignatureError>> 
     let mut out = vec![Ok(()); items.len()];
     match items {
         [] => {}
-        [one] => out[0] = verify(one.public_key, one.message, one.signature),
+        [one] => out[0] = verify_item(one),
         _ => batch::verify_chunk(items, &mut out, policy::plan(items.len())),
     }
     out

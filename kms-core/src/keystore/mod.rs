@@ -40,7 +40,6 @@ use std::path::Path;
 use std::sync::PoisonError;
 use std::time::SystemTime;
 
-use curve25519_dalek::edwards::EdwardsPoint;
 use ed25519_dalek::{Signer, SigningKey};
 use uuid::Uuid;
 
@@ -99,8 +98,9 @@ pub enum Origin {
 struct KeyVersion {
     info: VersionInfo,
     /// `info.public_key` decoded, once, when the version was made: verifying
-    /// under a keystore key never decodes `A` again.
-    point: EdwardsPoint,
+    /// under a keystore key, single or in the actor's batches, never decodes
+    /// `A` again.
+    verifying_key: ed25519::VerifyingKey,
     /// Zeroized on drop by ed25519-dalek (`zeroize` feature).
     signing_key: SigningKey,
 }
@@ -412,7 +412,9 @@ impl Keystore {
     ) -> Result<(), KmsError> {
         let record = self.record(key)?;
         let version = Arc::clone(version_of(&record.versions(), key)?);
-        ed25519::verify_with_point(&version.point, &version.info.public_key, message, signature)
+        version
+            .verifying_key
+            .verify(message, signature)
             .map_err(KmsError::from)
     }
 
@@ -484,6 +486,17 @@ impl Keystore {
         version_of(&versions, key).map(|v| v.info.public_key)
     }
 
+    /// The decoded public key of the version `key` names: what the KMS
+    /// actor's batches verify under, so `A` is never decoded again.
+    ///
+    /// # Errors
+    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`].
+    pub fn verifying_key(&self, key: &KeyId) -> Result<ed25519::VerifyingKey, KmsError> {
+        let record = self.record(key)?;
+        let versions = record.versions();
+        version_of(&versions, key).map(|v| v.verifying_key)
+    }
+
     fn record(&self, key: &KeyId) -> Result<Arc<KeyRecord>, KmsError> {
         let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
         keys.get(&key.uuid())
@@ -540,15 +553,17 @@ fn version_from_seed(
     origin: Origin,
 ) -> KeyVersion {
     let signing_key = SigningKey::from_bytes(seed);
-    let verifying_key = signing_key.verifying_key();
+    let public = signing_key.verifying_key();
     KeyVersion {
         info: VersionInfo {
             version,
-            public_key: verifying_key.to_bytes(),
+            public_key: public.to_bytes(),
             created_at,
             origin,
         },
-        point: verifying_key.to_edwards(),
+        // A clamped seed's point has order ℓ (RFC 8032 §5.1.5): rules 2–3
+        // hold, so no second decoding.
+        verifying_key: ed25519::VerifyingKey::from_parts(public.to_bytes(), public.to_edwards()),
         signing_key,
     }
 }

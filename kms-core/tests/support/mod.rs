@@ -26,11 +26,7 @@ pub struct Owned {
 impl Owned {
     /// Borrowed as a batch item.
     pub fn item(&self) -> BatchItem<'_> {
-        BatchItem {
-            public_key: &self.public_key,
-            message: &self.message,
-            signature: &self.signature,
-        }
+        BatchItem::new(&self.public_key, &self.message, &self.signature)
     }
 }
 

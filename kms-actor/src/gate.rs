@@ -1,0 +1,123 @@
+//! [`CallerGate`]: the state rule C (`coalesce.rs`) reads, shared by every
+//! client of one actor.
+//!
+//! Invariants:
+//! * At most one caller verifies on its own task at a time: the one whose
+//!   compare-and-swap set `busy` ([`CallerGate::try_enter`]); it clears it
+//!   when its [`Permit`] drops, whatever happened.
+//! * `last` is read and written only by that caller, so its lock is never
+//!   contended (it is a lock only because this crate has no `unsafe`).
+//! * `outstanding` counts verify requests published to the actor whose
+//!   callers are still waiting; a caller that gives up (drops its future)
+//!   stops counting its request at once, so the count may briefly be lower
+//!   than what the actor holds, which only lets one more caller verify on
+//!   its own task.
+//!
+//! `outstanding` and the first look at `busy` are hints that order no
+//! other memory (`Relaxed`); the compare-and-swap on `busy` (Acquire) and
+//! its clearing (Release) make each caller-side verification, and its
+//! write of `last`, happen before the next one's read of `last`.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
+
+use crate::coalesce::{CallerView, Policy, CALLER_QUIET_GAP};
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub(crate) struct CallerGate {
+    /// Verify requests published and not yet answered (count).
+    outstanding: AtomicUsize,
+    /// Set while a caller verifies on its own task.
+    busy: AtomicBool,
+    /// When the previous caller-side verification ended, and how many had
+    /// run back to back up to it (each starting within
+    /// [`CALLER_QUIET_GAP`] of the previous one's end); `None` before the
+    /// first.
+    last: Mutex<Option<(Instant, u32)>>,
+}
+
+impl CallerGate {
+    /// Counts a verify request about to be published until the returned
+    /// guard drops (when its caller has its answer or gives up).
+    pub(crate) fn publishing(&self) -> Outstanding<'_> {
+        self.outstanding.fetch_add(1, Ordering::Relaxed);
+        Outstanding(self)
+    }
+
+    /// Rule C: `Some` if the caller verifies its `message_len`-byte request
+    /// on its own task now; it holds the gate until the permit drops.
+    pub(crate) fn try_enter(&self, policy: &Policy, message_len: usize) -> Option<Permit<'_>> {
+        let first_look = CallerView {
+            outstanding: self.outstanding.load(Ordering::Relaxed),
+            gate_free: !self.busy.load(Ordering::Relaxed),
+            since_last: None,
+            streak: 0,
+            message_len,
+        };
+        // The cheap conditions first: under load callers turn back here,
+        // without writing the gate's cache line.
+        if !policy.at_caller(first_look) {
+            return None;
+        }
+        // Acquire pairs with the Release in `Permit::drop`.
+        if self
+            .busy
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return None;
+        }
+        let last = *self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let since_last = last.map(|(ended, _)| ended.elapsed());
+        let streak = last.map_or(0, |(_, streak)| streak);
+        let view = CallerView {
+            gate_free: true,
+            since_last,
+            streak,
+            ..first_look
+        };
+        if !policy.at_caller(view) {
+            // Refused: nothing ran, so `last` stays. Release: as in
+            // `Permit::drop`.
+            self.busy.store(false, Ordering::Release);
+            return None;
+        }
+        let back_to_back = since_last.is_some_and(|gap| gap < CALLER_QUIET_GAP);
+        Some(Permit {
+            gate: self,
+            streak: if back_to_back { streak + 1 } else { 1 },
+        })
+    }
+}
+
+/// One verify request counted as outstanding ([`CallerGate::publishing`]).
+pub(crate) struct Outstanding<'a>(&'a CallerGate);
+
+impl Drop for Outstanding<'_> {
+    fn drop(&mut self) {
+        self.0.outstanding.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The right to verify one request on the caller's task
+/// ([`CallerGate::try_enter`]); dropping it records when that ended and
+/// opens the gate.
+pub(crate) struct Permit<'a> {
+    gate: &'a CallerGate,
+    /// The streak this verification makes (see `CallerGate::last`).
+    streak: u32,
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        *self
+            .gate
+            .last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((Instant::now(), self.streak));
+        // Release pairs with the Acquire of the next `try_enter`.
+        self.gate.busy.store(false, Ordering::Release);
+    }
+}
