@@ -425,8 +425,7 @@ fn poisson(
                             .await
                             .expect("valid"),
                         None => {
-                            verify(&item.public_key, &item.message, &item.signature)
-                                .expect("valid")
+                            verify(&item.public_key, &item.message, &item.signature).expect("valid")
                         }
                     }
                     latency.saturating_record(started.elapsed().as_nanos() as u64);

@@ -20,7 +20,8 @@
 //!
 //! A live line shows throughput, p99 latency and mean batch size over the
 //! last half second. It ends with a report (requests, verdicts against
-//! expectation, throughput, latency p50/p99, mean batch size) and exits 1
+//! expectation, throughput, latency p50/p99, mean batch size, requests
+//! verified on their caller's task) and exits 1
 //! if any verdict differs from its expectation. Defaults: 256 clients, 3 s,
 //! 5 % forged, 8 keys; nothing to set up.
 
@@ -304,9 +305,10 @@ async fn run(options: Options) -> Result<bool, String> {
         total.all.value_at_quantile(0.99)
     );
     println!(
-        "  batches             {} , mean batch size {:.1}",
+        "  batches             {} , mean batch size {:.1}; {} verified on their caller's task (quiet node)",
         stats.batches,
-        stats.mean_batch_size()
+        stats.mean_batch_size(),
+        stats.caller_verified
     );
     println!(
         "  retries             {} (overloaded or dropped, retried)",
