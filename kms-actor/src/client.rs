@@ -1,8 +1,10 @@
 //! [`KmsClient`]: what other actors hold to talk to the KMS over the bus.
 //!
 //! Every call publishes one request carrying its own reply handle and waits
-//! for exactly one answer. Verify requests go to the request topic, the
-//! others to the priority topic. Each answer, whatever it is, is counted in
+//! for exactly one answer, except a verify made while the node is quiet,
+//! which the caller verifies on its own task (rule C of `coalesce.rs`).
+//! Verify requests go to the request topic, the others to the priority
+//! topic. Each answer, whatever it is, is counted in
 //! `kms_ops_total` and timed in `kms_op_duration_seconds` here, the one
 //! place every outcome passes (including `Overloaded`, which never reaches
 //! the actor). A caller never hangs: if the request is lost
@@ -70,7 +72,9 @@ impl KmsClient {
     }
 
     /// Verifies a 64-byte `signature` on `message` under a raw 32-byte
-    /// Ed25519 `public_key`, with the criteria of DESIGN §3.2, in a batch.
+    /// Ed25519 `public_key`, with the criteria of DESIGN §3.2: in a batch,
+    /// or on this task when the node is quiet
+    /// ([`crate::KmsConfig::verify_on_caller_when_idle`]).
     ///
     /// # Errors
     /// [`KmsError::InvalidSignature`] naming the rule that failed, or one of
@@ -86,7 +90,8 @@ impl KmsClient {
     }
 
     /// Verifies a 64-byte `signature` on `message` under the key version
-    /// `key` names (any retained version), in a batch.
+    /// `key` names (any retained version): in a batch, or on this task when
+    /// the node is quiet ([`crate::KmsConfig::verify_on_caller_when_idle`]).
     ///
     /// # Errors
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],

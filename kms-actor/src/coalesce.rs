@@ -135,6 +135,9 @@ impl Reason {
 pub(crate) struct Policy {
     inline: bool,
     on_caller: bool,
+    /// [`CALLER_QUIET_GAP`], except in tests that must not depend on how
+    /// fast the machine runs.
+    quiet_gap: Duration,
     threads: usize,
     target_batch: usize,
     max_batch: usize,
@@ -146,6 +149,7 @@ impl Policy {
         Policy {
             inline: config.inline_when_idle,
             on_caller: config.verify_on_caller_when_idle,
+            quiet_gap: CALLER_QUIET_GAP,
             threads: config.threads,
             target_batch: config.target_batch,
             max_batch: config.max_batch,
@@ -172,7 +176,20 @@ impl Policy {
             && view.gate_free
             && view.message_len <= INLINE_MAX_MESSAGE
             && (view.streak < CALLER_MAX_STREAK
-                || view.since_last.is_none_or(|gap| gap >= CALLER_QUIET_GAP))
+                || view.since_last.is_none_or(|gap| gap >= self.quiet_gap))
+    }
+
+    /// How soon after a caller-side verification the next must start to
+    /// be back to back (rule C).
+    pub(crate) fn quiet_gap(&self) -> Duration {
+        self.quiet_gap
+    }
+
+    /// This policy with another quiet gap: tests of rule C use a wide one,
+    /// so their outcome does not depend on the machine's speed.
+    #[cfg(test)]
+    pub(crate) fn with_quiet_gap(self, quiet_gap: Duration) -> Self {
+        Policy { quiet_gap, ..self }
     }
 
     /// Whether to dispatch the `pending` requests now, and why.

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
-use crate::coalesce::{CallerView, Policy, CALLER_QUIET_GAP};
+use crate::coalesce::{CallerView, Policy};
 
 /// See the module docs.
 #[derive(Debug, Default)]
@@ -32,9 +32,8 @@ pub(crate) struct CallerGate {
     /// Set while a caller verifies on its own task.
     busy: AtomicBool,
     /// When the previous caller-side verification ended, and how many had
-    /// run back to back up to it (each starting within
-    /// [`CALLER_QUIET_GAP`] of the previous one's end); `None` before the
-    /// first.
+    /// run back to back up to it (each starting within the policy's quiet
+    /// gap of the previous one's end); `None` before the first.
     last: Mutex<Option<(Instant, u32)>>,
 }
 
@@ -84,7 +83,7 @@ impl CallerGate {
             self.busy.store(false, Ordering::Release);
             return None;
         }
-        let back_to_back = since_last.is_some_and(|gap| gap < CALLER_QUIET_GAP);
+        let back_to_back = since_last.is_some_and(|gap| gap < policy.quiet_gap());
         Some(Permit {
             gate: self,
             streak: if back_to_back { streak + 1 } else { 1 },

@@ -9,9 +9,10 @@
 //! one job per idle thread; each answer is sent from the thread that
 //! verified it on the request's own reply channel. A request made while the
 //! node is quiet is verified on its caller's task without being published
-//! (`KmsConfig::verify_on_caller_when_idle`), or, if another caller is
-//! doing that, on the actor's task (`KmsConfig::inline_when_idle`): no
-//! parked thread is woken either way.
+//! (`KmsConfig::verify_on_caller_when_idle`); a lone request that is
+//! published anyway (another caller was verifying, or a run of them had
+//! reached its limit) is verified on the actor's task when the pool is idle
+//! (`KmsConfig::inline_when_idle`): no parked thread is woken either way.
 //!
 //! Why batch: one multiscalar multiplication over a batch costs less per
 //! signature than verifying one at a time, and at low load nothing waits,

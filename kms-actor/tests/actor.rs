@@ -3,8 +3,9 @@
 //! for bad requests.
 //!
 //! Where a test needs requests to pile up before the actor runs, it uses a
-//! current-thread runtime and `join_all`: every future publishes on its
-//! first poll, before the actor task gets to run. `timeout` is used only as
+//! current-thread runtime and `join_all` with rule C off
+//! (`verify_on_caller_when_idle`): every future then publishes on its first
+//! poll, before the actor task gets to run. `timeout` is used only as
 //! a hang detector (a caller that never gets an answer), never to assert
 //! speed.
 
@@ -94,7 +95,13 @@ async fn concurrent_clients_get_exactly_their_own_verdicts() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_burst_is_coalesced_into_batches() {
-    let (handle, signer, signature) = actor_with_signature(config(1));
+    // Rule C off: with it the first calls of the burst run on this task
+    // (`faults.rs` tests that case with a quiet gap that does not depend on
+    // the machine's speed).
+    let (handle, signer, signature) = actor_with_signature(KmsConfig {
+        verify_on_caller_when_idle: false,
+        ..config(1)
+    });
     let kms = handle.client();
     let calls = (0..512).map(|_| kms.verify(&signer, &b"m"[..], signature));
     let verdicts = tokio::time::timeout(HANG, join_all(calls))
@@ -102,12 +109,7 @@ async fn a_burst_is_coalesced_into_batches() {
         .expect("no hang");
     assert!(verdicts.iter().all(|v| v.is_ok()));
     let stats = handle.stats();
-    // The calls reach the client one after another: the first short run
-    // (8) is verified on the caller's task, back to back; then one is
-    // published and the rest join its batches. A preempted thread may
-    // start a second run.
-    assert_eq!(stats.batched_requests + stats.caller_verified, 512);
-    assert!(stats.caller_verified <= 16, "{stats:?}");
+    assert_eq!(stats.batched_requests, 512);
     assert!(
         stats.batches <= 8,
         "512 queued requests should go out in batches of up to 512, got {stats:?}"

@@ -240,3 +240,30 @@ async fn after_shutdown_the_store_reopens_while_clients_live() {
         "a client that outlives the actor is refused, not served from a stale copy"
     );
 }
+
+/// An actor that ends without `shutdown` (its runtime dropped) must not
+/// leave its store locked through the clients that outlive it.
+#[test]
+fn an_actor_dropped_with_its_runtime_leaves_the_store_unlocked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ks = Keystore::create(dir.path(), master()).expect("create");
+    let key = ks.create_ed25519("acme", "tokens").expect("create key");
+    let (signer, signature) = ks.sign(&key, b"m").expect("sign");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (handle, kms) = runtime.block_on(async {
+        let handle = KmsActor::spawn(KmsConfig::default(), ks, &Bus::new()).expect("spawn");
+        let kms = handle.client();
+        kms.verify(&signer, &b"m"[..], signature)
+            .await
+            .expect("valid");
+        (handle, kms)
+    });
+    drop(runtime);
+    let reopened = Keystore::open(dir.path(), master());
+    assert!(reopened.is_ok(), "still locked: {reopened:?}");
+    drop((handle, kms));
+}
