@@ -1,0 +1,279 @@
+//! [`Claims`] and [`Validation`]: a JWT claims set (RFC 7519 §4) and the
+//! checks made on it once its signature has verified.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::error::JoseError;
+
+/// Default clock-skew allowance for `exp` and `nbf` (60 s, a common
+/// default in JWT libraries).
+pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(60);
+
+/// A JWT claims set: a JSON object with unique member names.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Claims(Map<String, Value>);
+
+impl Claims {
+    pub(crate) fn from_map(map: Map<String, Value>) -> Self {
+        Claims(map)
+    }
+
+    /// The claim named `name`.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.0.get(name)
+    }
+
+    /// The claims as a `serde_json` map.
+    pub fn as_map(&self) -> &Map<String, Value> {
+        &self.0
+    }
+
+    /// The claims as a `serde_json` map, by value.
+    pub fn into_map(self) -> Map<String, Value> {
+        self.0
+    }
+
+    /// The claims as the caller's type.
+    ///
+    /// # Errors
+    /// [`JoseError::ClaimsType`] with the deserializer's message.
+    pub fn deserialize<T: DeserializeOwned>(&self) -> Result<T, JoseError> {
+        T::deserialize(&Value::Object(self.0.clone())).map_err(|e| JoseError::ClaimsType {
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// What a verified token's claims must satisfy (RFC 7519 §4.1).
+///
+/// `exp` and `nbf` are NumericDates: seconds since the epoch, an integer or
+/// not. Defaults: `exp` required and checked, `nbf` checked when present,
+/// leeway [`DEFAULT_LEEWAY`], any issuer, any audience, no other required
+/// claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Validation {
+    /// Clock-skew allowance for `exp` and `nbf`.
+    pub leeway: Duration,
+    /// Whether a token without `exp` is refused ([`JoseError::MissingClaim`]).
+    pub require_exp: bool,
+    /// Accepted issuers; empty: `iss` is not checked.
+    pub issuers: Vec<String>,
+    /// Accepted audiences (one of the token's `aud` values must be among
+    /// them); empty: `aud` is not checked.
+    pub audiences: Vec<String>,
+    /// Claims that must be present.
+    pub required: Vec<String>,
+}
+
+impl Default for Validation {
+    fn default() -> Self {
+        Validation {
+            leeway: DEFAULT_LEEWAY,
+            require_exp: true,
+            issuers: Vec::new(),
+            audiences: Vec::new(),
+            required: Vec::new(),
+        }
+    }
+}
+
+impl Validation {
+    /// Checks `claims` at time `now`.
+    ///
+    /// # Errors
+    /// [`JoseError::MissingClaim`] for an absent required claim (`exp`
+    /// under `require_exp`); [`JoseError::InvalidClaim`] for an `exp` or
+    /// `nbf` that is not a number, an `iss` that is not a string, an `aud`
+    /// that is not a string or an array of strings; [`JoseError::Expired`]
+    /// when `exp ≤ now − leeway`; [`JoseError::NotYetValid`] when `nbf >
+    /// now + leeway`; [`JoseError::WrongIssuer`]; [`JoseError::WrongAudience`].
+    pub fn validate(&self, claims: &Claims, now: SystemTime) -> Result<(), JoseError> {
+        let now = now
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_secs_f64();
+        let leeway = self.leeway.as_secs_f64();
+        if self.require_exp && claims.get("exp").is_none() {
+            return Err(missing("exp"));
+        }
+        for name in &self.required {
+            if claims.get(name).is_none() {
+                return Err(missing(name));
+            }
+        }
+        if let Some(exp) = numeric_date(claims, "exp")? {
+            if exp <= now - leeway {
+                return Err(JoseError::Expired { exp, now });
+            }
+        }
+        if let Some(nbf) = numeric_date(claims, "nbf")? {
+            if nbf > now + leeway {
+                return Err(JoseError::NotYetValid { nbf, now });
+            }
+        }
+        if !self.issuers.is_empty() {
+            match claims.get("iss") {
+                None => return Err(missing("iss")),
+                Some(Value::String(iss)) if self.issuers.contains(iss) => {}
+                Some(Value::String(_)) => return Err(JoseError::WrongIssuer),
+                Some(_) => return Err(invalid("iss", "not a string")),
+            }
+        }
+        if !self.audiences.is_empty() {
+            let accepted = |aud: &Value| match aud {
+                Value::String(aud) => Ok(self.audiences.contains(aud)),
+                _ => Err(invalid("aud", "not a string or an array of strings")),
+            };
+            let any = match claims.get("aud") {
+                None => return Err(missing("aud")),
+                Some(Value::Array(values)) => {
+                    let mut any = false;
+                    for value in values {
+                        any |= accepted(value)?;
+                    }
+                    any
+                }
+                Some(value) => accepted(value)?,
+            };
+            if !any {
+                return Err(JoseError::WrongAudience);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn missing(name: &str) -> JoseError {
+    JoseError::MissingClaim {
+        name: name.to_owned(),
+    }
+}
+
+fn invalid(name: &'static str, reason: &'static str) -> JoseError {
+    JoseError::InvalidClaim { name, reason }
+}
+
+/// A NumericDate claim (RFC 7519 §2), if present.
+fn numeric_date(claims: &Claims, name: &'static str) -> Result<Option<f64>, JoseError> {
+    match claims.get(name) {
+        None => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_f64()
+            .filter(|t| t.is_finite())
+            .map(Some)
+            .ok_or_else(|| invalid(name, "not a finite number")),
+        Some(_) => Err(invalid(name, "not a number")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn claims(value: Value) -> Claims {
+        match value {
+            Value::Object(map) => Claims::from_map(map),
+            _ => Claims::default(),
+        }
+    }
+
+    fn at(secs: f64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs_f64(secs)
+    }
+
+    #[test]
+    fn exp_and_nbf_allow_the_leeway_and_accept_fractions() {
+        let v = Validation::default();
+        let c = claims(json!({"exp": 1000, "nbf": 500.5}));
+        assert_eq!(v.validate(&c, at(1000.0 + 59.0)), Ok(()));
+        assert!(matches!(
+            v.validate(&c, at(1060.0)),
+            Err(JoseError::Expired { .. })
+        ));
+        assert_eq!(v.validate(&c, at(500.5 - 60.0)), Ok(()));
+        assert!(matches!(
+            v.validate(&c, at(440.0)),
+            Err(JoseError::NotYetValid { .. })
+        ));
+        assert!(matches!(
+            v.validate(&claims(json!({"sub": "a"})), at(0.0)),
+            Err(JoseError::MissingClaim { .. })
+        ));
+        assert!(matches!(
+            v.validate(&claims(json!({"exp": "soon"})), at(0.0)),
+            Err(JoseError::InvalidClaim { name: "exp", .. })
+        ));
+        let lax = Validation {
+            require_exp: false,
+            ..Validation::default()
+        };
+        assert_eq!(lax.validate(&claims(json!({})), at(0.0)), Ok(()));
+    }
+
+    #[test]
+    fn issuer_audience_and_required_claims() {
+        let v = Validation {
+            issuers: vec!["https://issuer".to_owned()],
+            audiences: vec!["api".to_owned()],
+            required: vec!["sub".to_owned()],
+            ..Validation::default()
+        };
+        let now = at(0.0);
+        let ok = json!({"exp": 100, "iss": "https://issuer", "aud": ["web", "api"], "sub": "a"});
+        assert_eq!(v.validate(&claims(ok), now), Ok(()));
+        let single = json!({"exp": 100, "iss": "https://issuer", "aud": "api", "sub": "a"});
+        assert_eq!(v.validate(&claims(single), now), Ok(()));
+        for (bad, code) in [
+            (
+                json!({"exp": 100, "iss": "other", "aud": "api", "sub": "a"}),
+                "jose.wrong_issuer",
+            ),
+            (
+                json!({"exp": 100, "iss": "https://issuer", "aud": "web", "sub": "a"}),
+                "jose.wrong_audience",
+            ),
+            (
+                json!({"exp": 100, "iss": "https://issuer", "aud": [1], "sub": "a"}),
+                "jose.invalid_claim",
+            ),
+            (
+                json!({"exp": 100, "iss": "https://issuer", "aud": "api"}),
+                "jose.missing_claim",
+            ),
+            (
+                json!({"exp": 100, "aud": "api", "sub": "a"}),
+                "jose.missing_claim",
+            ),
+        ] {
+            assert_eq!(
+                v.validate(&claims(bad.clone()), now).map_err(|e| e.code()),
+                Err(code),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn claims_deserialize_into_the_callers_type() {
+        #[derive(serde::Deserialize, Debug, PartialEq)]
+        struct Mine {
+            sub: String,
+        }
+        let c = claims(json!({"sub": "alice", "exp": 1}));
+        assert_eq!(
+            c.deserialize::<Mine>(),
+            Ok(Mine {
+                sub: "alice".to_owned()
+            })
+        );
+        assert!(matches!(
+            c.deserialize::<Vec<u8>>(),
+            Err(JoseError::ClaimsType { .. })
+        ));
+    }
+}

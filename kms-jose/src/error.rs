@@ -1,0 +1,202 @@
+//! [`JoseError`]: every reason a token, header, key or claims set is
+//! refused, each with a stable [`JoseError::code`].
+
+use kms_core::ed25519::SignatureError;
+
+/// Which part of a compact JWS (RFC 7515 §7.1) an error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The JOSE header (first part).
+    Header,
+    /// The payload (second part).
+    Payload,
+    /// The signature (third part).
+    Signature,
+}
+
+impl Part {
+    /// `header`, `payload` or `signature`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Part::Header => "header",
+            Part::Payload => "payload",
+            Part::Signature => "signature",
+        }
+    }
+}
+
+/// Why a token, header, JWK or claims set was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JoseError {
+    /// The token is longer than [`crate::MAX_TOKEN_BYTES`].
+    #[error("token of {len} bytes is over the limit of {max}")]
+    TokenTooLong {
+        /// The token's length (bytes).
+        len: usize,
+        /// The limit (bytes).
+        max: usize,
+    },
+    /// Not three non-empty-header parts separated by `.` (RFC 7515 §7.1).
+    #[error("malformed compact JWS: {reason}")]
+    Malformed {
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A part is not strict base64url without padding (RFC 7515 §2,
+    /// RFC 4648 §5): padding, a character outside the alphabet, or
+    /// non-zero trailing bits.
+    #[error("{} is not strict base64url without padding", .0.as_str())]
+    Base64(Part),
+    /// The decoded JOSE header is longer than [`crate::MAX_HEADER_BYTES`].
+    #[error("JOSE header of {len} bytes is over the limit of {max}")]
+    HeaderTooLong {
+        /// The decoded header's length (bytes).
+        len: usize,
+        /// The limit (bytes).
+        max: usize,
+    },
+    /// The header or the claims are not a JSON object.
+    #[error("{} is not a JSON object: {reason}", part.as_str())]
+    NotAnObject {
+        /// Which part.
+        part: Part,
+        /// The parser's message.
+        reason: String,
+    },
+    /// A member name appears twice in the header (RFC 7515 §5.2) or the
+    /// claims (RFC 7519 §4).
+    #[error("duplicate member `{name}` in the {}", part.as_str())]
+    Duplicate {
+        /// Which part.
+        part: Part,
+        /// The repeated name.
+        name: String,
+    },
+    /// The header has no `alg`, or it is not a string.
+    #[error("the JOSE header has no string `alg`")]
+    MissingAlg,
+    /// `alg` is neither `EdDSA` nor `Ed25519` (exactly, case included).
+    #[error("alg `{alg}` is not accepted (only EdDSA and Ed25519)")]
+    UnsupportedAlg {
+        /// The `alg` the token names.
+        alg: String,
+    },
+    /// The key the token names is bound to another `alg` (a trusted JWK
+    /// with an `alg` member).
+    #[error("alg `{got}` does not match the key's `{expected}`")]
+    AlgMismatch {
+        /// The key's `alg`.
+        expected: &'static str,
+        /// The token's `alg`.
+        got: &'static str,
+    },
+    /// A header parameter this crate refuses: `crit` (no extension is
+    /// understood, RFC 7515 §4.1.11), or a key named by URL or carried in
+    /// the token (`jku`, `x5u`, `x5c`, `jwk`).
+    #[error("header parameter `{name}` is refused")]
+    RefusedHeader {
+        /// The parameter.
+        name: &'static str,
+    },
+    /// `kid` is present but not a string.
+    #[error("kid is not a string")]
+    KidNotString,
+    /// The signature does not decode to 64 bytes.
+    #[error("signature of {len} bytes, expected 64")]
+    SignatureLength {
+        /// Its decoded length (bytes).
+        len: usize,
+    },
+    /// The signature does not verify (kms-core names the rule).
+    #[error("invalid signature: {0}")]
+    Signature(SignatureError),
+    /// `exp` is at or before now minus the leeway (RFC 7519 §4.1.4).
+    #[error("expired at {exp} (now {now})")]
+    Expired {
+        /// The `exp` claim (seconds since the epoch).
+        exp: f64,
+        /// The time it was checked at (seconds since the epoch).
+        now: f64,
+    },
+    /// `nbf` is after now plus the leeway (RFC 7519 §4.1.5).
+    #[error("not valid before {nbf} (now {now})")]
+    NotYetValid {
+        /// The `nbf` claim (seconds since the epoch).
+        nbf: f64,
+        /// The time it was checked at (seconds since the epoch).
+        now: f64,
+    },
+    /// A claim the validation requires is absent.
+    #[error("required claim `{name}` is missing")]
+    MissingClaim {
+        /// The claim.
+        name: String,
+    },
+    /// A registered claim has the wrong type (`exp`/`nbf` not a number,
+    /// `iss` not a string, `aud` not a string or array of strings).
+    #[error("claim `{name}` is malformed: {reason}")]
+    InvalidClaim {
+        /// The claim.
+        name: &'static str,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// `iss` is not one the validation accepts.
+    #[error("issuer is not accepted")]
+    WrongIssuer,
+    /// No `aud` value is one the validation accepts.
+    #[error("audience is not accepted")]
+    WrongAudience,
+    /// The claims do not deserialize into the caller's type.
+    #[error("claims do not fit the expected type: {reason}")]
+    ClaimsType {
+        /// The deserializer's message.
+        reason: String,
+    },
+    /// A JWK or JWK Set that cannot be used (RFC 7517), naming the key.
+    #[error("JWK {}: {reason}", kid.as_deref().unwrap_or("without kid"))]
+    InvalidJwk {
+        /// The key's `kid`, if it has one.
+        kid: Option<String>,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Two keys share a `kid`.
+    #[error("kid `{kid}` appears more than once")]
+    DuplicateKid {
+        /// The repeated `kid`.
+        kid: String,
+    },
+}
+
+impl JoseError {
+    /// A stable, machine-readable code (`jose.<reason>`), for logs, metrics
+    /// and HTTP error bodies.
+    pub fn code(&self) -> &'static str {
+        match self {
+            JoseError::TokenTooLong { .. } => "jose.token_too_long",
+            JoseError::Malformed { .. } => "jose.malformed",
+            JoseError::Base64(_) => "jose.base64",
+            JoseError::HeaderTooLong { .. } => "jose.header_too_long",
+            JoseError::NotAnObject { .. } => "jose.not_an_object",
+            JoseError::Duplicate { .. } => "jose.duplicate_member",
+            JoseError::MissingAlg => "jose.missing_alg",
+            JoseError::UnsupportedAlg { .. } => "jose.unsupported_alg",
+            JoseError::AlgMismatch { .. } => "jose.alg_mismatch",
+            JoseError::RefusedHeader { .. } => "jose.refused_header",
+            JoseError::KidNotString => "jose.kid_not_string",
+            JoseError::SignatureLength { .. } => "jose.signature_length",
+            JoseError::Signature(_) => "jose.invalid_signature",
+            JoseError::Expired { .. } => "jose.expired",
+            JoseError::NotYetValid { .. } => "jose.not_yet_valid",
+            JoseError::MissingClaim { .. } => "jose.missing_claim",
+            JoseError::InvalidClaim { .. } => "jose.invalid_claim",
+            JoseError::WrongIssuer => "jose.wrong_issuer",
+            JoseError::WrongAudience => "jose.wrong_audience",
+            JoseError::ClaimsType { .. } => "jose.claims_type",
+            JoseError::InvalidJwk { .. } => "jose.invalid_jwk",
+            JoseError::DuplicateKid { .. } => "jose.duplicate_kid",
+        }
+    }
+}

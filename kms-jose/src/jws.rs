@@ -1,0 +1,274 @@
+//! [`CompactJws`]: a compact JWS (RFC 7515 §7.1) split, decoded and
+//! checked, ready for its signature to be verified; and [`sign_compact`].
+//!
+//! Invariant: a `CompactJws` exists only for a token whose three parts
+//! decoded strictly, whose header passed [`Header::parse`], and whose
+//! signature is 64 bytes. The signing input is the token's own first two
+//! parts, byte for byte (RFC 7515 §5.2 step 8), never re-encoded.
+
+use kms_core::ed25519::{self, BatchItem, VerifyingKey};
+use serde::Serialize;
+
+use crate::b64;
+use crate::claims::Claims;
+use crate::error::{JoseError, Part};
+use crate::header::Header;
+use crate::object;
+
+/// Longest token accepted (bytes of the compact serialization itself, not
+/// of an HTTP header line). Bounds the work an unauthenticated token can
+/// cause before its signature is checked.
+pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
+
+/// A parsed compact JWS; borrows the token it came from.
+#[derive(Debug, Clone)]
+pub struct CompactJws<'a> {
+    header: Header,
+    /// `BASE64URL(header) '.' BASE64URL(payload)`, a slice of the token.
+    signing_input: &'a str,
+    /// The payload, decoded.
+    payload: Vec<u8>,
+    signature: [u8; 64],
+}
+
+impl<'a> CompactJws<'a> {
+    /// Splits and decodes a compact JWS, and checks its header.
+    ///
+    /// # Errors
+    /// [`JoseError::TokenTooLong`] over [`MAX_TOKEN_BYTES`];
+    /// [`JoseError::Malformed`] if it is not three parts separated by
+    /// `.`; [`JoseError::Base64`] naming the part that is not strict
+    /// base64url; [`JoseError::SignatureLength`]; any error of
+    /// [`Header::parse`].
+    pub fn parse(token: &'a str) -> Result<Self, JoseError> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(JoseError::TokenTooLong {
+                len: token.len(),
+                max: MAX_TOKEN_BYTES,
+            });
+        }
+        let mut parts = token.split('.');
+        let (Some(header), Some(payload), Some(signature), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(JoseError::Malformed {
+                reason: "not three parts separated by `.`",
+            });
+        };
+        if header.is_empty() {
+            return Err(JoseError::Malformed {
+                reason: "empty header",
+            });
+        }
+        // Checked before decoding: a header longer than the limit cannot
+        // decode to one within it (4 characters carry 3 bytes).
+        if header.len() / 4 * 3 > crate::MAX_HEADER_BYTES {
+            return Err(JoseError::HeaderTooLong {
+                len: header.len() / 4 * 3,
+                max: crate::MAX_HEADER_BYTES,
+            });
+        }
+        let header_json = b64::decode(header, Part::Header)?;
+        let header_parsed = Header::parse(&header_json)?;
+        let signature_bytes = b64::decode(signature, Part::Signature)?;
+        let signature: [u8; 64] =
+            signature_bytes
+                .as_slice()
+                .try_into()
+                .map_err(|_| JoseError::SignatureLength {
+                    len: signature_bytes.len(),
+                })?;
+        let payload_bytes = b64::decode(payload, Part::Payload)?;
+        Ok(CompactJws {
+            header: header_parsed,
+            signing_input: &token[..header.len() + 1 + payload.len()],
+            payload: payload_bytes,
+            signature,
+        })
+    }
+
+    /// The checked JOSE header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The JWS signing input (RFC 7515 §5.2 step 8): the message the
+    /// signature covers.
+    pub fn signing_input(&self) -> &'a [u8] {
+        self.signing_input.as_bytes()
+    }
+
+    /// The decoded payload.
+    pub fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+
+    /// The 64-byte signature `R ‖ s`.
+    pub fn signature(&self) -> &[u8; 64] {
+        &self.signature
+    }
+
+    /// The item to put in a batch: under `key`, the signing input and the
+    /// signature.
+    pub fn batch_item<'k>(&'k self, key: &'k VerifyingKey) -> BatchItem<'k> {
+        BatchItem::with_verifying_key(key, self.signing_input(), &self.signature)
+    }
+
+    /// Verifies the signature under `key` alone, with the rule of
+    /// `kms_core::ed25519` (the same verdict a batch gives).
+    ///
+    /// # Errors
+    /// [`JoseError::Signature`] naming the rule that failed.
+    pub fn verify(&self, key: &VerifyingKey) -> Result<(), JoseError> {
+        key.verify(self.signing_input(), &self.signature)
+            .map_err(JoseError::Signature)
+    }
+
+    /// The payload as a JWT claims set (RFC 7519 §7.2 step 10): a JSON
+    /// object with unique member names. Call it after the signature has
+    /// verified.
+    ///
+    /// # Errors
+    /// [`JoseError::NotAnObject`] or [`JoseError::Duplicate`] for the
+    /// payload.
+    pub fn claims(&self) -> Result<Claims, JoseError> {
+        object::parse(&self.payload, Part::Payload).map(Claims::from_map)
+    }
+}
+
+/// Issues a compact JWS: `header`, `payload` serialized as JSON, signed by
+/// `sign` over the signing input (the KMS's signer, or any Ed25519 key's).
+///
+/// # Errors
+/// [`JoseError::NotAnObject`] if `payload` does not serialize to a JSON
+/// object.
+pub fn sign_compact<P: Serialize + ?Sized>(
+    header: &Header,
+    payload: &P,
+    sign: impl FnOnce(&[u8]) -> [u8; 64],
+) -> Result<String, JoseError> {
+    let payload = serde_json::to_vec(payload).map_err(|e| JoseError::NotAnObject {
+        part: Part::Payload,
+        reason: e.to_string(),
+    })?;
+    if payload.first() != Some(&b'{') {
+        return Err(JoseError::NotAnObject {
+            part: Part::Payload,
+            reason: "the claims serialize to something other than an object".to_owned(),
+        });
+    }
+    let mut token = b64::encode(header.to_json().as_bytes());
+    token.push('.');
+    token.push_str(&b64::encode(&payload));
+    let signature = sign(token.as_bytes());
+    token.push('.');
+    token.push_str(&b64::encode(&signature));
+    Ok(token)
+}
+
+/// [`ed25519::verify`] of a parsed token under raw key bytes: for callers
+/// that hold a key as bytes.
+///
+/// # Errors
+/// [`JoseError::Signature`] naming the rule that failed (including rules
+/// on the key itself).
+pub fn verify_with_public_key(
+    jws: &CompactJws<'_>,
+    public_key: &[u8; 32],
+) -> Result<(), JoseError> {
+    ed25519::verify(public_key, jws.signing_input(), jws.signature()).map_err(JoseError::Signature)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alg::Algorithm;
+    use ed25519_dalek::{Signer, SigningKey};
+
+    fn key() -> (SigningKey, VerifyingKey) {
+        let signing = SigningKey::from_bytes(&[3; 32]);
+        let public = VerifyingKey::from_bytes(&signing.verifying_key().to_bytes()).expect("key");
+        (signing, public)
+    }
+
+    fn token(signing: &SigningKey, alg: Algorithm) -> String {
+        let header = Header::new(alg, Some("k1".to_owned()));
+        sign_compact(&header, &serde_json::json!({"sub": "alice"}), |input| {
+            signing.sign(input).to_bytes()
+        })
+        .expect("sign")
+    }
+
+    #[test]
+    fn a_token_round_trips_under_both_algs() {
+        let (signing, public) = key();
+        for alg in [Algorithm::EdDSA, Algorithm::Ed25519] {
+            let token = token(&signing, alg);
+            let jws = CompactJws::parse(&token).expect("parse");
+            assert_eq!(jws.header().alg(), alg);
+            assert_eq!(jws.verify(&public), Ok(()));
+            assert_eq!(verify_with_public_key(&jws, public.as_bytes()), Ok(()));
+            assert_eq!(
+                jws.claims().expect("claims").get("sub"),
+                Some(&"alice".into())
+            );
+            assert_eq!(
+                ed25519::verify_batch(&[jws.batch_item(&public)]),
+                vec![Ok(())]
+            );
+        }
+    }
+
+    #[test]
+    fn a_tampered_or_malformed_token_is_refused() {
+        let (signing, public) = key();
+        let token = token(&signing, Algorithm::EdDSA);
+        let (head, sig) = token.rsplit_once('.').expect("three parts");
+        let (header, _) = head.split_once('.').expect("three parts");
+        let forged = format!("{header}.{}.{sig}", b64::encode(br#"{"sub":"mallory"}"#));
+        let jws = CompactJws::parse(&forged).expect("parses");
+        assert!(matches!(jws.verify(&public), Err(JoseError::Signature(_))));
+        for (bad, code) in [
+            (head.to_owned(), "jose.malformed"),
+            (format!("{token}.x"), "jose.malformed"),
+            (
+                format!(".{}", &token[token.find('.').expect("dot") + 1..]),
+                "jose.malformed",
+            ),
+            (
+                format!("{head}.{}", &sig[..sig.len() - 2]),
+                "jose.signature_length",
+            ),
+            (format!("{head}.{sig}=="), "jose.base64"),
+            (format!("{header}.e30=.{sig}"), "jose.base64"),
+            ("a".repeat(MAX_TOKEN_BYTES + 1), "jose.token_too_long"),
+        ] {
+            assert_eq!(
+                CompactJws::parse(&bad).map(|_| ()).map_err(|e| e.code()),
+                Err(code),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn claims_must_be_one_object() {
+        let (signing, _) = key();
+        let header = Header::new(Algorithm::EdDSA, None);
+        assert!(sign_compact(&header, &[1, 2], |i| signing.sign(i).to_bytes()).is_err());
+        let dup = format!(
+            "{}.{}.{}",
+            b64::encode(header.to_json().as_bytes()),
+            b64::encode(br#"{"sub":"a","sub":"b"}"#),
+            b64::encode(&[0; 64])
+        );
+        let jws = CompactJws::parse(&dup).expect("parses");
+        assert!(matches!(
+            jws.claims(),
+            Err(JoseError::Duplicate {
+                part: Part::Payload,
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,60 @@
+//! kms-jose: compact JWS, JWK / JWK Set and JWT claims for Ed25519 keys,
+//! with names from the RFCs: RFC 7515 (JWS), RFC 7517 (JWK), RFC 7519
+//! (JWT), RFC 8037 (`OKP` keys, `alg: "EdDSA"`) and RFC 9864 (`alg:
+//! "Ed25519"`, which deprecates the polymorphic `EdDSA`). No async, no
+//! bus: the KMS actor and the HTTP layer build on it.
+//!
+//! What it accepts, and refuses with a typed [`JoseError`] naming the
+//! reason:
+//! * compact serialization only, at most [`MAX_TOKEN_BYTES`]; strict
+//!   base64url without padding (padding, characters outside the alphabet
+//!   and non-zero trailing bits are errors);
+//! * a JOSE header of at most [`MAX_HEADER_BYTES`], a JSON object with no
+//!   duplicate member names (RFC 7515 §5.2), `alg` exactly `"EdDSA"` or
+//!   `"Ed25519"` (so `none`, `HS*`, `RS*`, `ES*` and other spellings are
+//!   refused), a `kid` that is a string if present, and none of `crit`,
+//!   `jku`, `x5u`, `x5c`, `jwk`; `typ` and other parameters are ignored;
+//! * a 64-byte signature, checked under the rule of `kms_core::ed25519`;
+//! * claims: a JSON object with no duplicate names, validated by
+//!   [`Validation`] (`exp`, `nbf` with leeway, `iss`, `aud`, required
+//!   claims).
+//!
+//! Not supported, on purpose: the JSON serializations of JWS, JWE,
+//! unencoded payloads (`b64: false`, which needs `crit`), any key type but
+//! Ed25519, and keys named by URL (`jku`, `x5u`).
+//!
+//! ```
+//! use kms_jose::{Algorithm, CompactJws, Header, Validation};
+//! # let seed = [7u8; 32];
+//! # let signing = ed25519_dalek::SigningKey::from_bytes(&seed);
+//! # let public = signing.verifying_key().to_bytes();
+//! use ed25519_dalek::Signer;
+//! let header = Header::new(Algorithm::EdDSA, Some("acme:tokens:1".to_owned()));
+//! let claims = serde_json::json!({"sub": "alice", "exp": 4_000_000_000u64});
+//! let token = kms_jose::sign_compact(&header, &claims, |input| signing.sign(input).to_bytes())?;
+//! let jws = CompactJws::parse(&token)?;
+//! assert_eq!(jws.header().kid(), Some("acme:tokens:1"));
+//! let key = kms_core::ed25519::VerifyingKey::from_bytes(&public).expect("key");
+//! jws.verify(&key)?;
+//! let claims = jws.claims()?;
+//! Validation::default().validate(&claims, std::time::SystemTime::now())?;
+//! # Ok::<(), kms_jose::JoseError>(())
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod alg;
+mod b64;
+mod claims;
+mod error;
+mod header;
+mod jwk;
+mod jws;
+mod object;
+
+pub use alg::Algorithm;
+pub use claims::{Claims, Validation, DEFAULT_LEEWAY};
+pub use error::{JoseError, Part};
+pub use header::{Header, MAX_HEADER_BYTES};
+pub use jwk::{Jwk, JwkSet, SkippedJwk, TrustedJwk, TrustedJwkSet};
+pub use jws::{sign_compact, verify_with_public_key, CompactJws, MAX_TOKEN_BYTES};

@@ -1,0 +1,89 @@
+//! A JSON object whose member names are unique: serde_json keeps the last
+//! of two equal names, so the check is made while parsing (after escapes
+//! are decoded, so `"al\u0067"` and `"alg"` are the same name).
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde_json::{Map, Value};
+
+use crate::error::{JoseError, Part};
+
+/// Parses `bytes` as a JSON object with unique member names (nested
+/// objects are not checked: only top-level names carry meaning here).
+///
+/// # Errors
+/// [`JoseError::Duplicate`] naming the first repeated name, or
+/// [`JoseError::NotAnObject`] for anything that is not one JSON object.
+pub(crate) fn parse(bytes: &[u8], part: Part) -> Result<Map<String, Value>, JoseError> {
+    let mut duplicate = None;
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let parsed = deserializer
+        .deserialize_map(UniqueObject {
+            duplicate: &mut duplicate,
+        })
+        .and_then(|map| deserializer.end().map(|()| map));
+    parsed.map_err(|e| match duplicate {
+        Some(name) => JoseError::Duplicate { part, name },
+        None => JoseError::NotAnObject {
+            part,
+            reason: e.to_string(),
+        },
+    })
+}
+
+/// Collects an object's members; on a repeated name, records it in
+/// `duplicate` and fails.
+struct UniqueObject<'a> {
+    duplicate: &'a mut Option<String>,
+}
+
+impl<'de> Visitor<'de> for UniqueObject<'_> {
+    type Value = Map<String, Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
+        let mut map = Map::new();
+        let mut seen = HashSet::new();
+        while let Some(name) = access.next_key::<String>()? {
+            if !seen.insert(name.clone()) {
+                let error = de::Error::custom(format_args!("duplicate member `{name}`"));
+                *self.duplicate = Some(name);
+                return Err(error);
+            }
+            let value: Value = access.next_value()?;
+            map.insert(name, value);
+        }
+        Ok(map)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicates_are_refused_even_when_escaped() {
+        assert!(parse(br#"{"alg":"EdDSA","kid":"a"}"#, Part::Header).is_ok());
+        assert_eq!(
+            parse(br#"{"alg":"EdDSA","al\u0067":"none"}"#, Part::Header),
+            Err(JoseError::Duplicate {
+                part: Part::Header,
+                name: "alg".to_owned()
+            })
+        );
+        for not_object in [&b"[1]"[..], b"\"x\"", b"{", b"{} {}", b"", b"null"] {
+            assert!(
+                matches!(
+                    parse(not_object, Part::Payload),
+                    Err(JoseError::NotAnObject { .. })
+                ),
+                "{not_object:?}"
+            );
+        }
+    }
+}
