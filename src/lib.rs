@@ -10,3 +10,6 @@ pub use kms_bus as bus;
 
 /// The KMS actor, its client and handle.
 pub use kms_actor as actor;
+
+/// JWS, JWK and JWT for Ed25519: parsing, issuing, claims validation.
+pub use kms_jose as jose;

@@ -55,6 +55,7 @@ use crate::client::KmsClient;
 use crate::coalesce::{Policy, Reason};
 use crate::config::KmsConfig;
 use crate::gate::CallerGate;
+use crate::jwt::{self, TrustedKeys};
 use crate::metrics::Metrics;
 use crate::pool::VerifyPool;
 use crate::request::{Op, Request, VerifyRequest};
@@ -89,6 +90,10 @@ pub(crate) struct Shared {
     /// and is answered `ShuttingDown`.
     pub(crate) keystore: RwLock<Option<Keystore>>,
     pub(crate) verifier: Verifier,
+    /// Trusted external keys by `kid`, replaced whole on reload.
+    pub(crate) trusted: RwLock<Arc<TrustedKeys>>,
+    /// The `alg` of issued tokens and published JWKs.
+    pub(crate) token_alg: kms_jose::Algorithm,
 }
 
 /// The KMS actor. Start it with [`KmsActor::spawn`].
@@ -153,6 +158,7 @@ impl KmsActor {
         tune: impl FnOnce(Policy) -> Policy,
     ) -> Result<KmsHandle, KmsError> {
         config.validate()?;
+        let trusted = TrustedKeys::load(&config.trusted_jwks, &keystore, &config.request_topic)?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|e| KmsError::Internal {
             reason: format!("KmsActor::spawn needs a tokio runtime: {e}"),
         })?;
@@ -196,6 +202,8 @@ impl KmsActor {
             gate: CallerGate::default(),
             keystore: RwLock::new(Some(keystore.clone())),
             verifier: Arc::clone(&verifier),
+            trusted: RwLock::new(Arc::new(trusted)),
+            token_alg: config.token_alg,
         });
         let client = KmsClient::new(
             verify_topic.publisher(),
@@ -374,6 +382,16 @@ impl KmsActor {
                     reply.send(ks.sign(&key, &message));
                 }
             }
+            Op::SignJwt {
+                key,
+                alg,
+                claims,
+                reply,
+            } => {
+                if !reply.is_abandoned() {
+                    reply.send(jwt::sign(ks, &key, alg, &claims));
+                }
+            }
             // Create and rotate write the keystore, and a durable one
             // fsyncs: that must not stall the actor's task (and with it
             // every lane), so both go to the writer.
@@ -508,6 +526,32 @@ impl KmsHandle {
     /// A client for other actors to hold; clone it freely.
     pub fn client(&self) -> KmsClient {
         self.client.clone()
+    }
+
+    /// Replaces the trusted external JWK Sets at once: a `verify_jwt` sees
+    /// either the old keys or the new ones, never a mix. Returns how many
+    /// keys are now trusted.
+    ///
+    /// # Errors
+    /// [`KmsError::InvalidConfig`] naming a `kid` that appears twice (in
+    /// two sets, or in a set and the keystore); the old sets stay.
+    /// [`KmsError::ShuttingDown`] once the actor has ended.
+    pub fn reload_trusted_jwks(&self, sets: &[kms_jose::TrustedJwkSet]) -> Result<usize, KmsError> {
+        let keystore = self
+            .shared
+            .keystore
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or(KmsError::ShuttingDown)?;
+        let loaded = TrustedKeys::load(sets, &keystore, &self.shared.topic)?;
+        let count = loaded.len();
+        *self
+            .shared
+            .trusted
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(loaded);
+        Ok(count)
     }
 
     /// Counters since spawn.

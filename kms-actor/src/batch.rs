@@ -96,7 +96,8 @@ enum Resolved {
     /// Raw bytes from the caller (decoded in the batch, or found in
     /// kms-core's key cache).
     Bytes([u8; 32]),
-    /// A keystore version's key, decoded when the version was made.
+    /// A keystore version's key, decoded when the version was made, or a
+    /// trusted JWK's, decoded when its set was loaded.
     Key(VerifyingKey),
 }
 
@@ -119,6 +120,7 @@ fn resolve(by: &VerifyBy, keystore: &Keystore) -> Result<Resolved, KmsError> {
     match by {
         VerifyBy::PublicKey(pk) => Ok(Resolved::Bytes(*pk)),
         VerifyBy::Key(key) => keystore.verifying_key(key).map(Resolved::Key),
+        VerifyBy::Verifying(key) => Ok(Resolved::Key(*key)),
     }
 }
 

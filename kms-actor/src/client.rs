@@ -165,7 +165,7 @@ impl KmsClient {
         self.call(|reply| Op::Attest { key, reply }).await
     }
 
-    async fn verify_by(
+    pub(crate) async fn verify_by(
         &self,
         by: VerifyBy,
         message: Bytes,
@@ -197,6 +197,11 @@ impl KmsClient {
             })
         })
         .await
+    }
+
+    /// The state shared with the actor.
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
     }
 
     /// Rule C (`coalesce.rs`): `Some(verdict)` if the node is quiet and the
@@ -231,7 +236,7 @@ impl KmsClient {
 
     /// Publishes one request on its lane, waits for its one answer, and
     /// counts and times the answer.
-    async fn call<T>(&self, op: impl FnOnce(Reply<T>) -> Op) -> Result<T, KmsError> {
+    pub(crate) async fn call<T>(&self, op: impl FnOnce(Reply<T>) -> Op) -> Result<T, KmsError> {
         self.call_from(Instant::now(), !self.shutting_down(), op)
             .await
     }

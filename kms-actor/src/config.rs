@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use kms_bus::{Backend, Overflow};
 use kms_core::KmsError;
+use kms_jose::{Algorithm, TrustedJwkSet};
 
 /// The largest `max_batch` accepted (count): beyond it a batch's memory
 /// and latency grow with no gain in throughput.
@@ -58,6 +59,17 @@ pub struct KmsConfig {
     /// tokio worker. Under load (anything outstanding) it never applies.
     /// Default: `true`.
     pub verify_on_caller_when_idle: bool,
+    /// External issuers' JWK Sets whose tokens [`crate::KmsClient::verify_jwt`]
+    /// accepts, by `kid` (each key decoded and checked once, when the set
+    /// was loaded with `TrustedJwkSet::from_json`). Replace them while the
+    /// actor runs with [`crate::KmsHandle::reload_trusted_jwks`]. Default:
+    /// none.
+    pub trusted_jwks: Vec<TrustedJwkSet>,
+    /// The `alg` of tokens [`crate::KmsClient::sign_jwt`] issues and of the
+    /// JWKs [`crate::KmsClient::jwks`] publishes: `EdDSA` (RFC 8037, what
+    /// most verifiers know) or `Ed25519` (RFC 9864). The actor's own keys
+    /// verify tokens under either. Default: `EdDSA`.
+    pub token_alg: Algorithm,
     /// Name of the request topic on the bus; the priority lane (sign,
     /// rotate, attest, create) is the topic named this plus `".priority"`.
     /// Default: `"kms.requests"`.
@@ -92,6 +104,8 @@ impl Default for KmsConfig {
             max_wait: Duration::from_millis(1),
             inline_when_idle: true,
             verify_on_caller_when_idle: true,
+            trusted_jwks: Vec::new(),
+            token_alg: Algorithm::EdDSA,
             request_topic: DEFAULT_REQUEST_TOPIC.to_owned(),
             queue_capacity: 8192,
             priority_capacity: 1024,

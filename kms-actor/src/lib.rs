@@ -60,6 +60,7 @@ mod config;
 #[cfg(test)]
 mod faults;
 mod gate;
+mod jwt;
 pub mod metrics;
 mod pool;
 mod reply;

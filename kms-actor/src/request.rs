@@ -2,7 +2,9 @@
 //! [`crate::KmsClient`]; each carries its own [`Reply`].
 
 use bytes::Bytes;
+use kms_core::ed25519::VerifyingKey;
 use kms_core::{Attestation, KeyId};
+use kms_jose::Algorithm;
 
 use crate::metrics::OpKind;
 use crate::reply::Reply;
@@ -32,6 +34,14 @@ pub(crate) enum Op {
         message: Bytes,
         reply: Reply<(KeyId, [u8; 64])>,
     },
+    /// Sign a JWT: `claims` is a serialized JSON object; the answer is the
+    /// compact JWS, its `kid` the head version that signed it.
+    SignJwt {
+        key: KeyId,
+        alg: Algorithm,
+        claims: Vec<u8>,
+        reply: Reply<String>,
+    },
     CreateKey {
         tenant: String,
         purpose: String,
@@ -52,7 +62,7 @@ impl Op {
     pub(crate) fn kind(&self) -> OpKind {
         match self {
             Op::Verify(_) => OpKind::Verify,
-            Op::Sign { .. } => OpKind::Sign,
+            Op::Sign { .. } | Op::SignJwt { .. } => OpKind::Sign,
             Op::CreateKey { .. } => OpKind::CreateKey,
             Op::Rotate { .. } => OpKind::Rotate,
             Op::Attest { .. } => OpKind::Attest,
@@ -76,4 +86,6 @@ pub(crate) enum VerifyBy {
     PublicKey([u8; 32]),
     /// A key version in the keystore.
     Key(KeyId),
+    /// A key decoded and checked already (a trusted external JWK's).
+    Verifying(VerifyingKey),
 }

@@ -21,6 +21,17 @@ pub enum KmsError {
     /// A key id, tenant or purpose is malformed. Not retryable.
     #[error(transparent)]
     InvalidKeyId(#[from] KeyIdParseError),
+    /// A token (a JWS or JWT) was refused: malformed, an `alg` or header
+    /// that is not accepted, an unknown `kid`, a signature that does not
+    /// verify, or claims that fail validation. Not retryable.
+    #[error("invalid token ({code}): {reason}")]
+    InvalidToken {
+        /// The stable code of the reason (kms-jose's `JoseError::code`,
+        /// e.g. `jose.expired`, or `jose.unknown_kid`).
+        code: &'static str,
+        /// The reason, for people.
+        reason: String,
+    },
     /// No key with this UUID, tenant, purpose and algorithm exists. Not retryable.
     #[error("unknown key: {key}")]
     UnknownKey {
@@ -130,6 +141,7 @@ impl KmsError {
         match self {
             KmsError::InvalidSignature(_) => "kms.invalid_signature",
             KmsError::InvalidKeyId(_) => "kms.invalid_key_id",
+            KmsError::InvalidToken { .. } => "kms.invalid_token",
             KmsError::UnknownKey { .. } => "kms.unknown_key",
             KmsError::UnknownVersion { .. } => "kms.unknown_version",
             KmsError::InvalidArgument { .. } => "kms.invalid_argument",

@@ -147,23 +147,44 @@ pub fn sign_compact<P: Serialize + ?Sized>(
     payload: &P,
     sign: impl FnOnce(&[u8]) -> [u8; 64],
 ) -> Result<String, JoseError> {
-    let payload = serde_json::to_vec(payload).map_err(|e| JoseError::NotAnObject {
+    let input = signing_input(header, &claims_json(payload)?);
+    let signature = sign(input.as_bytes());
+    Ok(finish_compact(input, &signature))
+}
+
+/// `payload` serialized as a JSON object: the claims of a token to issue.
+///
+/// # Errors
+/// [`JoseError::NotAnObject`] if it does not serialize to a JSON object.
+pub fn claims_json<P: Serialize + ?Sized>(payload: &P) -> Result<Vec<u8>, JoseError> {
+    let json = serde_json::to_vec(payload).map_err(|e| JoseError::NotAnObject {
         part: Part::Payload,
         reason: e.to_string(),
     })?;
-    if payload.first() != Some(&b'{') {
+    if json.first() != Some(&b'{') {
         return Err(JoseError::NotAnObject {
             part: Part::Payload,
             reason: "the claims serialize to something other than an object".to_owned(),
         });
     }
-    let mut token = b64::encode(header.to_json().as_bytes());
-    token.push('.');
-    token.push_str(&b64::encode(&payload));
-    let signature = sign(token.as_bytes());
-    token.push('.');
-    token.push_str(&b64::encode(&signature));
-    Ok(token)
+    Ok(json)
+}
+
+/// The JWS signing input (RFC 7515 §5.1 step 5):
+/// `BASE64URL(header) '.' BASE64URL(payload)`.
+pub fn signing_input(header: &Header, payload: &[u8]) -> String {
+    let mut input = b64::encode(header.to_json().as_bytes());
+    input.push('.');
+    input.push_str(&b64::encode(payload));
+    input
+}
+
+/// The compact serialization: the signing input, `.`, and the signature
+/// in base64url.
+pub fn finish_compact(mut signing_input: String, signature: &[u8; 64]) -> String {
+    signing_input.push('.');
+    signing_input.push_str(&b64::encode(signature));
+    signing_input
 }
 
 /// [`ed25519::verify`] of a parsed token under raw key bytes: for callers

@@ -57,4 +57,7 @@ pub use claims::{Claims, Validation, DEFAULT_LEEWAY};
 pub use error::{JoseError, Part};
 pub use header::{Header, MAX_HEADER_BYTES};
 pub use jwk::{Jwk, JwkSet, SkippedJwk, TrustedJwk, TrustedJwkSet};
-pub use jws::{sign_compact, verify_with_public_key, CompactJws, MAX_TOKEN_BYTES};
+pub use jws::{
+    claims_json, finish_compact, sign_compact, signing_input, verify_with_public_key, CompactJws,
+    MAX_TOKEN_BYTES,
+};

@@ -398,6 +398,33 @@ impl Keystore {
         Ok((record.id.with_version(head.info.version), signature))
     }
 
+    /// Signs a message that names its signer: `message` is built from the
+    /// head version's id, and that same head signs it, whatever rotation
+    /// happens meanwhile (a JWS whose `kid` is the signing version).
+    /// Returns the head's id, the message and the 64-byte signature.
+    ///
+    /// # Errors
+    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`].
+    pub fn sign_naming_head(
+        &self,
+        key: &KeyId,
+        message: impl FnOnce(&KeyId) -> Vec<u8>,
+    ) -> Result<(KeyId, Vec<u8>, [u8; 64]), KmsError> {
+        let record = self.record(key)?;
+        let head = {
+            let versions = record.versions();
+            version_of(&versions, key)?;
+            versions.last().cloned()
+        }
+        .ok_or_else(|| KmsError::Internal {
+            reason: format!("key {} has no version", record.id),
+        })?;
+        let id = record.id.with_version(head.info.version);
+        let message = message(&id);
+        let signature = head.signing_key.sign(&message).to_bytes();
+        Ok((id, message, signature))
+    }
+
     /// Verifies `signature` on `message` under the version `key` names,
     /// with the criteria of DESIGN §3.2 ([`ed25519::verify`]).
     ///

@@ -1,0 +1,228 @@
+//! JWTs through the actor: [`KmsClient::sign_jwt`], [`KmsClient::verify_jwt`]
+//! and [`KmsClient::jwks`], and the trusted external keys they find by
+//! `kid` ([`TrustedKeys`]).
+//!
+//! A token's key is found by its `kid`: a trusted external JWK's (decoded
+//! once, when its set was loaded), else a keystore version's (its `KeyId`
+//! text form). No `kid` names both: loading refuses a duplicate. The
+//! signature is then verified on the same path as
+//! [`KmsClient::verify`] (rule C on a quiet node, else a coalesced
+//! batch), and the claims are validated only after it verified.
+//!
+//! Every refusal of the token itself is [`KmsError::InvalidToken`] with
+//! the reason's stable code; the KMS's own errors (`Overloaded`,
+//! `ShuttingDown`, `Dropped`, `Internal`) pass through unchanged, so an
+//! HTTP layer can answer 401 for the first and 503 for the others.
+
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use kms_core::{KeyId, Keystore, KmsError};
+use kms_jose::{
+    claims_json, finish_compact, signing_input, Algorithm, Claims, CompactJws, Header, JoseError,
+    Jwk, JwkSet, TrustedJwk, TrustedJwkSet, Validation,
+};
+use serde::Serialize;
+
+use crate::client::KmsClient;
+use crate::request::{Op, VerifyBy};
+
+/// Trusted external keys by `kid`.
+#[derive(Debug, Default)]
+pub(crate) struct TrustedKeys {
+    by_kid: HashMap<String, TrustedJwk>,
+}
+
+impl TrustedKeys {
+    /// The keys of `sets`, checked: no `kid` twice, none naming a keystore
+    /// version. Keys a set skipped are logged (`warn`, target
+    /// `kms_actor::jwt`, with the request `topic`).
+    ///
+    /// # Errors
+    /// [`KmsError::InvalidConfig`] naming the repeated `kid`.
+    pub(crate) fn load(
+        sets: &[TrustedJwkSet],
+        keystore: &Keystore,
+        topic: &str,
+    ) -> Result<Self, KmsError> {
+        let mut by_kid = HashMap::new();
+        for set in sets {
+            for skipped in &set.skipped {
+                tracing::warn!(
+                    target: "kms_actor::jwt",
+                    topic,
+                    kid = skipped.kid.as_deref().unwrap_or(""),
+                    reason = skipped.reason.as_str(),
+                    "a key of a trusted JWK Set was skipped"
+                );
+            }
+            for key in &set.keys {
+                let in_keystore = key
+                    .kid
+                    .parse::<KeyId>()
+                    .is_ok_and(|id| keystore.verifying_key(&id).is_ok());
+                if in_keystore || by_kid.insert(key.kid.clone(), key.clone()).is_some() {
+                    return Err(KmsError::InvalidConfig {
+                        reason: format!(
+                            "kid `{}` appears more than once among the trusted JWK Sets and the keystore",
+                            key.kid
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(TrustedKeys { by_kid })
+    }
+
+    /// How many keys are trusted.
+    pub(crate) fn len(&self) -> usize {
+        self.by_kid.len()
+    }
+}
+
+/// Signs a JWT with the head of `key`'s key (on the actor's task).
+pub(crate) fn sign(
+    keystore: &Keystore,
+    key: &KeyId,
+    alg: Algorithm,
+    claims: &[u8],
+) -> Result<String, KmsError> {
+    let (_, input, signature) = keystore.sign_naming_head(key, |head| {
+        signing_input(&Header::new(alg, Some(head.to_string())), claims).into_bytes()
+    })?;
+    let input = String::from_utf8(input).map_err(|_| KmsError::Internal {
+        reason: "a JWS signing input was not text".to_owned(),
+    })?;
+    Ok(finish_compact(input, &signature))
+}
+
+/// A refusal of the token itself.
+fn invalid(e: JoseError) -> KmsError {
+    KmsError::InvalidToken {
+        code: e.code(),
+        reason: e.to_string(),
+    }
+}
+
+fn unknown_kid(kid: &str) -> KmsError {
+    KmsError::InvalidToken {
+        code: "jose.unknown_kid",
+        reason: format!(
+            "no trusted key has kid `{}`",
+            kid.chars().take(128).collect::<String>()
+        ),
+    }
+}
+
+impl KmsClient {
+    /// Issues a JWT: `claims` (any `Serialize` that is a JSON object) signed
+    /// by the head version of `key`'s key, `kid` the head's `KeyId` text
+    /// form, `alg` the actor's `token_alg`. The claims are signed as given
+    /// (add `exp`, `iat` yourself).
+    ///
+    /// # Errors
+    /// [`KmsError::InvalidArgument`] if `claims` is not a JSON object;
+    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`], or one of
+    /// the errors listed on [`KmsClient`].
+    pub async fn sign_jwt<C: Serialize + ?Sized>(
+        &self,
+        key: &KeyId,
+        claims: &C,
+    ) -> Result<String, KmsError> {
+        let claims = claims_json(claims).map_err(|e| KmsError::InvalidArgument {
+            what: "claims",
+            reason: e.to_string(),
+        })?;
+        let (key, alg) = (key.clone(), self.shared().token_alg);
+        self.call(|reply| Op::SignJwt {
+            key,
+            alg,
+            claims,
+            reply,
+        })
+        .await
+    }
+
+    /// Verifies a compact JWS/JWT (at most 8 KiB) and returns its claims
+    /// once they pass `validation`. The key is found by the token's `kid`
+    /// (module docs); the signature takes the batch path of
+    /// [`KmsClient::verify`].
+    ///
+    /// # Errors
+    /// [`KmsError::InvalidToken`] for every refusal of the token (its
+    /// `code` says why: `jose.malformed`, `jose.unsupported_alg`,
+    /// `jose.missing_kid`, `jose.unknown_kid`, `jose.alg_mismatch`,
+    /// `jose.invalid_signature`, `jose.expired`, …); or one of the errors
+    /// listed on [`KmsClient`].
+    pub async fn verify_jwt(
+        &self,
+        token: &str,
+        validation: &Validation,
+    ) -> Result<Claims, KmsError> {
+        let jws = CompactJws::parse(token).map_err(invalid)?;
+        let header = jws.header();
+        let Some(kid) = header.kid() else {
+            return Err(KmsError::InvalidToken {
+                code: "jose.missing_kid",
+                reason: "the token has no kid".to_owned(),
+            });
+        };
+        let trusted = self
+            .shared()
+            .trusted
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .by_kid
+            .get(kid)
+            .cloned();
+        let by = match trusted {
+            Some(key) => {
+                key.check_alg(header.alg()).map_err(invalid)?;
+                VerifyBy::Verifying(key.key)
+            }
+            None => VerifyBy::Key(kid.parse::<KeyId>().map_err(|_| unknown_kid(kid))?),
+        };
+        let message = Bytes::copy_from_slice(jws.signing_input());
+        match self.verify_by(by, message, *jws.signature()).await {
+            Ok(()) => {}
+            Err(KmsError::InvalidSignature(e)) => return Err(invalid(JoseError::Signature(e))),
+            Err(KmsError::UnknownKey { .. } | KmsError::UnknownVersion { .. }) => {
+                return Err(unknown_kid(kid))
+            }
+            Err(e) => return Err(e),
+        }
+        let claims = jws.claims().map_err(invalid)?;
+        validation
+            .validate(&claims, SystemTime::now())
+            .map_err(invalid)?;
+        Ok(claims)
+    }
+
+    /// The JWK Set of `key`'s key: every retained version, `kid` its
+    /// `KeyId` text form, `alg` the actor's `token_alg`.
+    ///
+    /// # Errors
+    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`], or one of
+    /// the errors listed on [`KmsClient`].
+    pub async fn jwks(&self, key: &KeyId) -> Result<JwkSet, KmsError> {
+        let attestation = self.attest(key).await?;
+        let alg = self.shared().token_alg;
+        let head = &attestation.head;
+        let keys = attestation
+            .versions
+            .iter()
+            .map(|v| {
+                let id = KeyId::new(
+                    head.tenant(),
+                    head.purpose(),
+                    head.alg(),
+                    head.uuid(),
+                    v.version,
+                )?;
+                Ok(Jwk::public(&id.to_string(), &v.public_key, alg))
+            })
+            .collect::<Result<_, KmsError>>()?;
+        Ok(JwkSet { keys })
+    }
+}
