@@ -13,3 +13,6 @@ pub use kms_actor as actor;
 
 /// JWS, JWK and JWT for Ed25519: parsing, issuing, claims validation.
 pub use kms_jose as jose;
+
+/// HTTP faces: the bearer-token tower layer, the JWKS, the admin router.
+pub use kms_http as http;

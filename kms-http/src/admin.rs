@@ -1,0 +1,178 @@
+//! [`admin_router`]: token issuance and key rotation, for a listener that
+//! only operators reach (the gateway binds it to loopback unless a bearer
+//! secret protects it).
+//!
+//! Routes: `POST /tokens` (a JSON object of claims → `{"token", "kid"}`),
+//! `POST /keys/rotate` (→ `{"kid"}` of the new head), `GET /metrics` (when
+//! a renderer is configured). Every non-2xx answer has a JSON body
+//! `{"error": "<stable code>", "message": "<text>"}`, the code being the
+//! `KmsError` code where there is one.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use kms_actor::KmsClient;
+use kms_core::KeyId;
+use kms_jose::CompactJws;
+use serde_json::{json, Map, Value};
+use subtle::ConstantTimeEq;
+
+use crate::error_body::{error_response, kms_error_response};
+
+/// Largest request body the admin router reads (bytes).
+const MAX_BODY: usize = 64 * 1024;
+
+/// What the admin router serves.
+#[derive(Clone)]
+pub struct AdminConfig {
+    /// The signing key: tokens are signed by its head, rotation rotates it.
+    pub key: KeyId,
+    /// `exp` of an issued token whose claims have none: now plus this.
+    /// Default 15 min.
+    pub token_lifetime: Duration,
+    /// If set, every admin request needs `Authorization: Bearer <this>`
+    /// (compared in constant time, `subtle`), else 401.
+    pub admin_token: Option<Arc<[u8]>>,
+    /// Renders `GET /metrics` (Prometheus text); `None`: 404.
+    pub metrics: Option<Arc<dyn Fn() -> String + Send + Sync>>,
+}
+
+impl AdminConfig {
+    /// Serves `key` with the defaults: 15-minute tokens, no admin secret,
+    /// no metrics route.
+    pub fn new(key: KeyId) -> Self {
+        AdminConfig {
+            key,
+            token_lifetime: Duration::from_secs(15 * 60),
+            admin_token: None,
+            metrics: None,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Admin {
+    client: KmsClient,
+    config: AdminConfig,
+}
+
+/// The admin router (module docs).
+pub fn admin_router(client: KmsClient, config: AdminConfig) -> Router {
+    let state = Admin { client, config };
+    Router::new()
+        .route("/tokens", post(issue))
+        .route("/keys/rotate", post(rotate))
+        .route("/metrics", get(metrics))
+        .fallback(|| async {
+            error_response(StatusCode::NOT_FOUND, "http.not_found", "no such route")
+        })
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .route_layer(middleware::from_fn_with_state(state.clone(), authorize))
+        .with_state(state)
+}
+
+/// Refuses a request without the admin secret, when one is configured.
+async fn authorize(State(admin): State<Admin>, request: Request, next: Next) -> Response {
+    let Some(secret) = &admin.config.admin_token else {
+        return next.run(request).await;
+    };
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("Bearer"))
+        .map(|(_, token)| token.trim().as_bytes());
+    match presented {
+        Some(token) if bool::from(token.ct_eq(secret)) => next.run(request).await,
+        _ => {
+            let mut response = error_response(
+                StatusCode::UNAUTHORIZED,
+                "admin.unauthorized",
+                "the admin face needs its bearer secret",
+            );
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response
+        }
+    }
+}
+
+/// `POST /tokens`.
+async fn issue(State(admin): State<Admin>, headers: HeaderMap, body: Bytes) -> Response {
+    let json_or_none = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if !json_or_none {
+        return error_response(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "http.unsupported_media_type",
+            "the claims must be application/json",
+        );
+    }
+    let Ok(Value::Object(mut claims)) = serde_json::from_slice::<Value>(&body) else {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            "http.invalid_claims",
+            "the body must be a JSON object of claims",
+        );
+    };
+    add_times(&mut claims, admin.config.token_lifetime);
+    match admin.client.sign_jwt(&admin.config.key, &claims).await {
+        Ok(token) => {
+            let kid = CompactJws::parse(&token)
+                .ok()
+                .and_then(|jws| jws.header().kid().map(str::to_owned))
+                .unwrap_or_default();
+            Json(json!({"token": token, "kid": kid})).into_response()
+        }
+        Err(e) => kms_error_response(&e),
+    }
+}
+
+/// Adds `iat` (now) and `exp` (now + `lifetime`) where the claims have none.
+fn add_times(claims: &mut Map<String, Value>, lifetime: Duration) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    claims.entry("iat").or_insert(json!(now));
+    claims
+        .entry("exp")
+        .or_insert(json!(now.saturating_add(lifetime.as_secs())));
+}
+
+/// `POST /keys/rotate`.
+async fn rotate(State(admin): State<Admin>) -> Response {
+    match admin.client.rotate(&admin.config.key).await {
+        Ok(head) => Json(json!({"kid": head.to_string()})).into_response(),
+        Err(e) => kms_error_response(&e),
+    }
+}
+
+/// `GET /metrics`.
+async fn metrics(State(admin): State<Admin>) -> Response {
+    match &admin.config.metrics {
+        Some(render) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4"),
+            )],
+            render(),
+        )
+            .into_response(),
+        None => error_response(StatusCode::NOT_FOUND, "http.not_found", "no metrics here"),
+    }
+}

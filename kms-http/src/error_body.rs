@@ -1,0 +1,51 @@
+//! The JSON error body of the admin router and the status each
+//! [`KmsError`] maps to.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use kms_core::KmsError;
+
+/// The HTTP status for a KMS error: 400 for a bad request (an argument, a
+/// key id, a token), 404 for an unknown key or version, 503 (retryable)
+/// for `Overloaded`, `Dropped`, `ShuttingDown` and a failing entropy
+/// source, 500 otherwise.
+pub(crate) fn status_of(error: &KmsError) -> StatusCode {
+    match error {
+        KmsError::InvalidArgument { .. }
+        | KmsError::InvalidKeyId(_)
+        | KmsError::InvalidToken { .. }
+        | KmsError::InvalidSignature(_) => StatusCode::BAD_REQUEST,
+        KmsError::UnknownKey { .. } | KmsError::UnknownVersion { .. } => StatusCode::NOT_FOUND,
+        KmsError::VersionsExhausted { .. } => StatusCode::CONFLICT,
+        e if e.is_retryable() || matches!(e, KmsError::ShuttingDown) => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// A JSON error answer: `{"error": code, "message": message}` with
+/// `status`, and `Retry-After: 1` on a 503.
+pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response {
+    let body = serde_json::json!({"error": code, "message": message}).to_string();
+    let mut response = (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
+}
+
+/// [`error_response`] for a KMS error, with its code.
+pub(crate) fn kms_error_response(error: &KmsError) -> Response {
+    error_response(status_of(error), error.code(), &error.to_string())
+}

@@ -1,0 +1,32 @@
+//! kms-http: the KMS's HTTP faces, for an embedder to mount in their own
+//! axum (or any tower-based) app.
+//!
+//! * [`BearerLayer`]: a `tower::Layer` that takes `Authorization: Bearer
+//!   <token>` (the scheme case-insensitive, RFC 7235 §2.1), verifies the
+//!   token through [`kms_actor::KmsClient::verify_jwt`] — so the tokens of
+//!   concurrent requests are verified in one coalesced batch, and a lone
+//!   request on a quiet node on its own task — and passes the verified
+//!   claims to the inner service as a [`VerifiedClaims`] request
+//!   extension. Otherwise it answers itself (RFC 6750 §3): 401 with
+//!   `WWW-Authenticate: Bearer` when no bearer credentials came; 401 with
+//!   `Bearer error="invalid_token", error_description="…"` when the token
+//!   was refused; 400 with `Bearer error="invalid_request"` for more than
+//!   one `Authorization` header; 503 with `Retry-After` when the KMS is
+//!   overloaded or shutting down; 500 for an internal error.
+//! * [`jwks_router`]: `GET /.well-known/jwks.json`, every retained version
+//!   of the signing key as a JWK Set.
+//! * [`admin_router`]: token issuance and rotation, for a listener the
+//!   public cannot reach; every non-2xx answer is a JSON body
+//!   `{"error": "<stable code>", "message": "<text>"}`.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod admin;
+mod bearer;
+mod error_body;
+mod jwks;
+
+pub use admin::{admin_router, AdminConfig};
+pub use bearer::{BearerLayer, BearerService, VerifiedClaims};
+pub use error_body::error_response;
+pub use jwks::{jwks_router, JWKS_PATH};

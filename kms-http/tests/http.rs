@@ -1,0 +1,267 @@
+//! The HTTP faces end to end, in process (`tower::ServiceExt::oneshot`,
+//! no sockets): the bearer layer's answers (RFC 6750), the JWKS, the admin
+//! router, and concurrent requests coalescing into batches.
+
+use std::sync::Arc;
+
+use axum::body::{to_bytes, Body};
+use axum::http::{header, Request, StatusCode};
+use axum::routing::get;
+use axum::{Extension, Router};
+use kms_actor::{KmsActor, KmsConfig, KmsHandle};
+use kms_bus::Bus;
+use kms_core::{KeyId, Keystore};
+use kms_http::{admin_router, jwks_router, AdminConfig, BearerLayer, VerifiedClaims, JWKS_PATH};
+use kms_jose::Validation;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+fn spawn(config: KmsConfig) -> (KmsHandle, KeyId) {
+    let ks = Keystore::new();
+    let key = ks.create_ed25519("gateway", "tokens").expect("create");
+    (
+        KmsActor::spawn(config, ks, &Bus::new()).expect("spawn"),
+        key,
+    )
+}
+
+/// The public face: `/whoami` behind the layer, and the JWKS.
+fn public(handle: &KmsHandle, key: &KeyId) -> Router {
+    let whoami = Router::new()
+        .route(
+            "/whoami",
+            get(
+                |Extension(VerifiedClaims(claims)): Extension<VerifiedClaims>| async move {
+                    axum::Json(Value::Object(claims.into_map()))
+                },
+            ),
+        )
+        .layer(BearerLayer::new(handle.client(), Validation::default()));
+    whoami.merge(jwks_router(handle.client(), key.clone()))
+}
+
+async fn send(
+    router: &Router,
+    request: Request<Body>,
+) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    let response = router.clone().oneshot(request).await.expect("infallible");
+    let (parts, body) = response.into_parts();
+    let body = to_bytes(body, 1 << 20).await.expect("body").to_vec();
+    (parts.status, parts.headers, body)
+}
+
+fn get_with(path: &str, authorization: &[&str]) -> Request<Body> {
+    let mut request = Request::get(path);
+    for a in authorization {
+        request = request.header(header::AUTHORIZATION, *a);
+    }
+    request.body(Body::empty()).expect("request")
+}
+
+fn challenge(headers: &axum::http::HeaderMap) -> String {
+    headers
+        .get(header::WWW_AUTHENTICATE)
+        .map(|v| v.to_str().expect("ascii").to_owned())
+        .unwrap_or_default()
+}
+
+async fn issue(admin: &Router, claims: Value) -> String {
+    let request = Request::post("/tokens")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(claims.to_string()))
+        .expect("request");
+    let (status, _, body) = send(admin, request).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let body: Value = serde_json::from_slice(&body).expect("json");
+    body["token"].as_str().expect("token").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bearer_layer_answers_as_rfc_6750_says() {
+    let (handle, key) = spawn(KmsConfig::default());
+    let public = public(&handle, &key);
+    let admin = admin_router(handle.client(), AdminConfig::new(key.clone()));
+    let token = issue(&admin, json!({"sub": "alice"})).await;
+
+    let (status, _, body) = send(&public, get_with("/whoami", &[&format!("bearer {token}")])).await;
+    assert_eq!(status, StatusCode::OK);
+    let claims: Value = serde_json::from_slice(&body).expect("json");
+    assert_eq!(claims["sub"], "alice");
+    assert!(claims["exp"].as_u64().is_some() && claims["iat"].as_u64().is_some());
+
+    let (status, headers, _) = send(&public, get_with("/whoami", &[])).await;
+    assert_eq!(
+        (status, challenge(&headers).as_str()),
+        (StatusCode::UNAUTHORIZED, "Bearer")
+    );
+    let (status, headers, _) = send(&public, get_with("/whoami", &["Basic YTpi"])).await;
+    assert_eq!(
+        (status, challenge(&headers).as_str()),
+        (StatusCode::UNAUTHORIZED, "Bearer")
+    );
+    let (status, headers, _) = send(
+        &public,
+        get_with(
+            "/whoami",
+            &[&format!("Bearer {token}"), &format!("Bearer {token}")],
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(challenge(&headers).contains("error=\"invalid_request\""));
+    for (bad, reason) in [
+        ("Bearer not.a.token".to_owned(), "jose.base64"),
+        (format!("Bearer {token}x"), "jose."),
+        (
+            format!(
+                "Bearer {}",
+                issue(&admin, json!({"sub": "a", "exp": 1})).await
+            ),
+            "jose.expired",
+        ),
+    ] {
+        let (status, headers, _) = send(&public, get_with("/whoami", &[&bad])).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{bad}");
+        let c = challenge(&headers);
+        assert!(
+            c.starts_with("Bearer error=\"invalid_token\", error_description=\""),
+            "{c}"
+        );
+        assert!(c.contains(reason), "{c}");
+    }
+
+    // The JWKS: every version, JSON.
+    let (status, headers, body) = send(&public, get_with(JWKS_PATH, &[])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers[header::CONTENT_TYPE], "application/json");
+    let jwks: Value = serde_json::from_slice(&body).expect("json");
+    assert_eq!(jwks["keys"][0]["kid"], key.to_string());
+
+    // Shutting down: 503 with Retry-After, not a 401 for a good token.
+    handle.shutdown().await;
+    let (status, headers, _) =
+        send(&public, get_with("/whoami", &[&format!("Bearer {token}")])).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(headers[header::RETRY_AFTER], "1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_router_issues_rotates_and_answers_errors_in_json() {
+    let (handle, key) = spawn(KmsConfig::default());
+    let admin = admin_router(handle.client(), AdminConfig::new(key.clone()));
+    let public = public(&handle, &key);
+    let old = issue(&admin, json!({"sub": "a"})).await;
+    let (status, _, body) = send(
+        &admin,
+        Request::post("/keys/rotate")
+            .body(Body::empty())
+            .expect("request"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let new_kid = serde_json::from_slice::<Value>(&body).expect("json")["kid"]
+        .as_str()
+        .expect("kid")
+        .to_owned();
+    assert_ne!(new_kid, key.to_string());
+    let new = issue(&admin, json!({"sub": "b"})).await;
+    for token in [&old, &new] {
+        let (status, _, _) =
+            send(&public, get_with("/whoami", &[&format!("Bearer {token}")])).await;
+        assert_eq!(status, StatusCode::OK, "a retained version still verifies");
+    }
+    let (_, _, body) = send(&public, get_with(JWKS_PATH, &[])).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).expect("json")["keys"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+
+    for (request, status, code) in [
+        (
+            Request::post("/tokens")
+                .body(Body::from("[1]"))
+                .expect("request"),
+            StatusCode::BAD_REQUEST,
+            "http.invalid_claims",
+        ),
+        (
+            Request::post("/tokens")
+                .header(header::CONTENT_TYPE, "text/plain")
+                .body(Body::from("{}"))
+                .expect("request"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "http.unsupported_media_type",
+        ),
+        (
+            Request::get("/nowhere")
+                .body(Body::empty())
+                .expect("request"),
+            StatusCode::NOT_FOUND,
+            "http.not_found",
+        ),
+    ] {
+        let (got, headers, body) = send(&admin, request).await;
+        assert_eq!(got, status);
+        assert_eq!(headers[header::CONTENT_TYPE], "application/json");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&body).expect("json")["error"],
+            code
+        );
+    }
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_secret_guards_every_admin_route() {
+    let (handle, key) = spawn(KmsConfig::default());
+    let config = AdminConfig {
+        admin_token: Some(Arc::from(&b"s3cret"[..])),
+        ..AdminConfig::new(key)
+    };
+    let admin = admin_router(handle.client(), config);
+    for authorization in [
+        &[][..],
+        &["Bearer wrong"],
+        &["Bearer s3cre"],
+        &["Basic s3cret"],
+    ] {
+        let mut request = Request::post("/keys/rotate");
+        for a in authorization {
+            request = request.header(header::AUTHORIZATION, *a);
+        }
+        let (status, _, body) = send(&admin, request.body(Body::empty()).expect("request")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{authorization:?}");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&body).expect("json")["error"],
+            "admin.unauthorized"
+        );
+    }
+    let request = Request::post("/keys/rotate")
+        .header(header::AUTHORIZATION, "Bearer s3cret")
+        .body(Body::empty())
+        .expect("request");
+    assert_eq!(send(&admin, request).await.0, StatusCode::OK);
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn concurrent_requests_coalesce_into_batches() {
+    let (handle, key) = spawn(KmsConfig {
+        verify_on_caller_when_idle: false,
+        threads: 1,
+        ..KmsConfig::default()
+    });
+    let admin = admin_router(handle.client(), AdminConfig::new(key.clone()));
+    let public = public(&handle, &key);
+    let token = issue(&admin, json!({"sub": "a"})).await;
+    let before = handle.stats();
+    let calls = (0..64).map(|_| send(&public, get_with("/whoami", &[&format!("Bearer {token}")])));
+    let answers = futures::future::join_all(calls).await;
+    assert!(answers.iter().all(|(s, _, _)| *s == StatusCode::OK));
+    let stats = handle.stats().since(&before);
+    assert_eq!(stats.batched_requests, 64);
+    assert!(stats.batches <= 2, "{stats:?}");
+    handle.shutdown().await;
+}
