@@ -94,6 +94,8 @@ pub(crate) struct Shared {
     pub(crate) trusted: RwLock<Arc<TrustedKeys>>,
     /// The `alg` of issued tokens and published JWKs.
     pub(crate) token_alg: kms_jose::Algorithm,
+    /// Purposes of keystore keys that issue and verify tokens.
+    pub(crate) token_purposes: Vec<String>,
 }
 
 /// The KMS actor. Start it with [`KmsActor::spawn`].
@@ -158,7 +160,7 @@ impl KmsActor {
         tune: impl FnOnce(Policy) -> Policy,
     ) -> Result<KmsHandle, KmsError> {
         config.validate()?;
-        let trusted = TrustedKeys::load(&config.trusted_jwks, &keystore, &config.request_topic)?;
+        let trusted = TrustedKeys::load(&config.trusted_jwks, &config.request_topic)?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|e| KmsError::Internal {
             reason: format!("KmsActor::spawn needs a tokio runtime: {e}"),
         })?;
@@ -204,6 +206,7 @@ impl KmsActor {
             verifier: Arc::clone(&verifier),
             trusted: RwLock::new(Arc::new(trusted)),
             token_alg: config.token_alg,
+            token_purposes: config.token_purposes.clone(),
         });
         let client = KmsClient::new(
             verify_topic.publisher(),
@@ -533,18 +536,10 @@ impl KmsHandle {
     /// keys are now trusted.
     ///
     /// # Errors
-    /// [`KmsError::InvalidConfig`] naming a `kid` that appears twice (in
-    /// two sets, or in a set and the keystore); the old sets stay.
-    /// [`KmsError::ShuttingDown`] once the actor has ended.
+    /// [`KmsError::InvalidConfig`] naming a `kid` that appears twice or has
+    /// the `KeyId` text form (the keystore's namespace); the old sets stay.
     pub fn reload_trusted_jwks(&self, sets: &[kms_jose::TrustedJwkSet]) -> Result<usize, KmsError> {
-        let keystore = self
-            .shared
-            .keystore
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .ok_or(KmsError::ShuttingDown)?;
-        let loaded = TrustedKeys::load(sets, &keystore, &self.shared.topic)?;
+        let loaded = TrustedKeys::load(sets, &self.shared.topic)?;
         let count = loaded.len();
         *self
             .shared

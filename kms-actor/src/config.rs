@@ -70,6 +70,12 @@ pub struct KmsConfig {
     /// most verifiers know) or `Ed25519` (RFC 9864). The actor's own keys
     /// verify tokens under either. Default: `EdDSA`.
     pub token_alg: Algorithm,
+    /// Purposes of keystore keys that issue and verify tokens: a token
+    /// whose `kid` names a keystore key of another purpose is refused, and
+    /// `sign_jwt` refuses such a key, so a key made for something else
+    /// (say, signing passports) never mints a bearer token. Default:
+    /// `["tokens"]`.
+    pub token_purposes: Vec<String>,
     /// Name of the request topic on the bus; the priority lane (sign,
     /// rotate, attest, create) is the topic named this plus `".priority"`.
     /// Default: `"kms.requests"`.
@@ -106,6 +112,7 @@ impl Default for KmsConfig {
             verify_on_caller_when_idle: true,
             trusted_jwks: Vec::new(),
             token_alg: Algorithm::EdDSA,
+            token_purposes: vec!["tokens".to_owned()],
             request_topic: DEFAULT_REQUEST_TOPIC.to_owned(),
             queue_capacity: 8192,
             priority_capacity: 1024,

@@ -2,12 +2,16 @@
 //! and [`KmsClient::jwks`], and the trusted external keys they find by
 //! `kid` ([`TrustedKeys`]).
 //!
-//! A token's key is found by its `kid`: a trusted external JWK's (decoded
-//! once, when its set was loaded), else a keystore version's (its `KeyId`
-//! text form). No `kid` names both: loading refuses a duplicate. The
-//! signature is then verified on the same path as
-//! [`KmsClient::verify`] (rule C on a quiet node, else a coalesced
-//! batch), and the claims are validated only after it verified.
+//! A token's key is found by its `kid`, in exactly one place: a `kid` in
+//! the `KeyId` text form (`kms:…`) names a keystore version, and is
+//! accepted only if its key's purpose is one of
+//! `KmsConfig::token_purposes`; any other `kid` names a trusted external
+//! JWK (decoded once, when its set was loaded). Loading refuses a trusted
+//! `kid` in the `KeyId` form (it could name a version the keystore makes
+//! later) and a `kid` twice. The signature is then verified on the same
+//! path as [`KmsClient::verify`] (rule C on a quiet node, else a coalesced
+//! batch), and the claims are validated only after it verified; the
+//! answer says which key signed ([`JwtSigner`]).
 //!
 //! Every refusal of the token itself is [`KmsError::InvalidToken`] with
 //! the reason's stable code; the KMS's own errors (`Overloaded`,
@@ -35,17 +39,13 @@ pub(crate) struct TrustedKeys {
 }
 
 impl TrustedKeys {
-    /// The keys of `sets`, checked: no `kid` twice, none naming a keystore
-    /// version. Keys a set skipped are logged (`warn`, target
-    /// `kms_actor::jwt`, with the request `topic`).
+    /// The keys of `sets`, checked: no `kid` twice, none in the `KeyId`
+    /// text form (the keystore's namespace). Keys a set skipped are logged
+    /// (`warn`, target `kms_actor::jwt`, with the request `topic`).
     ///
     /// # Errors
-    /// [`KmsError::InvalidConfig`] naming the repeated `kid`.
-    pub(crate) fn load(
-        sets: &[TrustedJwkSet],
-        keystore: &Keystore,
-        topic: &str,
-    ) -> Result<Self, KmsError> {
+    /// [`KmsError::InvalidConfig`] naming the `kid`.
+    pub(crate) fn load(sets: &[TrustedJwkSet], topic: &str) -> Result<Self, KmsError> {
         let mut by_kid = HashMap::new();
         for set in sets {
             for skipped in &set.skipped {
@@ -58,15 +58,18 @@ impl TrustedKeys {
                 );
             }
             for key in &set.keys {
-                let in_keystore = key
-                    .kid
-                    .parse::<KeyId>()
-                    .is_ok_and(|id| keystore.verifying_key(&id).is_ok());
-                if in_keystore || by_kid.insert(key.kid.clone(), key.clone()).is_some() {
+                let kid = key.kid.chars().take(128).collect::<String>();
+                if key.kid.parse::<KeyId>().is_ok() {
                     return Err(KmsError::InvalidConfig {
                         reason: format!(
-                            "kid `{}` appears more than once among the trusted JWK Sets and the keystore",
-                            key.kid
+                            "trusted kid {kid:?} has the form of a keystore key id, which only the keystore names"
+                        ),
+                    });
+                }
+                if by_kid.insert(key.kid.clone(), key.clone()).is_some() {
+                    return Err(KmsError::InvalidConfig {
+                        reason: format!(
+                            "kid {kid:?} appears more than once among the trusted JWK Sets"
                         ),
                     });
                 }
@@ -105,24 +108,41 @@ fn invalid(e: JoseError) -> KmsError {
     }
 }
 
-fn unknown_kid(kid: &str) -> KmsError {
+fn unknown_kid(kid: &str, why: &str) -> KmsError {
     KmsError::InvalidToken {
         code: "jose.unknown_kid",
-        reason: format!(
-            "no trusted key has kid `{}`",
-            kid.chars().take(128).collect::<String>()
-        ),
+        reason: format!("kid {:?} {why}", kid.chars().take(128).collect::<String>()),
     }
 }
 
+/// Which key signed a verified token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwtSigner {
+    /// A keystore version (the token's `kid`).
+    Key(KeyId),
+    /// A trusted external JWK, by its `kid`.
+    Trusted(String),
+}
+
+/// A token that verified: its claims, validated, and who signed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerifiedJwt {
+    /// The claims.
+    pub claims: Claims,
+    /// The key that signed it.
+    pub signer: JwtSigner,
+}
+
 impl KmsClient {
-    /// Issues a JWT: `claims` (any `Serialize` that is a JSON object) signed
-    /// by the head version of `key`'s key, `kid` the head's `KeyId` text
-    /// form, `alg` the actor's `token_alg`. The claims are signed as given
-    /// (add `exp`, `iat` yourself).
+    /// Issues a JWT: `claims` (any `Serialize` that is a JSON object with
+    /// unique names) signed by the head version of `key`'s key, `kid` the
+    /// head's `KeyId` text form, `alg` the actor's `token_alg`. The claims
+    /// are signed as given (add `exp`, `iat` yourself).
     ///
     /// # Errors
-    /// [`KmsError::InvalidArgument`] if `claims` is not a JSON object;
+    /// [`KmsError::InvalidArgument`] if `claims` is not a JSON object with
+    /// unique names, or `key`'s purpose is not one of
+    /// `KmsConfig::token_purposes` (its tokens would not verify);
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`], or one of
     /// the errors listed on [`KmsClient`].
     pub async fn sign_jwt<C: Serialize + ?Sized>(
@@ -130,6 +150,17 @@ impl KmsClient {
         key: &KeyId,
         claims: &C,
     ) -> Result<String, KmsError> {
+        if !self
+            .shared()
+            .token_purposes
+            .iter()
+            .any(|p| p == key.purpose())
+        {
+            return Err(KmsError::InvalidArgument {
+                what: "key",
+                reason: format!("purpose `{}` is not a token purpose", key.purpose()),
+            });
+        }
         let claims = claims_json(claims).map_err(|e| KmsError::InvalidArgument {
             what: "claims",
             reason: e.to_string(),
@@ -144,10 +175,10 @@ impl KmsClient {
         .await
     }
 
-    /// Verifies a compact JWS/JWT (at most 8 KiB) and returns its claims
-    /// once they pass `validation`. The key is found by the token's `kid`
-    /// (module docs); the signature takes the batch path of
-    /// [`KmsClient::verify`].
+    /// Verifies a compact JWS/JWT (at most 8 KiB) and returns its claims,
+    /// once they pass `validation`, with the key that signed it. The key is
+    /// found by the token's `kid` (module docs); the signature takes the
+    /// batch path of [`KmsClient::verify`].
     ///
     /// # Errors
     /// [`KmsError::InvalidToken`] for every refusal of the token (its
@@ -159,7 +190,7 @@ impl KmsClient {
         &self,
         token: &str,
         validation: &Validation,
-    ) -> Result<Claims, KmsError> {
+    ) -> Result<VerifiedJwt, KmsError> {
         let jws = CompactJws::parse(token).map_err(invalid)?;
         let header = jws.header();
         let Some(kid) = header.kid() else {
@@ -168,27 +199,44 @@ impl KmsClient {
                 reason: "the token has no kid".to_owned(),
             });
         };
-        let trusted = self
-            .shared()
-            .trusted
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .by_kid
-            .get(kid)
-            .cloned();
-        let by = match trusted {
-            Some(key) => {
-                key.check_alg(header.alg()).map_err(invalid)?;
-                VerifyBy::Verifying(key.key)
+        let (by, signer) = match kid.parse::<KeyId>() {
+            Ok(id) => {
+                if !self
+                    .shared()
+                    .token_purposes
+                    .iter()
+                    .any(|p| p == id.purpose())
+                {
+                    return Err(unknown_kid(
+                        kid,
+                        "names a key whose purpose is not a token purpose",
+                    ));
+                }
+                (VerifyBy::Key(id.clone()), JwtSigner::Key(id))
             }
-            None => VerifyBy::Key(kid.parse::<KeyId>().map_err(|_| unknown_kid(kid))?),
+            Err(_) => {
+                let trusted = self
+                    .shared()
+                    .trusted
+                    .read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .by_kid
+                    .get(kid)
+                    .cloned()
+                    .ok_or_else(|| unknown_kid(kid, "is not a trusted key"))?;
+                trusted.check_alg(header.alg()).map_err(invalid)?;
+                (
+                    VerifyBy::Verifying(trusted.key),
+                    JwtSigner::Trusted(trusted.kid),
+                )
+            }
         };
         let message = Bytes::copy_from_slice(jws.signing_input());
         match self.verify_by(by, message, *jws.signature()).await {
             Ok(()) => {}
             Err(KmsError::InvalidSignature(e)) => return Err(invalid(JoseError::Signature(e))),
             Err(KmsError::UnknownKey { .. } | KmsError::UnknownVersion { .. }) => {
-                return Err(unknown_kid(kid))
+                return Err(unknown_kid(kid, "is not a version in the keystore"))
             }
             Err(e) => return Err(e),
         }
@@ -196,11 +244,14 @@ impl KmsClient {
         validation
             .validate(&claims, SystemTime::now())
             .map_err(invalid)?;
-        Ok(claims)
+        Ok(VerifiedJwt { claims, signer })
     }
 
     /// The JWK Set of `key`'s key: every retained version, `kid` its
-    /// `KeyId` text form, `alg` the actor's `token_alg`.
+    /// `KeyId` text form, `alg` the actor's `token_alg` (so changing
+    /// `token_alg` relabels every version: verifiers that enforce a JWK's
+    /// `alg` then refuse tokens issued under the old one until they
+    /// expire).
     ///
     /// # Errors
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`], or one of

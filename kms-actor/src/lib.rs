@@ -71,4 +71,5 @@ mod writer;
 pub use actor::{KmsActor, KmsHandle};
 pub use client::KmsClient;
 pub use config::{KmsConfig, DEFAULT_REQUEST_TOPIC, MAX_BATCH_LIMIT, MAX_WAIT_LIMIT};
+pub use jwt::{JwtSigner, VerifiedJwt};
 pub use stats::KmsStats;

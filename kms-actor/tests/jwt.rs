@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use ed25519_dalek::{Signer, SigningKey};
 use futures::future::join_all;
-use kms_actor::{KmsActor, KmsConfig, KmsHandle};
+use kms_actor::{JwtSigner, KmsActor, KmsConfig, KmsHandle, VerifiedJwt};
 use kms_bus::Bus;
 use kms_core::{KeyId, Keystore, KmsError};
 use kms_jose::{sign_compact, Algorithm, Header, TrustedJwkSet, Validation};
@@ -57,7 +57,7 @@ fn outside_token(
     .expect("sign")
 }
 
-fn code(result: Result<kms_jose::Claims, KmsError>) -> &'static str {
+fn code(result: Result<VerifiedJwt, KmsError>) -> &'static str {
     match result {
         Err(KmsError::InvalidToken { code, .. }) => code,
         other => panic!("expected InvalidToken, got {other:?}"),
@@ -78,7 +78,8 @@ async fn issued_tokens_verify_before_and_after_a_rotation() {
         assert_eq!(jws.header().kid(), Some(kid.as_str()));
         assert_eq!(jws.header().alg(), Algorithm::EdDSA);
         let got = kms.verify_jwt(token, &validation).await.expect("verifies");
-        assert_eq!(got.get("sub"), Some(&json!("alice")));
+        assert_eq!(got.claims.get("sub"), Some(&json!("alice")));
+        assert_eq!(got.signer, JwtSigner::Key(kid.parse().expect("kid")));
     }
     let jwks = kms.jwks(&key).await.expect("jwks");
     let kids: Vec<&str> = jwks.keys.iter().map(|k| k.kid()).collect();
@@ -123,6 +124,17 @@ async fn own_keys_accept_both_algs_and_issue_the_configured_one() {
     assert_eq!(jws.header().alg(), Algorithm::Ed25519);
     assert!(kms.verify_jwt(&token, &Validation::default()).await.is_ok());
     assert_eq!(kms.jwks(&key).await.expect("jwks").keys.len(), 1);
+    // The other alg under the same key: built here, signed by `sign`.
+    let input = kms_jose::signing_input(
+        &Header::new(Algorithm::EdDSA, Some(key.to_string())),
+        json!({"exp": now() + 60}).to_string().as_bytes(),
+    );
+    let (_, signature) = kms
+        .sign(&key, input.clone().into_bytes())
+        .await
+        .expect("sign");
+    let eddsa = kms_jose::finish_compact(input, &signature);
+    assert!(kms.verify_jwt(&eddsa, &Validation::default()).await.is_ok());
     handle.shutdown().await;
 }
 
@@ -137,10 +149,9 @@ async fn trusted_keys_are_found_by_kid_with_their_alg_binding() {
     let v = Validation::default();
     let claims = json!({"sub": "bob", "exp": now() + 600});
     let ok = outside_token(&signing, Algorithm::Ed25519, "ext-1", claims.clone());
-    assert_eq!(
-        kms.verify_jwt(&ok, &v).await.expect("verifies").get("sub"),
-        Some(&json!("bob"))
-    );
+    let got = kms.verify_jwt(&ok, &v).await.expect("verifies");
+    assert_eq!(got.claims.get("sub"), Some(&json!("bob")));
+    assert_eq!(got.signer, JwtSigner::Trusted("ext-1".to_owned()));
     let other_alg = outside_token(&signing, Algorithm::EdDSA, "ext-1", claims.clone());
     assert_eq!(
         code(kms.verify_jwt(&other_alg, &v).await),
@@ -199,15 +210,49 @@ async fn reloads_replace_the_trusted_keys_whole_and_refuse_duplicate_kids() {
         Err(KmsError::InvalidConfig { .. })
     ));
     assert!(kms.verify_jwt(&token, &v).await.is_ok());
-    // A kid that names a keystore version: refused.
-    let mut clash = set.clone();
-    clash.keys[0].kid = key.to_string();
-    assert!(matches!(
-        handle.reload_trusted_jwks(&[clash]),
-        Err(KmsError::InvalidConfig { .. })
-    ));
+    // A kid in the keystore's form: refused, whether the version exists
+    // or not yet (a later rotation would make it).
+    for kid in [key.to_string(), key.to_string().replace(":v1", ":v3")] {
+        let mut clash = set.clone();
+        clash.keys[0].kid = kid.clone();
+        assert!(
+            matches!(
+                handle.reload_trusted_jwks(&[clash]),
+                Err(KmsError::InvalidConfig { .. })
+            ),
+            "{kid}"
+        );
+    }
     assert_eq!(handle.reload_trusted_jwks(&[]), Ok(0));
     assert_eq!(code(kms.verify_jwt(&token, &v).await), "jose.unknown_kid");
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_of_other_purposes_neither_issue_nor_verify_tokens() {
+    let (handle, _) = spawn(KmsConfig::default());
+    let kms = handle.client();
+    let passports = kms
+        .create_key("gateway", "passports")
+        .await
+        .expect("create");
+    assert!(matches!(
+        kms.sign_jwt(&passports, &json!({"exp": now() + 60})).await,
+        Err(KmsError::InvalidArgument { .. })
+    ));
+    let input = kms_jose::signing_input(
+        &Header::new(Algorithm::EdDSA, Some(passports.to_string())),
+        json!({"exp": now() + 60}).to_string().as_bytes(),
+    );
+    let (_, signature) = kms
+        .sign(&passports, input.clone().into_bytes())
+        .await
+        .expect("sign");
+    let token = kms_jose::finish_compact(input, &signature);
+    assert_eq!(
+        code(kms.verify_jwt(&token, &Validation::default()).await),
+        "jose.unknown_kid"
+    );
     handle.shutdown().await;
 }
 

@@ -15,7 +15,8 @@
 //! 5. any other KMS error: 500.
 //!
 //! The inner service is called only with a verified token, its claims in
-//! the request's extensions ([`VerifiedClaims`]).
+//! the request's extensions ([`VerifiedClaims`]) beside the key that signed
+//! it ([`kms_actor::JwtSigner`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -99,8 +100,10 @@ where
                 Err(refusal) => return Ok(refusal.response()),
             };
             match client.verify_jwt(&token, &validation).await {
-                Ok(claims) => {
-                    request.extensions_mut().insert(VerifiedClaims(claims));
+                Ok(verified) => {
+                    let extensions = request.extensions_mut();
+                    extensions.insert(VerifiedClaims(verified.claims));
+                    extensions.insert(verified.signer);
                     inner.call(request).await
                 }
                 Err(e) => Ok(Refusal::Kms(e).response()),

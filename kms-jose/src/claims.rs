@@ -62,8 +62,10 @@ pub struct Validation {
     pub require_exp: bool,
     /// Accepted issuers; empty: `iss` is not checked.
     pub issuers: Vec<String>,
-    /// Accepted audiences (one of the token's `aud` values must be among
-    /// them); empty: `aud` is not checked.
+    /// Accepted audiences: a token's `aud` (a string or an array of
+    /// strings) must name one of them. Empty: a token with an `aud` is
+    /// refused, since this recipient identifies with none (RFC 7519
+    /// §4.1.3), and one without is accepted.
     pub audiences: Vec<String>,
     /// Claims that must be present.
     pub required: Vec<String>,
@@ -82,7 +84,7 @@ impl Default for Validation {
 }
 
 impl Validation {
-    /// Checks `claims` at time `now`.
+    /// Checks `claims` at time `now` (`aud`: see [`Validation::audiences`]).
     ///
     /// # Errors
     /// [`JoseError::MissingClaim`] for an absent required claim (`exp`
@@ -123,7 +125,11 @@ impl Validation {
                 Some(_) => return Err(invalid("iss", "not a string")),
             }
         }
-        if !self.audiences.is_empty() {
+        if self.audiences.is_empty() {
+            if claims.get("aud").is_some() {
+                return Err(JoseError::WrongAudience);
+            }
+        } else {
             let accepted = |aud: &Value| match aud {
                 Value::String(aud) => Ok(self.audiences.contains(aud)),
                 _ => Err(invalid("aud", "not a string or an array of strings")),
@@ -256,6 +262,19 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn an_audience_the_recipient_does_not_know_is_refused() {
+        let v = Validation::default();
+        assert_eq!(
+            v.validate(
+                &claims(json!({"exp": 100, "aud": "other-service"})),
+                at(0.0)
+            ),
+            Err(JoseError::WrongAudience)
+        );
+        assert_eq!(v.validate(&claims(json!({"exp": 100})), at(0.0)), Ok(()));
     }
 
     #[test]

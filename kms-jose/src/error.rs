@@ -49,9 +49,10 @@ pub enum JoseError {
     #[error("{} is not strict base64url without padding", .0.as_str())]
     Base64(Part),
     /// The decoded JOSE header is longer than [`crate::MAX_HEADER_BYTES`].
-    #[error("JOSE header of {len} bytes is over the limit of {max}")]
+    #[error("JOSE header of at least {len} bytes is over the limit of {max}")]
     HeaderTooLong {
-        /// The decoded header's length (bytes).
+        /// The decoded header's length, or a lower bound on it computed
+        /// from its base64url length before decoding (bytes).
         len: usize,
         /// The limit (bytes).
         max: usize,
@@ -64,13 +65,13 @@ pub enum JoseError {
         /// The parser's message.
         reason: String,
     },
-    /// A member name appears twice in the header (RFC 7515 §5.2) or the
-    /// claims (RFC 7519 §4).
+    /// A member name appears twice in the header (RFC 7515 §5.2), the
+    /// claims (RFC 7519 §4) or a JWK.
     #[error("duplicate member `{name}` in the {}", part.as_str())]
     Duplicate {
         /// Which part.
         part: Part,
-        /// The repeated name.
+        /// The repeated name, quoted and escaped, at most 64 characters.
         name: String,
     },
     /// The header has no `alg`, or it is not a string.

@@ -5,7 +5,8 @@
 use std::collections::HashSet;
 
 use kms_core::ed25519::VerifyingKey;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::alg::Algorithm;
@@ -15,8 +16,9 @@ use crate::object;
 
 /// A published Ed25519 public key: exactly `kty: "OKP"`, `crv: "Ed25519"`,
 /// `x` (the 32-byte key, base64url), `kid`, `alg` and `use: "sig"`, and
-/// never a private member (`d`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// never a private member (`d`). Only serialized: keys are read through
+/// [`TrustedJwkSet::from_json`], which checks them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Jwk {
     kty: String,
     crv: String,
@@ -51,8 +53,8 @@ impl Jwk {
     }
 }
 
-/// A JWK Set (RFC 7517 §5): `{"keys": [...]}`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// A JWK Set (RFC 7517 §5): `{"keys": [...]}`, as published.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct JwkSet {
     /// The keys, in order.
     pub keys: Vec<Jwk>,
@@ -124,17 +126,31 @@ impl TrustedJwkSet {
             kid: None,
             reason: reason.to_owned(),
         };
-        let map = object::parse(document, Part::Payload)
+        #[derive(serde::Deserialize)]
+        struct Raw<'a> {
+            #[serde(borrow)]
+            keys: Vec<&'a RawValue>,
+        }
+        // The set's own names are checked unique, then each key's.
+        object::parse(document, Part::Payload)
             .map_err(|e| set_error(&format!("the set is not a JSON object: {e}")))?;
-        let Some(Value::Array(keys)) = map.get("keys") else {
-            return Err(set_error("the set has no `keys` array"));
-        };
+        let raw: Raw<'_> = serde_json::from_slice(document)
+            .map_err(|e| set_error(&format!("the set has no `keys` array of objects: {e}")))?;
+        let keys = raw
+            .keys
+            .iter()
+            .map(|key| {
+                object::parse(key.get().as_bytes(), Part::Payload).map_err(|e| match e {
+                    JoseError::Duplicate { name, .. } => {
+                        set_error(&format!("a key repeats the member {name}"))
+                    }
+                    _ => set_error("a key is not a JSON object"),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let mut set = TrustedJwkSet::default();
         let mut kids = HashSet::new();
-        for key in keys {
-            let Value::Object(key) = key else {
-                return Err(set_error("a key is not a JSON object"));
-            };
+        for key in &keys {
             let kid = match key.get("kid") {
                 Some(Value::String(kid)) => Some(kid.clone()),
                 _ => None,
@@ -143,16 +159,22 @@ impl TrustedJwkSet {
                 kid: kid.clone(),
                 reason: reason.to_owned(),
             };
-            if key.contains_key("d") {
+            let text = |name: &str| key.get(name).and_then(Value::as_str);
+            let use_ = match key.get("use") {
+                None => Ok(()),
+                Some(Value::String(u)) if u == "sig" => Ok(()),
+                Some(other) => Err(format!("`use` is {other}, not \"sig\"")),
+            };
+            // An Ed25519 private key in a set of trusted public keys is a
+            // leak, not a key to skip (other key types are skipped whole).
+            if text("kty") == Some("OKP") && text("crv") == Some("Ed25519") && key.contains_key("d")
+            {
                 return Err(invalid("holds a private key (`d`)"));
             }
-            let text = |name: &str| key.get(name).and_then(Value::as_str);
-            let skip = match (text("kty"), text("crv"), &kid, text("use")) {
-                (Some("OKP"), Some("Ed25519"), Some(_), None | Some("sig")) => None,
+            let skip = match (text("kty"), text("crv"), &kid, use_) {
+                (Some("OKP"), Some("Ed25519"), Some(_), Ok(())) => None,
                 (Some("OKP"), Some("Ed25519"), None, _) => Some("no string `kid`".to_owned()),
-                (Some("OKP"), Some("Ed25519"), Some(_), Some(other)) => {
-                    Some(format!("`use` is `{other}`, not `sig`"))
-                }
+                (Some("OKP"), Some("Ed25519"), Some(_), Err(reason)) => Some(reason),
                 (kty, crv, ..) => Some(format!(
                     "not an Ed25519 key (kty {}, crv {})",
                     kty.unwrap_or("absent"),
@@ -235,7 +257,9 @@ mod tests {
             {"kty": "RSA", "n": "AQAB", "e": "AQAB", "kid": "rsa"},
             {"kty": "OKP", "crv": "X25519", "x": X, "kid": "ecdh"},
             {"kty": "OKP", "crv": "Ed25519", "x": X},
-            {"kty": "OKP", "crv": "Ed25519", "x": X, "kid": "enc", "use": "enc"}
+            {"kty": "OKP", "crv": "Ed25519", "x": X, "kid": "enc", "use": "enc"},
+            {"kty": "OKP", "crv": "Ed25519", "x": X, "kid": "odd-use", "use": 1},
+            {"kty": "RSA", "n": "AQAB", "e": "AQAB", "d": "AQAB", "kid": "rsa-private"}
         ]});
         let set = TrustedJwkSet::from_json(doc.to_string().as_bytes()).expect("loads");
         assert_eq!(
@@ -249,7 +273,14 @@ mod tests {
             Err(JoseError::AlgMismatch { .. })
         ));
         assert_eq!(set.keys[1].check_alg(Algorithm::EdDSA), Ok(()));
-        assert_eq!(set.skipped.len(), 4);
+        assert_eq!(set.skipped.len(), 6);
+        let dup_x = format!(
+            r#"{{"keys":[{{"kty":"OKP","crv":"Ed25519","x":"{X}","x":"{X}","kid":"a"}}]}}"#
+        );
+        assert!(matches!(
+            TrustedJwkSet::from_json(dup_x.as_bytes()),
+            Err(JoseError::InvalidJwk { .. })
+        ));
         let small_order = b64::encode(&{
             let mut y = [0u8; 32];
             y[0] = 1;
@@ -279,6 +310,7 @@ mod tests {
                 "jose.duplicate_kid",
             ),
             (json!({"key": []}), "jose.invalid_jwk"),
+            (json!({"keys": [1]}), "jose.invalid_jwk"),
             (json!([1]), "jose.invalid_jwk"),
         ] {
             assert_eq!(

@@ -155,18 +155,16 @@ pub fn sign_compact<P: Serialize + ?Sized>(
 /// `payload` serialized as a JSON object: the claims of a token to issue.
 ///
 /// # Errors
-/// [`JoseError::NotAnObject`] if it does not serialize to a JSON object.
+/// [`JoseError::NotAnObject`] if it does not serialize to a JSON object,
+/// [`JoseError::Duplicate`] if it writes a member name twice.
 pub fn claims_json<P: Serialize + ?Sized>(payload: &P) -> Result<Vec<u8>, JoseError> {
     let json = serde_json::to_vec(payload).map_err(|e| JoseError::NotAnObject {
         part: Part::Payload,
         reason: e.to_string(),
     })?;
-    if json.first() != Some(&b'{') {
-        return Err(JoseError::NotAnObject {
-            part: Part::Payload,
-            reason: "the claims serialize to something other than an object".to_owned(),
-        });
-    }
+    // One object with unique names, as a verifier will demand (a custom
+    // `Serialize` can write a name twice).
+    object::parse(&json, Part::Payload)?;
     Ok(json)
 }
 

@@ -10,8 +10,9 @@ use serde_json::{Map, Value};
 
 use crate::error::{JoseError, Part};
 
-/// Parses `bytes` as a JSON object with unique member names (nested
-/// objects are not checked: only top-level names carry meaning here).
+/// Parses `bytes` as a JSON object with unique member names. Nested
+/// objects are not checked: callers that give meaning to a nested
+/// object's members (a JWK Set's keys) parse each one with this too.
 ///
 /// # Errors
 /// [`JoseError::Duplicate`] naming the first repeated name, or
@@ -25,7 +26,12 @@ pub(crate) fn parse(bytes: &[u8], part: Part) -> Result<Map<String, Value>, Jose
         })
         .and_then(|map| deserializer.end().map(|()| map));
     parsed.map_err(|e| match duplicate {
-        Some(name) => JoseError::Duplicate { part, name },
+        // The name is the sender's text: bounded and escaped before it
+        // reaches an error message or a log.
+        Some(name) => JoseError::Duplicate {
+            part,
+            name: format!("{:?}", name.chars().take(64).collect::<String>()),
+        },
         None => JoseError::NotAnObject {
             part,
             reason: e.to_string(),
@@ -73,7 +79,7 @@ mod tests {
             parse(br#"{"alg":"EdDSA","al\u0067":"none"}"#, Part::Header),
             Err(JoseError::Duplicate {
                 part: Part::Header,
-                name: "alg".to_owned()
+                name: "\"alg\"".to_owned()
             })
         );
         for not_object in [&b"[1]"[..], b"\"x\"", b"{", b"{} {}", b"", b"null"] {

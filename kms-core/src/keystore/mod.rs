@@ -524,6 +524,29 @@ impl Keystore {
         version_of(&versions, key).map(|v| v.verifying_key)
     }
 
+    /// The head version's id of every key, sorted by tenant, purpose and
+    /// UUID (a stable order to find a key by its names).
+    pub fn key_ids(&self) -> Vec<KeyId> {
+        let records: Vec<Arc<KeyRecord>> = self
+            .keys
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        let mut ids: Vec<KeyId> = records
+            .iter()
+            .filter_map(|r| {
+                let head = r.versions().last().map(|v| v.info.version)?;
+                Some(r.id.with_version(head))
+            })
+            .collect();
+        ids.sort_by(|a, b| {
+            (a.tenant(), a.purpose(), a.uuid()).cmp(&(b.tenant(), b.purpose(), b.uuid()))
+        });
+        ids
+    }
+
     fn record(&self, key: &KeyId) -> Result<Arc<KeyRecord>, KmsError> {
         let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
         keys.get(&key.uuid())
