@@ -9,7 +9,7 @@ use kms::actor::metrics::{
     describe, BATCH_SIZE, BATCH_SIZE_BUCKETS, BATCH_WAIT_SECONDS, LATENCY_BUCKETS_SECONDS,
     OP_DURATION_SECONDS,
 };
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Where the gateway serves its metrics unless told otherwise.
 pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9600";
@@ -22,9 +22,31 @@ pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9600";
 /// The exporter's error, as text, if the address cannot be bound or a
 /// recorder is already installed.
 pub fn install(addr: SocketAddr) -> Result<(), String> {
+    with_buckets(PrometheusBuilder::new().with_http_listener(addr))
+        .and_then(|b| b.install())
+        .map_err(|e| format!("metrics endpoint on {addr}: {e}"))?;
+    describe();
+    Ok(())
+}
+
+/// Installs the Prometheus recorder with no listener of its own, for a
+/// server that renders it on a route (`gateway serve`'s admin face).
+///
+/// # Errors
+/// The exporter's error, as text, if a recorder is already installed.
+#[cfg_attr(test, allow(dead_code))]
+pub fn install_handle() -> Result<PrometheusHandle, String> {
+    let handle = with_buckets(PrometheusBuilder::new())
+        .and_then(|b| b.install_recorder())
+        .map_err(|e| format!("metrics recorder: {e}"))?;
+    describe();
+    Ok(handle)
+}
+
+/// The library's recommended histogram buckets.
+fn with_buckets(builder: PrometheusBuilder) -> Result<PrometheusBuilder, BuildError> {
     let latency = |name: &str| Matcher::Full(name.to_owned());
-    PrometheusBuilder::new()
-        .with_http_listener(addr)
+    builder
         .set_buckets_for_metric(latency(OP_DURATION_SECONDS), LATENCY_BUCKETS_SECONDS)
         .and_then(|b| {
             b.set_buckets_for_metric(latency(BATCH_WAIT_SECONDS), LATENCY_BUCKETS_SECONDS)
@@ -32,8 +54,4 @@ pub fn install(addr: SocketAddr) -> Result<(), String> {
         .and_then(|b| {
             b.set_buckets_for_metric(Matcher::Full(BATCH_SIZE.to_owned()), BATCH_SIZE_BUCKETS)
         })
-        .and_then(|b| b.install())
-        .map_err(|e| format!("metrics endpoint on {addr}: {e}"))?;
-    describe();
-    Ok(())
 }

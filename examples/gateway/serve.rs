@@ -1,0 +1,277 @@
+//! `gateway serve`: an HTTP gateway on the KMS, until SIGINT or SIGTERM.
+//!
+//! * Public face (`--listen`, default `127.0.0.1:8080`; port 0 picks a
+//!   free port, logged): `GET /.well-known/jwks.json`, `GET /whoami`
+//!   (behind `kms_http::BearerLayer`: 200 with the verified claims, else
+//!   the RFC 6750 challenge), `GET /healthz`. Nothing that issues tokens
+//!   or changes keys: any other path is 404.
+//! * Admin face (`--admin-listen`, default `127.0.0.1:8081`):
+//!   `POST /tokens`, `POST /keys/rotate`, `GET /metrics`. Refused at start
+//!   on an address that is not loopback unless `--admin-token-file` gives
+//!   the bearer secret every admin request must carry.
+//! * Keys: in memory, or with `--store DIR --master-key-file FILE` in the
+//!   durable keystore (opened if it exists, created only in an absent or
+//!   empty directory). The signing key `--key TENANT:PURPOSE` is created
+//!   when the store has none; its purpose is the actor's token purpose.
+//! * `--trust-jwks FILE` (repeatable): external issuers' JWK Sets.
+//!
+//! Shutdown on SIGINT/SIGTERM is graceful: both listeners stop accepting,
+//! requests in flight are answered, the actor shuts down (the store is
+//! closed), exit 0. Every start-up error is a message and exit 1.
+
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::routing::get;
+use axum::{Extension, Json, Router};
+use clap::Args;
+use kms::actor::{KmsActor, KmsConfig};
+use kms::bus::Bus;
+use kms::core::seal::SealKey;
+use kms::core::{KeyId, Keystore, KmsError};
+use kms::http::{admin_router, jwks_router, AdminConfig, BearerLayer, VerifiedClaims};
+use kms::jose::{Algorithm, TrustedJwkSet, Validation};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+
+use crate::telemetry;
+
+/// `gateway serve`'s flags (a contract: add, never rename).
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    /// The public face's address (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// The admin face's address; not loopback only with --admin-token-file.
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    admin_listen: SocketAddr,
+    /// A file holding the bearer secret every admin request must carry.
+    #[arg(long)]
+    admin_token_file: Option<PathBuf>,
+    /// An external issuer's JWK Set whose tokens verify by kid (repeatable).
+    #[arg(long)]
+    trust_jwks: Vec<PathBuf>,
+    /// The durable keystore's directory (needs --master-key-file).
+    #[arg(long, requires = "master_key_file")]
+    store: Option<PathBuf>,
+    /// The master key: 32 bytes as 64 hex characters, not world-readable.
+    #[arg(long, requires = "store")]
+    master_key_file: Option<PathBuf>,
+    /// The signing key, TENANT:PURPOSE; created if the store has none.
+    #[arg(long, default_value = "gateway:tokens")]
+    key: String,
+    /// The alg of issued tokens and of the JWKS entries.
+    #[arg(long, default_value = "EdDSA", value_parser = alg)]
+    alg: Algorithm,
+}
+
+fn alg(text: &str) -> Result<Algorithm, String> {
+    Algorithm::parse(text).map_err(|_| "must be EdDSA or Ed25519".to_owned())
+}
+
+/// Runs `gateway serve` until a signal; `Err` is a start-up error.
+pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
+    let (tenant, purpose) = args
+        .key
+        .split_once(':')
+        .ok_or_else(|| format!("--key {}: expected TENANT:PURPOSE", args.key))?;
+    let admin_token = admin_token(&args)?;
+    let trusted = args
+        .trust_jwks
+        .iter()
+        .map(|path| {
+            let text =
+                std::fs::read(path).map_err(|e| format!("--trust-jwks {}: {e}", path.display()))?;
+            TrustedJwkSet::from_json(&text)
+                .map_err(|e| format!("--trust-jwks {}: {e}", path.display()))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let keystore = match (&args.store, &args.master_key_file) {
+        (Some(dir), Some(key_file)) => open_store(dir, || master_key(key_file))?,
+        _ => Keystore::new(),
+    };
+    let key = match keystore
+        .key_ids()
+        .into_iter()
+        .find(|id| id.tenant() == tenant && id.purpose() == purpose)
+    {
+        Some(key) => key,
+        None => keystore
+            .create_ed25519(tenant, purpose)
+            .map_err(|e| format!("--key {}: {e}", args.key))?,
+    };
+    // Before the actor, which takes its metric handles at spawn.
+    let metrics = telemetry::install_handle()?;
+    let upkeep = metrics.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            upkeep.run_upkeep();
+        }
+    });
+    let config = KmsConfig {
+        trusted_jwks: trusted,
+        token_alg: args.alg,
+        token_purposes: vec![purpose.to_owned()],
+        ..KmsConfig::default()
+    };
+    let handle = KmsActor::spawn(config, keystore, &Bus::new()).map_err(|e| e.to_string())?;
+    let public = public_router(&handle, &key);
+    let admin = admin_router(
+        handle.client(),
+        AdminConfig {
+            admin_token,
+            metrics: Some(Arc::new(move || metrics.render())),
+            ..AdminConfig::new(key.clone())
+        },
+    );
+    let public_listener = bind(args.listen, "--listen").await?;
+    let admin_listener = bind(args.admin_listen, "--admin-listen").await?;
+    eprintln!(
+        "gateway serve: public face on http://{}, admin face on http://{}, signing key {key}",
+        local(&public_listener)?,
+        local(&admin_listener)?,
+    );
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let public = tokio::spawn(
+        axum::serve(public_listener, public)
+            .with_graceful_shutdown(stopped(stop_rx.clone()))
+            .into_future(),
+    );
+    let admin = tokio::spawn(
+        axum::serve(admin_listener, admin)
+            .with_graceful_shutdown(stopped(stop_rx))
+            .into_future(),
+    );
+    signal().await?;
+    eprintln!("gateway serve: stopping");
+    let _ = stop_tx.send(true);
+    for (name, server) in [("public", public), ("admin", admin)] {
+        match server.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("gateway serve: the {name} face failed: {e}"),
+            Err(e) => eprintln!("gateway serve: the {name} face's task failed: {e}"),
+        }
+    }
+    handle.shutdown().await;
+    eprintln!("gateway serve: stopped");
+    Ok(())
+}
+
+/// The public face: JWKS, `/whoami` behind the bearer layer, `/healthz`.
+fn public_router(handle: &kms::actor::KmsHandle, key: &KeyId) -> Router {
+    let whoami = Router::new()
+        .route(
+            "/whoami",
+            get(
+                |Extension(VerifiedClaims(claims)): Extension<VerifiedClaims>| async move {
+                    Json(Value::Object(claims.into_map()))
+                },
+            ),
+        )
+        .layer(BearerLayer::new(handle.client(), Validation::default()));
+    Router::new()
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .merge(whoami)
+        .merge(jwks_router(handle.client(), key.clone()))
+}
+
+/// The admin secret, if any; refuses a non-loopback admin face without one.
+fn admin_token(args: &ServeArgs) -> Result<Option<Arc<[u8]>>, String> {
+    let Some(path) = &args.admin_token_file else {
+        if !args.admin_listen.ip().is_loopback() {
+            return Err(format!(
+                "--admin-listen {} is not a loopback address: the admin face issues tokens and \
+                 rotates keys, so it needs --admin-token-file there",
+                args.admin_listen
+            ));
+        }
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--admin-token-file {}: {e}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(format!("--admin-token-file {} is empty", path.display()));
+    }
+    Ok(Some(Arc::from(token.as_bytes())))
+}
+
+/// Reads the master key file: 64 hex characters (a trailing newline is
+/// fine), not readable by every user.
+fn master_key(path: &Path) -> Result<SealKey, String> {
+    let what = |e: &dyn std::fmt::Display| format!("--master-key-file {}: {e}", path.display());
+    let metadata = std::fs::metadata(path).map_err(|e| what(&e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if metadata.permissions().mode() & 0o004 != 0 {
+            return Err(what(&"is readable by every user; chmod o-r it"));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = metadata;
+    let text = zeroize::Zeroizing::new(std::fs::read_to_string(path).map_err(|e| what(&e))?);
+    let hex_text = text.trim_end_matches(['\n', '\r']);
+    let mut bytes = zeroize::Zeroizing::new([0u8; 32]);
+    hex::decode_to_slice(hex_text, bytes.as_mut_slice())
+        .map_err(|e| what(&format!("expected 64 hex characters ({e})")))?;
+    SealKey::from_bytes("gateway-master", 1, &bytes).map_err(|e| what(&e))
+}
+
+/// Opens the store in `dir`, or creates one in an absent or empty
+/// directory; a non-empty directory without a store is an error. `master`
+/// reads the master key (once per attempt: a `SealKey` is not `Clone`).
+fn open_store(
+    dir: &Path,
+    master: impl Fn() -> Result<SealKey, String>,
+) -> Result<Keystore, String> {
+    let what = |e: &dyn std::fmt::Display| format!("--store {}: {e}", dir.display());
+    match Keystore::open(dir, master()?) {
+        Ok(ks) => Ok(ks),
+        Err(KmsError::StoreNotFound { .. }) => {
+            let empty = match std::fs::read_dir(dir) {
+                Ok(mut entries) => entries.next().is_none(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+                Err(e) => return Err(what(&e)),
+            };
+            if !empty {
+                return Err(what(
+                    &"is not empty and holds no keystore; refusing to create one there",
+                ));
+            }
+            Keystore::create(dir, master()?).map_err(|e| what(&e))
+        }
+        Err(e) => Err(what(&e)),
+    }
+}
+
+async fn bind(addr: SocketAddr, flag: &str) -> Result<TcpListener, String> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("{flag} {addr}: {e}"))
+}
+
+fn local(listener: &TcpListener) -> Result<SocketAddr, String> {
+    listener.local_addr().map_err(|e| e.to_string())
+}
+
+/// Waits for SIGINT or SIGTERM.
+async fn signal() -> Result<(), String> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r.map_err(|e| e.to_string()),
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await.map_err(|e| e.to_string())
+}

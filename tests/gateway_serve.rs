@@ -1,0 +1,320 @@
+//! `gateway serve` as a user starts it: the example binary on loopback
+//! ports it picks (port 0), driven over real sockets, stopped by SIGTERM.
+//! Also its start-up refusals and exit codes. Deadlines only catch hangs.
+#![cfg(unix)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const HANG: Duration = Duration::from_secs(60);
+
+/// The gateway example, built next to this test by `cargo test`.
+fn gateway() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let path = dir.join("examples").join("gateway");
+    assert!(
+        path.exists(),
+        "{} is missing: build the examples",
+        path.display()
+    );
+    path
+}
+
+/// A running `gateway serve` and its two faces.
+struct Serving {
+    child: Child,
+    public: SocketAddr,
+    admin: SocketAddr,
+    /// The rest of its stderr, line by line.
+    lines: mpsc::Receiver<String>,
+}
+
+impl Serving {
+    fn start(args: &[&str]) -> Serving {
+        let mut child = Command::new(gateway())
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn gateway serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let line = lines
+            .recv_timeout(HANG)
+            .expect("gateway serve logs its addresses");
+        let addr = |face: &str| -> SocketAddr {
+            let rest = line
+                .split(&format!("{face} face on http://"))
+                .nth(1)
+                .unwrap_or_else(|| panic!("no {face} address in {line:?}"));
+            rest.split([',', ' '])
+                .next()
+                .expect("address")
+                .parse()
+                .expect("socket address")
+        };
+        Serving {
+            public: addr("public"),
+            admin: addr("admin"),
+            child,
+            lines,
+        }
+    }
+
+    /// SIGTERM, then the exit status, within the deadline.
+    fn stop(mut self) -> i32 {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                let log: Vec<String> = self.lines.try_iter().collect();
+                assert!(log.iter().any(|l| l.contains("stopped")), "{log:?}");
+                return status.code().expect("exit code");
+            }
+            assert!(started.elapsed() < HANG, "gateway serve did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// One HTTP/1.1 request on its own connection: status and body.
+fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(HANG)).expect("timeout");
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request += &format!("{name}: {value}\r\n");
+    }
+    request += "\r\n";
+    request += body;
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {response:?}"));
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn json(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body:?}"))
+}
+
+#[test]
+fn serve_answers_on_both_faces_and_stops_on_sigterm() {
+    let s = Serving::start(&[]);
+    assert_eq!(
+        http(s.public, "GET", "/healthz", &[], ""),
+        (200, r#"{"status":"ok"}"#.to_owned())
+    );
+    assert_eq!(http(s.public, "GET", "/whoami", &[], "").0, 401);
+    // Nothing on the public face issues tokens or changes keys.
+    assert_eq!(http(s.public, "POST", "/tokens", &[], "{}").0, 404);
+    assert_eq!(http(s.public, "POST", "/keys/rotate", &[], "").0, 404);
+
+    let (status, body) = http(
+        s.admin,
+        "POST",
+        "/tokens",
+        &[("Content-Type", "application/json")],
+        r#"{"sub":"alice"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let issued = json(&body);
+    let token = issued["token"].as_str().expect("token");
+    let bearer = format!("Bearer {token}");
+    let (status, body) = http(
+        s.public,
+        "GET",
+        "/whoami",
+        &[("Authorization", &bearer)],
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json(&body)["sub"], "alice");
+
+    let (status, body) = http(s.admin, "POST", "/keys/rotate", &[], "");
+    assert_eq!(status, 200, "{body}");
+    assert_ne!(json(&body)["kid"], issued["kid"]);
+    let (_, body) = http(s.public, "GET", "/.well-known/jwks.json", &[], "");
+    assert_eq!(json(&body)["keys"].as_array().map(Vec::len), Some(2));
+    // The rotated-away version still verifies.
+    assert_eq!(
+        http(
+            s.public,
+            "GET",
+            "/whoami",
+            &[("Authorization", &bearer)],
+            ""
+        )
+        .0,
+        200
+    );
+    let (status, body) = http(s.admin, "GET", "/metrics", &[], "");
+    assert_eq!(status, 200);
+    assert!(body.contains("kms_ops_total"), "{body}");
+    assert_eq!(s.stop(), 0);
+}
+
+#[test]
+fn a_durable_store_keeps_the_signing_key_across_restarts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key_file = dir.path().join("master.hex");
+    std::fs::write(&key_file, format!("{}\n", "ab".repeat(32))).expect("write key");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let store = dir.path().join("store");
+    let args = [
+        "--store",
+        store.to_str().expect("utf-8"),
+        "--master-key-file",
+        key_file.to_str().expect("utf-8"),
+    ];
+    let kid = |s: &Serving| {
+        let (_, body) = http(s.public, "GET", "/.well-known/jwks.json", &[], "");
+        json(&body)["keys"][0]["kid"].clone()
+    };
+    let first = Serving::start(&args);
+    let before = kid(&first);
+    assert_eq!(first.stop(), 0);
+    let second = Serving::start(&args);
+    assert_eq!(
+        kid(&second),
+        before,
+        "the same key, read back from the store"
+    );
+    assert_eq!(second.stop(), 0);
+}
+
+/// Runs the gateway to completion with `args`: exit code and stderr.
+fn run(args: &[&str]) -> (i32, String) {
+    let output = Command::new(gateway())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run gateway");
+    (
+        output.status.code().expect("exit code"),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn start_up_refusals_exit_1_and_usage_errors_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let empty = dir.path().join("empty-token");
+    std::fs::write(&empty, "  \n").expect("write");
+    let open_key = dir.path().join("open.hex");
+    std::fs::write(&open_key, "ab".repeat(32)).expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&open_key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let short_key = dir.path().join("short.hex");
+    std::fs::write(&short_key, "abcd").expect("write");
+    std::fs::set_permissions(&short_key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let good_key = dir.path().join("good.hex");
+    std::fs::write(&good_key, "ab".repeat(32)).expect("write");
+    std::fs::set_permissions(&good_key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let full = dir.path().join("full");
+    std::fs::create_dir(&full).expect("mkdir");
+    std::fs::write(full.join("something"), "x").expect("write");
+    let store = dir.path().join("store");
+    let s = |p: &Path| p.to_str().expect("utf-8").to_owned();
+    for (args, says) in [
+        (
+            vec![
+                "serve".to_owned(),
+                "--admin-listen".into(),
+                "0.0.0.0:0".into(),
+            ],
+            "loopback",
+        ),
+        (
+            vec!["serve".into(), "--admin-token-file".into(), s(&empty)],
+            "empty",
+        ),
+        (
+            vec![
+                "serve".into(),
+                "--store".into(),
+                s(&store),
+                "--master-key-file".into(),
+                s(&open_key),
+            ],
+            "readable by every user",
+        ),
+        (
+            vec![
+                "serve".into(),
+                "--store".into(),
+                s(&store),
+                "--master-key-file".into(),
+                s(&short_key),
+            ],
+            "64 hex",
+        ),
+        (
+            vec![
+                "serve".into(),
+                "--store".into(),
+                s(&full),
+                "--master-key-file".into(),
+                s(&good_key),
+            ],
+            "not empty",
+        ),
+        (
+            vec!["serve".into(), "--trust-jwks".into(), s(&empty)],
+            "trust-jwks",
+        ),
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, stderr) = run(&args);
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    assert_eq!(run(&["--help"]).0, 0);
+    assert_eq!(run(&["serve", "--help"]).0, 0);
+    assert_eq!(run(&["--bogus"]).0, 2);
+    assert_eq!(run(&["serve", "--alg", "HS256"]).0, 2);
+    assert_eq!(
+        run(&["serve", "--store", "/tmp/x"]).0,
+        2,
+        "--store needs --master-key-file"
+    );
+}
