@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# PyJWT interoperability against `gateway serve` (interop/pyjwt_check.py).
+# Needs the release gateway built (`cargo build --release --example gateway`),
+# python3 with venv, and PyPI for PyJWT + cryptography; fails with the
+# install hint if any is missing, never skips.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+gateway=target/release/examples/gateway
+[ -x "$gateway" ] || { echo "run-pyjwt: $gateway missing: cargo build --release --example gateway" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "run-pyjwt: python3 missing: apt-get install python3 python3-venv" >&2; exit 1; }
+venv=target/pyjwt-venv
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv" || { echo "run-pyjwt: python3 -m venv failed: apt-get install python3-venv" >&2; exit 1; }
+fi
+"$venv/bin/pip" install -q --disable-pip-version-check "PyJWT>=2.8" "cryptography>=42" \
+  || { echo "run-pyjwt: pip install PyJWT cryptography failed (needs PyPI)" >&2; exit 1; }
+
+work=$(mktemp -d)
+pid=""
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+"$venv/bin/python" interop/pyjwt_check.py prepare "$work"
+"$gateway" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+  --trust-jwks "$work/jwks.json" 2>"$work/serve.log" &
+pid=$!
+for _ in $(seq 1 300); do
+  grep -q "public face on" "$work/serve.log" && break
+  kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
+  sleep 0.1
+done
+line=$(grep "public face on" "$work/serve.log") || { cat "$work/serve.log" >&2; exit 1; }
+public=$(sed -E 's/.*public face on http:\/\/([^,]+),.*/\1/' <<<"$line")
+admin=$(sed -E 's/.*admin face on http:\/\/([^,]+),.*/\1/' <<<"$line")
+
+"$venv/bin/python" interop/pyjwt_check.py check "$work" "$public" "$admin"
+
+kill -TERM "$pid"
+wait "$pid"
+pid=""
+echo "run-pyjwt: PyJWT interoperability passed"
