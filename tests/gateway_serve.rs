@@ -88,7 +88,12 @@ impl Serving {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
-                let log: Vec<String> = self.lines.try_iter().collect();
+                // The reader thread may lag the exit: take every line up
+                // to end of file (the pipe is closed, so this ends).
+                let mut log = Vec::new();
+                while let Ok(line) = self.lines.recv_timeout(HANG) {
+                    log.push(line);
+                }
                 assert!(log.iter().any(|l| l.contains("stopped")), "{log:?}");
                 return status.code().expect("exit code");
             }

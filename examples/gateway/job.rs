@@ -68,7 +68,7 @@ impl Tally {
 }
 
 /// Runs the main job; `Ok(false)` if any verdict differed.
-pub(crate) async fn run(options: Options) -> Result<bool, String> {
+pub(crate) async fn run(options: &Options) -> Result<bool, String> {
     // Before the actor: it takes its metric handles at spawn.
     match telemetry::install(options.metrics_addr) {
         Ok(()) => eprintln!(
@@ -90,7 +90,7 @@ pub(crate) async fn run(options: Options) -> Result<bool, String> {
         options.keys
     );
     let vectors = Arc::new(vector_jobs()?);
-    let tokens = Arc::new(token_jobs(&kms, &keystore, &options).await?);
+    let tokens = Arc::new(token_jobs(&kms, &keystore, options).await?);
 
     let next = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));

@@ -23,11 +23,14 @@
 //!   which a share `--invalid-share` is forged and must be rejected.
 //!
 //! A live line shows throughput, p99 latency and mean batch size over the
-//! last half second. It ends with a report (requests, verdicts against
-//! expectation, throughput, latency p50/p99, mean batch size, requests
-//! verified on their caller's task) and exits 1 if any verdict differs from
-//! its expectation. Defaults: 256 clients, 3 s, 5 % forged, 8 keys; nothing
-//! to set up.
+//! last half second. It reports (requests, verdicts against expectation,
+//! throughput, latency p50/p99, mean batch size, requests verified on their
+//! caller's task), then runs the HTTP phase (`http_phase.rs`): the public
+//! face of `gateway serve` on an ephemeral loopback port, `--clients`
+//! keep-alive HTTP/1.1 connections sending real tokens of eight kinds for
+//! `--duration` seconds, every status checked, and a second report. It
+//! exits 1 if any verdict or status differs from its expectation.
+//! Defaults: 256 clients, 3 s, 5 % forged, 8 keys; nothing to set up.
 //!
 //! `serve` (`serve.rs`) serves HTTP until SIGINT or SIGTERM: a public face
 //! (JWKS, `/whoami` behind the bearer layer, `/healthz`) and an admin face
@@ -36,6 +39,7 @@
 //! Exit codes: 0 success (and `--help`), 1 a wrong verdict or a start-up
 //! error, 2 a usage error.
 
+mod http_phase;
 mod job;
 mod serve;
 mod telemetry;
@@ -127,7 +131,12 @@ fn main() -> ExitCode {
                 keys: cli.job.keys as usize,
                 metrics_addr: cli.job.metrics_addr,
             };
-            match runtime.block_on(job::run(options)) {
+            let both = async {
+                let verdicts = job::run(&options).await?;
+                let statuses = http_phase::run(&options).await?;
+                Ok::<bool, String>(verdicts && statuses)
+            };
+            match runtime.block_on(both) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::from(1),
                 Err(e) => {

@@ -164,7 +164,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
 }
 
 /// The public face: JWKS, `/whoami` behind the bearer layer, `/healthz`.
-fn public_router(handle: &kms::actor::KmsHandle, key: &KeyId) -> Router {
+pub(crate) fn public_router(handle: &kms::actor::KmsHandle, key: &KeyId) -> Router {
     let whoami = Router::new()
         .route(
             "/whoami",
