@@ -1,0 +1,56 @@
+-- wrk script of benches/http_tokens.sh: GET /whoami with the bearer tokens
+-- of $TOKENS (one per line) in turn, and a check of every answer against
+-- $KINDS ("f" forged / "t" valid, line by line): a 200 must carry a valid
+-- token's claims ("sub":"t..."), a 401 counts as a refusal; anything else
+-- is a wrong answer. done() prints one "check:" line summed over threads.
+
+local requests, kinds = {}, {}
+local next_index = 0
+sent_forged, ok, unauthorized, other, wrong = 0, 0, 0, 0, 0
+local threads = {}
+
+function setup(thread)
+  table.insert(threads, thread)
+end
+
+function init(args)
+  for line in io.lines(os.getenv("TOKENS")) do
+    table.insert(requests, wrk.format("GET", "/whoami", { ["Authorization"] = "Bearer " .. line }))
+  end
+  for line in io.lines(os.getenv("KINDS")) do
+    table.insert(kinds, line)
+  end
+end
+
+function request()
+  next_index = next_index % #requests + 1
+  if kinds[next_index] == "f" then
+    sent_forged = sent_forged + 1
+  end
+  return requests[next_index]
+end
+
+function response(status, headers, body)
+  if status == 200 then
+    if string.find(body, '"sub":"t', 1, true) then
+      ok = ok + 1
+    else
+      wrong = wrong + 1
+    end
+  elseif status == 401 then
+    unauthorized = unauthorized + 1
+  else
+    other = other + 1
+  end
+end
+
+function done(summary, latency, reqs)
+  local t = { sent_forged = 0, ok = 0, unauthorized = 0, other = 0, wrong = 0 }
+  for _, thread in ipairs(threads) do
+    for name, _ in pairs(t) do
+      t[name] = t[name] + thread:get(name)
+    end
+  end
+  print(string.format("check: sent_forged=%d ok=%d unauthorized=%d other=%d wrong=%d",
+    t.sent_forged, t.ok, t.unauthorized, t.other, t.wrong))
+end
