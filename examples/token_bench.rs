@@ -183,7 +183,7 @@ fn peer(mode: Mode, listen: SocketAddr, jwks: &std::path::Path) -> Result<(), St
             .await
             .map_err(|e| format!("{listen}: {e}"))?;
         eprintln!(
-            "token_bench peer: listening on http://{}",
+            "token_bench peer: listening on http://{} (ready)",
             listener.local_addr().map_err(|e| e.to_string())?
         );
         let app = Router::new().route("/whoami", get(whoami)).with_state(keys);

@@ -25,18 +25,27 @@ trap cleanup EXIT
 "$gateway" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
   --trust-jwks "$work/jwks.json" 2>"$work/serve.log" &
 pid=$!
+# The whole line: it ends with the signing key, after both addresses.
 for _ in $(seq 1 300); do
-  grep -q "public face on" "$work/serve.log" && break
+  grep -q "public face on .* signing key" "$work/serve.log" && break
   kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
   sleep 0.1
 done
-line=$(grep "public face on" "$work/serve.log") || { cat "$work/serve.log" >&2; exit 1; }
+line=$(grep "public face on .* signing key" "$work/serve.log") || { cat "$work/serve.log" >&2; exit 1; }
 public=$(sed -E 's/.*public face on http:\/\/([^,]+),.*/\1/' <<<"$line")
 admin=$(sed -E 's/.*admin face on http:\/\/([^,]+),.*/\1/' <<<"$line")
 
 "$venv/bin/python" interop/pyjwt_check.py check "$work" "$public" "$admin"
 
 kill -TERM "$pid"
-wait "$pid"
+for _ in $(seq 1 600); do
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+if kill -0 "$pid" 2>/dev/null; then
+  echo "run-pyjwt: gateway serve did not stop within 60 s of SIGTERM" >&2
+  exit 1
+fi
+wait "$pid" || { echo "run-pyjwt: gateway serve exited non-zero" >&2; exit 1; }
 pid=""
 echo "run-pyjwt: PyJWT interoperability passed"

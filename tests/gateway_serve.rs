@@ -80,6 +80,10 @@ impl Serving {
 
     /// SIGTERM, then the exit status, within the deadline.
     fn stop(mut self) -> i32 {
+        self.stop_in_place()
+    }
+
+    fn stop_in_place(&mut self) -> i32 {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()
@@ -99,6 +103,16 @@ impl Serving {
             }
             assert!(started.elapsed() < HANG, "gateway serve did not stop");
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Serving {
+    /// A failed assertion must not leave the server running.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
         }
     }
 }
@@ -227,27 +241,61 @@ fn a_durable_store_keeps_the_signing_key_across_restarts() {
     assert_eq!(second.stop(), 0);
 }
 
-/// Runs the gateway to completion with `args`: exit code and stderr.
+/// Runs the gateway to completion with `args` (killed past the deadline):
+/// exit code and stderr. `serve` runs get loopback ports of their own, so a
+/// regression that serves instead of refusing cannot take fixed ports.
 fn run(args: &[&str]) -> (i32, String) {
-    let output = Command::new(gateway())
-        .args(args)
+    let mut command = Command::new(gateway());
+    command.args(args);
+    if args.first() == Some(&"serve") && !args.contains(&"--help") {
+        for flag in ["--listen", "--admin-listen"] {
+            if !args.contains(&flag) {
+                command.args([flag, "127.0.0.1:0"]);
+            }
+        }
+    }
+    let mut child = command
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run gateway");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > HANG {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("gateway {args:?} did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     (
-        output.status.code().expect("exit code"),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
+        status.code().expect("exit code"),
+        reader.join().expect("stderr reader"),
     )
 }
 
 #[test]
 fn start_up_refusals_exit_1_and_usage_errors_2() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let empty = dir.path().join("empty-token");
-    std::fs::write(&empty, "  \n").expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    let blank = dir.path().join("blank-token");
+    std::fs::write(&blank, "  \n").expect("write");
+    std::fs::set_permissions(&blank, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let shared_token = dir.path().join("shared-token");
+    std::fs::write(&shared_token, "s3cret\n").expect("write");
+    std::fs::set_permissions(&shared_token, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     let open_key = dir.path().join("open.hex");
     std::fs::write(&open_key, "ab".repeat(32)).expect("write");
-    use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&open_key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     let short_key = dir.path().join("short.hex");
     std::fs::write(&short_key, "abcd").expect("write");
@@ -270,8 +318,16 @@ fn start_up_refusals_exit_1_and_usage_errors_2() {
             "loopback",
         ),
         (
-            vec!["serve".into(), "--admin-token-file".into(), s(&empty)],
-            "empty",
+            vec!["serve".into(), "--admin-token-file".into(), s(&blank)],
+            "is empty",
+        ),
+        (
+            vec![
+                "serve".into(),
+                "--admin-token-file".into(),
+                s(&shared_token),
+            ],
+            "readable by every user",
         ),
         (
             vec![
@@ -304,7 +360,7 @@ fn start_up_refusals_exit_1_and_usage_errors_2() {
             "not empty",
         ),
         (
-            vec!["serve".into(), "--trust-jwks".into(), s(&empty)],
+            vec!["serve".into(), "--trust-jwks".into(), s(&blank)],
             "trust-jwks",
         ),
     ] {

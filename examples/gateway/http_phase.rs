@@ -37,8 +37,13 @@ use serde_json::json;
 use crate::job::Options;
 use crate::serve::public_router;
 
-/// Tokens prepared up front and sent round-robin.
+/// Requests prepared up front (`POOL / 8` rounds of four) and sent
+/// round-robin.
 const POOL: usize = 4096;
+
+/// Longest one request may take before it counts as a wrong answer (a
+/// stalled server must not hang the main job).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The partner's trusted `kid`.
 const PARTNER_KID: &str = "partner-1";
@@ -128,7 +133,12 @@ pub(crate) async fn run(options: &Options) -> Result<bool, String> {
                 while !stop.load(Ordering::Relaxed) {
                     let probe = &probes[next.fetch_add(1, Ordering::Relaxed) % probes.len()];
                     let sent = Instant::now();
-                    let status = send(&client, &uri, &probe.authorization).await;
+                    let status = tokio::time::timeout(
+                        REQUEST_TIMEOUT,
+                        send(&client, &uri, &probe.authorization),
+                    )
+                    .await
+                    .unwrap_or_else(|_| Err("no answer within 30 s".to_owned()));
                     let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
                     let mut t = tally.lock().unwrap_or_else(PoisonError::into_inner);
                     t.latency.saturating_record(micros);
@@ -234,7 +244,10 @@ async fn send(
     Ok(status)
 }
 
-/// The token pool, in a fixed interleaving of the eight kinds.
+/// The request pool: `POOL / 8` rounds of four requests, each round one
+/// token of a kind chosen in turn (forged, expired, not yet valid, unknown
+/// kid, malformed, or current for the last three of eight) and three valid
+/// ones (current, rotated-away, partner).
 async fn probes(kms: &KmsClient, key: &KeyId, partner: &SigningKey) -> Result<Vec<Probe>, String> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -8,16 +8,18 @@
 //! * Admin face (`--admin-listen`, default `127.0.0.1:8081`):
 //!   `POST /tokens`, `POST /keys/rotate`, `GET /metrics`. Refused at start
 //!   on an address that is not loopback unless `--admin-token-file` gives
-//!   the bearer secret every admin request must carry.
+//!   the bearer secret every admin request must carry (a file not readable
+//!   by every user, like the master key's).
 //! * Keys: in memory, or with `--store DIR --master-key-file FILE` in the
 //!   durable keystore (opened if it exists, created only in an absent or
 //!   empty directory). The signing key `--key TENANT:PURPOSE` is created
 //!   when the store has none; its purpose is the actor's token purpose.
 //! * `--trust-jwks FILE` (repeatable): external issuers' JWK Sets.
 //!
-//! Shutdown on SIGINT/SIGTERM is graceful: both listeners stop accepting,
-//! requests in flight are answered, the actor shuts down (the store is
-//! closed), exit 0. Every start-up error is a message and exit 1.
+//! Shutdown on SIGINT/SIGTERM (handlers installed before the listeners)
+//! is graceful: both listeners stop accepting, requests in flight are
+//! answered (for at most 30 s), the actor shuts down (the store is closed),
+//! exit 0. Every start-up error is a message and exit 1.
 
 use std::future::IntoFuture;
 use std::net::SocketAddr;
@@ -37,6 +39,9 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 use crate::telemetry;
+
+/// How long the listeners may take to answer what is in flight at a stop.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// `gateway serve`'s flags (a contract: add, never rename).
 #[derive(Args)]
@@ -127,6 +132,9 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
             ..AdminConfig::new(key.clone())
         },
     );
+    // Before anything is served: a SIGTERM that follows the readiness line
+    // at once must find its handler installed.
+    let stop_signal = signal()?;
     let public_listener = bind(args.listen, "--listen").await?;
     let admin_listener = bind(args.admin_listen, "--admin-listen").await?;
     eprintln!(
@@ -148,14 +156,20 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
             .with_graceful_shutdown(stopped(stop_rx))
             .into_future(),
     );
-    signal().await?;
+    stop_signal.await?;
     eprintln!("gateway serve: stopping");
     let _ = stop_tx.send(true);
     for (name, server) in [("public", public), ("admin", admin)] {
-        match server.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!("gateway serve: the {name} face failed: {e}"),
-            Err(e) => eprintln!("gateway serve: the {name} face's task failed: {e}"),
+        // A connection that never finishes its request must not keep the
+        // store open forever.
+        match tokio::time::timeout(DRAIN, server).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => eprintln!("gateway serve: the {name} face failed: {e}"),
+            Ok(Err(e)) => eprintln!("gateway serve: the {name} face's task failed: {e}"),
+            Err(_) => eprintln!(
+                "gateway serve: the {name} face did not drain in {} s; closing anyway",
+                DRAIN.as_secs()
+            ),
         }
     }
     handle.shutdown().await;
@@ -193,6 +207,7 @@ fn admin_token(args: &ServeArgs) -> Result<Option<Arc<[u8]>>, String> {
         }
         return Ok(None);
     };
+    refuse_world_readable(path, "--admin-token-file")?;
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("--admin-token-file {}: {e}", path.display()))?;
     let token = text.trim();
@@ -206,22 +221,32 @@ fn admin_token(args: &ServeArgs) -> Result<Option<Arc<[u8]>>, String> {
 /// fine), not readable by every user.
 fn master_key(path: &Path) -> Result<SealKey, String> {
     let what = |e: &dyn std::fmt::Display| format!("--master-key-file {}: {e}", path.display());
-    let metadata = std::fs::metadata(path).map_err(|e| what(&e))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        if metadata.permissions().mode() & 0o004 != 0 {
-            return Err(what(&"is readable by every user; chmod o-r it"));
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = metadata;
+    refuse_world_readable(path, "--master-key-file")?;
     let text = zeroize::Zeroizing::new(std::fs::read_to_string(path).map_err(|e| what(&e))?);
     let hex_text = text.trim_end_matches(['\n', '\r']);
     let mut bytes = zeroize::Zeroizing::new([0u8; 32]);
     hex::decode_to_slice(hex_text, bytes.as_mut_slice())
         .map_err(|e| what(&format!("expected 64 hex characters ({e})")))?;
     SealKey::from_bytes("gateway-master", 1, &bytes).map_err(|e| what(&e))
+}
+
+/// Refuses a secret file every user can read.
+fn refuse_world_readable(path: &Path, flag: &str) -> Result<(), String> {
+    let metadata =
+        std::fs::metadata(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if metadata.permissions().mode() & 0o004 != 0 {
+            return Err(format!(
+                "{flag} {}: is readable by every user; chmod o-r it",
+                path.display()
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = metadata;
+    Ok(())
 }
 
 /// Opens the store in `dir`, or creates one in an absent or empty
@@ -261,17 +286,21 @@ fn local(listener: &TcpListener) -> Result<SocketAddr, String> {
     listener.local_addr().map_err(|e| e.to_string())
 }
 
-/// Waits for SIGINT or SIGTERM.
-async fn signal() -> Result<(), String> {
+/// Installs the SIGINT and SIGTERM handlers now; the future resolves on
+/// either.
+fn signal() -> Result<impl std::future::Future<Output = Result<(), String>>, String> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r.map_err(|e| e.to_string()),
-            _ = term.recv() => Ok(()),
-        }
+        let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+        Ok(async move {
+            tokio::select! {
+                _ = int.recv() => Ok(()),
+                _ = term.recv() => Ok(()),
+            }
+        })
     }
     #[cfg(not(unix))]
-    tokio::signal::ctrl_c().await.map_err(|e| e.to_string())
+    Ok(async { tokio::signal::ctrl_c().await.map_err(|e| e.to_string()) })
 }

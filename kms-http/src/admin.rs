@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
@@ -22,6 +23,7 @@ use kms_actor::KmsClient;
 use kms_core::KeyId;
 use kms_jose::CompactJws;
 use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::error_body::{error_response, kms_error_response};
@@ -38,7 +40,9 @@ pub struct AdminConfig {
     /// Default 15 min.
     pub token_lifetime: Duration,
     /// If set, every admin request needs `Authorization: Bearer <this>`
-    /// (compared in constant time, `subtle`), else 401.
+    /// (SHA-256 digests compared in constant time with `subtle`, so neither
+    /// the secret nor its length leaks through timing), else 401 on every
+    /// path.
     pub admin_token: Option<Arc<[u8]>>,
     /// Renders `GET /metrics` (Prometheus text); `None`: 404.
     pub metrics: Option<Arc<dyn Fn() -> String + Send + Sync>>,
@@ -70,52 +74,90 @@ pub fn admin_router(client: KmsClient, config: AdminConfig) -> Router {
         .route("/tokens", post(issue))
         .route("/keys/rotate", post(rotate))
         .route("/metrics", get(metrics))
-        .fallback(|| async {
-            error_response(StatusCode::NOT_FOUND, "http.not_found", "no such route")
-        })
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .route_layer(middleware::from_fn_with_state(state.clone(), authorize))
         .with_state(state)
 }
 
-/// Refuses a request without the admin secret, when one is configured.
+/// Refuses a request without the admin secret, when one is configured
+/// (the matched routes; the fallbacks check it themselves, so that without
+/// the secret every path answers 401 alike).
 async fn authorize(State(admin): State<Admin>, request: Request, next: Next) -> Response {
+    if authorized(&admin, request.headers()) {
+        next.run(request).await
+    } else {
+        unauthorized()
+    }
+}
+
+/// Whether `headers` carry the admin secret (or none is configured).
+fn authorized(admin: &Admin, headers: &HeaderMap) -> bool {
     let Some(secret) = &admin.config.admin_token else {
-        return next.run(request).await;
+        return true;
     };
-    let presented = request
-        .headers()
+    let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("Bearer"))
         .map(|(_, token)| token.trim().as_bytes());
-    match presented {
-        Some(token) if bool::from(token.ct_eq(secret)) => next.run(request).await,
-        _ => {
-            let mut response = error_response(
-                StatusCode::UNAUTHORIZED,
-                "admin.unauthorized",
-                "the admin face needs its bearer secret",
-            );
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            response
-        }
+    // Digests of equal length compared in constant time: comparing the
+    // texts would end early on a length mismatch and tell the length.
+    presented.is_some_and(|token| bool::from(Sha256::digest(token).ct_eq(&Sha256::digest(secret))))
+}
+
+fn unauthorized() -> Response {
+    let mut response = error_response(
+        StatusCode::UNAUTHORIZED,
+        "admin.unauthorized",
+        "the admin face needs its bearer secret",
+    );
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+async fn not_found(State(admin): State<Admin>, headers: HeaderMap) -> Response {
+    if !authorized(&admin, &headers) {
+        return unauthorized();
     }
+    error_response(StatusCode::NOT_FOUND, "http.not_found", "no such route")
+}
+
+async fn method_not_allowed(State(admin): State<Admin>, headers: HeaderMap) -> Response {
+    if !authorized(&admin, &headers) {
+        return unauthorized();
+    }
+    error_response(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "http.method_not_allowed",
+        "this route does not take that method",
+    )
 }
 
 /// `POST /tokens`.
-async fn issue(State(admin): State<Admin>, headers: HeaderMap, body: Bytes) -> Response {
-    let json_or_none = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_none_or(|v| {
+async fn issue(
+    State(admin): State<Admin>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            return error_response(rejection.status(), "http.bad_body", &rejection.body_text())
+        }
+    };
+    let json_or_none = match headers.get(header::CONTENT_TYPE) {
+        None => true,
+        Some(v) => v.to_str().ok().is_some_and(|v| {
             v.split(';')
                 .next()
                 .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-        });
+        }),
+    };
     if !json_or_none {
         return error_response(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,

@@ -221,23 +221,64 @@ async fn an_admin_secret_guards_every_admin_route() {
         ..AdminConfig::new(key)
     };
     let admin = admin_router(handle.client(), config);
-    for authorization in [
-        &[][..],
-        &["Bearer wrong"],
-        &["Bearer s3cre"],
-        &["Basic s3cret"],
+    for (method, path) in [
+        ("POST", "/keys/rotate"),
+        ("POST", "/tokens"),
+        ("GET", "/metrics"),
+        ("GET", "/nowhere"),
+        ("GET", "/tokens"),
     ] {
-        let mut request = Request::post("/keys/rotate");
-        for a in authorization {
-            request = request.header(header::AUTHORIZATION, *a);
+        for authorization in [
+            &[][..],
+            &["Bearer wrong"],
+            &["Bearer s3cre"],
+            &["Basic s3cret"],
+        ] {
+            let mut request = Request::builder().method(method).uri(path);
+            for a in authorization {
+                request = request.header(header::AUTHORIZATION, *a);
+            }
+            let (status, _, body) =
+                send(&admin, request.body(Body::from("{}")).expect("request")).await;
+            assert_eq!(
+                status,
+                StatusCode::UNAUTHORIZED,
+                "{method} {path} {authorization:?}"
+            );
+            assert_eq!(
+                serde_json::from_slice::<Value>(&body).expect("json")["error"],
+                "admin.unauthorized"
+            );
         }
-        let (status, _, body) = send(&admin, request.body(Body::empty()).expect("request")).await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED, "{authorization:?}");
-        assert_eq!(
-            serde_json::from_slice::<Value>(&body).expect("json")["error"],
-            "admin.unauthorized"
-        );
     }
+    // With the secret: a wrong method or path is a JSON error too.
+    for (method, path, status) in [
+        ("GET", "/tokens", StatusCode::METHOD_NOT_ALLOWED),
+        ("GET", "/nowhere", StatusCode::NOT_FOUND),
+    ] {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::AUTHORIZATION, "Bearer s3cret")
+            .body(Body::empty())
+            .expect("request");
+        let (got, _, body) = send(&admin, request).await;
+        assert_eq!(got, status);
+        assert!(serde_json::from_slice::<Value>(&body).expect("json")["error"].is_string());
+    }
+    let big = Request::post("/tokens")
+        .header(header::AUTHORIZATION, "Bearer s3cret")
+        .body(Body::from(format!(
+            "{{\"pad\":\"{}\"}}",
+            "x".repeat(100_000)
+        )))
+        .expect("request");
+    let (status, _, body) = send(&admin, big).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).expect("json")["error"],
+        "http.bad_body"
+    );
     let request = Request::post("/keys/rotate")
         .header(header::AUTHORIZATION, "Bearer s3cret")
         .body(Body::empty())
