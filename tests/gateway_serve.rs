@@ -287,22 +287,18 @@ fn run(args: &[&str]) -> (i32, String) {
 #[test]
 fn start_up_refusals_exit_1_and_usage_errors_2() {
     let dir = tempfile::tempdir().expect("tempdir");
-    use std::os::unix::fs::PermissionsExt;
-    let blank = dir.path().join("blank-token");
-    std::fs::write(&blank, "  \n").expect("write");
-    std::fs::set_permissions(&blank, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    let shared_token = dir.path().join("shared-token");
-    std::fs::write(&shared_token, "s3cret\n").expect("write");
-    std::fs::set_permissions(&shared_token, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-    let open_key = dir.path().join("open.hex");
-    std::fs::write(&open_key, "ab".repeat(32)).expect("write");
-    std::fs::set_permissions(&open_key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-    let short_key = dir.path().join("short.hex");
-    std::fs::write(&short_key, "abcd").expect("write");
-    std::fs::set_permissions(&short_key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    let good_key = dir.path().join("good.hex");
-    std::fs::write(&good_key, "ab".repeat(32)).expect("write");
-    std::fs::set_permissions(&good_key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let file = |name: &str, text: &str, mode: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        path
+    };
+    let blank = file("blank-token", "  \n", 0o600);
+    let shared_token = file("shared-token", "s3cret\n", 0o644);
+    let open_key = file("open.hex", &"ab".repeat(32), 0o644);
+    let short_key = file("short.hex", "abcd", 0o600);
+    let good_key = file("good.hex", &"ab".repeat(32), 0o600);
     let full = dir.path().join("full");
     std::fs::create_dir(&full).expect("mkdir");
     std::fs::write(full.join("something"), "x").expect("write");

@@ -384,8 +384,14 @@ impl Keystore {
     /// # Errors
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`].
     pub fn sign(&self, key: &KeyId, message: &[u8]) -> Result<(KeyId, [u8; 64]), KmsError> {
+        let (id, head) = self.head(key)?;
+        Ok((id, head.signing_key.sign(message).to_bytes()))
+    }
+
+    /// The head version of `key`'s key and its id, cloned out so no lock is
+    /// held while it signs.
+    fn head(&self, key: &KeyId) -> Result<(KeyId, Arc<KeyVersion>), KmsError> {
         let record = self.record(key)?;
-        // Clone the head out so the lock is not held while signing.
         let head = {
             let versions = record.versions();
             version_of(&versions, key)?;
@@ -394,8 +400,7 @@ impl Keystore {
         .ok_or_else(|| KmsError::Internal {
             reason: format!("key {} has no version", record.id),
         })?;
-        let signature = head.signing_key.sign(message).to_bytes();
-        Ok((record.id.with_version(head.info.version), signature))
+        Ok((record.id.with_version(head.info.version), head))
     }
 
     /// Signs a message that names its signer: `message` is built from the
@@ -410,16 +415,7 @@ impl Keystore {
         key: &KeyId,
         message: impl FnOnce(&KeyId) -> Vec<u8>,
     ) -> Result<(KeyId, Vec<u8>, [u8; 64]), KmsError> {
-        let record = self.record(key)?;
-        let head = {
-            let versions = record.versions();
-            version_of(&versions, key)?;
-            versions.last().cloned()
-        }
-        .ok_or_else(|| KmsError::Internal {
-            reason: format!("key {} has no version", record.id),
-        })?;
-        let id = record.id.with_version(head.info.version);
+        let (id, head) = self.head(key)?;
         let message = message(&id);
         let signature = head.signing_key.sign(&message).to_bytes();
         Ok((id, message, signature))
