@@ -3,6 +3,12 @@
 //! busy pool, a panicking batch and a caller that leaves mid-flight happen
 //! deterministically. Everything else (bus, coalescer, pool, replies) is
 //! the production code. `timeout` only detects hangs.
+//!
+//! Test-only: `lib.rs` declares this module `#[cfg(test)]`, so it is never
+//! in a library build, and each `expect` here is a test assertion (a
+//! failure is the test failing, not a panic a caller could meet). Moving
+//! these tests to `tests/` needs a public test hook for the verifier
+//! (the lint-wall item of the packaging issue).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -330,6 +336,19 @@ struct Dispatches(Arc<Mutex<Vec<(String, String, u64)>>>);
 /// The one process-wide capture. Global, not `set_default`: a scoped
 /// subscriber misses events when other tests' threads register the same
 /// callsites concurrently (tracing caches callsite interest per process).
+impl Dispatches {
+    /// The reasons of the dispatch events recorded for `topic`, in order.
+    fn reasons(&self, topic: &str) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(t, ..)| t == topic)
+            .map(|(_, reason, _)| reason.clone())
+            .collect()
+    }
+}
+
 fn dispatches() -> &'static Dispatches {
     static CAPTURE: std::sync::OnceLock<Dispatches> = std::sync::OnceLock::new();
     CAPTURE.get_or_init(|| {
@@ -479,14 +498,7 @@ async fn a_lone_request_on_an_idle_pool_is_verified_inline_and_a_panic_there_is_
         "every one verified on the actor's task, none on the pool"
     );
     f.handle.shutdown().await;
-    let reasons: Vec<String> = capture
-        .0
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .iter()
-        .filter(|(topic, ..)| topic == TOPIC)
-        .map(|(_, reason, _)| reason.clone())
-        .collect();
+    let reasons = capture.reasons(TOPIC);
     assert_eq!(reasons, vec!["inline"; 5], "one at a time on an idle pool");
 }
 
@@ -558,14 +570,7 @@ async fn on_a_quiet_node_a_caller_verifies_on_its_own_task_and_a_panic_there_is_
     let stats = f.handle.stats();
     assert_eq!((stats.caller_verified, stats.batches), (5, 0), "{stats:?}");
     f.handle.shutdown().await;
-    let reasons: Vec<String> = capture
-        .0
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .iter()
-        .filter(|(topic, ..)| topic == TOPIC)
-        .map(|(_, reason, _)| reason.clone())
-        .collect();
+    let reasons = capture.reasons(TOPIC);
     assert_eq!(reasons, vec!["caller"; 5], "never published");
 }
 
