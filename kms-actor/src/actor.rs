@@ -59,44 +59,13 @@ use crate::jwt::{self, TrustedKeys};
 use crate::metrics::Metrics;
 use crate::pool::VerifyPool;
 use crate::request::{Op, Request, VerifyRequest};
+use crate::shared::{ReleaseKeystore, Shared};
 use crate::stats::{Counters, KmsStats};
 use crate::writer::Writer;
 
 /// Most priority requests served per wake before the actor looks at its
 /// other branches again (count).
 const PRIORITY_BURST: usize = 64;
-
-/// State shared by the actor, its handle and its clients.
-pub(crate) struct Shared {
-    /// Set once by `shutdown`; clients check it before publishing.
-    /// Release/Acquire: a client that sees `true` answers ShuttingDown
-    /// without publishing; one that sees `false` may publish, and its
-    /// request is then either drained or released (see module docs).
-    pub(crate) closing: AtomicBool,
-    /// Wakes the actor for shutdown (a stored permit if it is busy).
-    pub(crate) stop: Notify,
-    pub(crate) counters: Counters,
-    pub(crate) metrics: Metrics,
-    /// The request topic's name (the `topic` field of `tracing` events).
-    pub(crate) topic: String,
-    /// The coalescing rules; clients apply rule C.
-    pub(crate) policy: Policy,
-    /// What rule C reads ([`CallerGate`]).
-    pub(crate) gate: CallerGate,
-    /// The keystore and verifier a caller uses under rule C. The keystore
-    /// is taken out when the actor finishes, so that after `shutdown` no
-    /// clone of it outlives the actor (a durable store's lock is released)
-    /// however long clients live; a caller then finds `None` and publishes,
-    /// and is answered `ShuttingDown`.
-    pub(crate) keystore: RwLock<Option<Keystore>>,
-    pub(crate) verifier: Verifier,
-    /// Trusted external keys by `kid`, replaced whole on reload.
-    pub(crate) trusted: RwLock<Arc<TrustedKeys>>,
-    /// The `alg` of issued tokens and published JWKs.
-    pub(crate) token_alg: kms_jose::Algorithm,
-    /// Purposes of keystore keys that issue and verify tokens.
-    pub(crate) token_purposes: Vec<String>,
-}
 
 /// The KMS actor. Start it with [`KmsActor::spawn`].
 pub struct KmsActor {
@@ -129,6 +98,23 @@ pub struct KmsHandle {
     client: KmsClient,
     shared: Arc<Shared>,
     task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for KmsActor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KmsActor")
+            .field("topic", &self.topic)
+            .field("pending", &self.pending.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for KmsHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KmsHandle")
+            .field("topic", &self.shared.topic)
+            .finish_non_exhaustive()
+    }
 }
 
 impl KmsActor {
@@ -485,25 +471,6 @@ impl KmsActor {
         let pool = self.pool;
         // Joining blocks until rayon's threads exit; keep it off the runtime.
         let _ = tokio::task::spawn_blocking(move || pool.join()).await;
-    }
-}
-
-/// Takes the keystore out of the state clients share when dropped (with the
-/// [`KmsActor`], on every path): from then on no caller verifies
-/// under rule C, and a durable store's lock is released with the actor's
-/// own clones. `write` waits for a caller-side verification in progress,
-/// at most one (~20 µs for a message of at most 1 KiB).
-struct ReleaseKeystore(Arc<Shared>);
-
-impl Drop for ReleaseKeystore {
-    fn drop(&mut self) {
-        drop(
-            self.0
-                .keystore
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take(),
-        );
     }
 }
 

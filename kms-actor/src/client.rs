@@ -19,12 +19,12 @@ use bytes::Bytes;
 use kms_bus::{PublishError, Publisher};
 use kms_core::{Attestation, KeyId, KmsError};
 
-use crate::actor::Shared;
 use crate::batch;
 use crate::coalesce::Reason;
 use crate::metrics::OpKind;
 use crate::reply::{Answer, Reply};
 use crate::request::{Op, Request, VerifyBy, VerifyRequest};
+use crate::shared::Shared;
 use crate::stats::Counters;
 
 /// A handle to the KMS actor. `Clone + Send + Sync`; clones share the

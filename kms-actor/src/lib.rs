@@ -51,21 +51,24 @@
 //! coalescing decision is a `tracing` event (target `kms_actor::coalesce`).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_debug_implementations, unreachable_pub)]
 
 mod actor;
 mod batch;
 mod client;
 mod coalesce;
 mod config;
-#[cfg(test)]
-mod faults;
 mod gate;
 mod jwt;
 pub mod metrics;
 mod pool;
 mod reply;
 mod request;
+mod shared;
 mod stats;
+#[cfg(feature = "test-hooks")]
+pub mod test_hooks;
 mod writer;
 
 pub use actor::{KmsActor, KmsHandle};

@@ -2,13 +2,13 @@
 //!
 //! `Publisher` and `Subscriber` talk to a [`Ring`] only; each method
 //! forwards to [`Classic`] or [`Soa`]. Both return the same outcome types
-//! ([`Published`], [`Step`], [`Read`]), so the handles implement the
+//! (`outcome.rs`: [`Published`], [`Step`], [`Read`](crate::outcome::Read)), so the handles implement the
 //! delivery contract (closed detection, wake-ups, room for `Wait`) once.
 
 use crate::classic::Classic;
 use crate::config::{Backend, TopicConfig};
 use crate::error::RejectCause;
-pub(crate) use crate::soa::{Published, PublishedOne, Read, Step};
+use crate::outcome::{Published, PublishedOne, Step};
 use crate::soa::{Soa, MAX_SUBSCRIBERS};
 
 /// A topic's ring.

@@ -30,9 +30,9 @@
 //! Hence a panic under the lock leaves the ring consistent, and
 //! [`lock`] may recover a poisoned guard.
 
-use crate::backend::{Published, PublishedOne, Read, Step};
 use crate::config::Overflow;
 use crate::error::RejectCause;
+use crate::outcome::{Published, PublishedOne, Read, Step};
 use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
 
 /// A Classic ring and its subscriber count.

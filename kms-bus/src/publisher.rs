@@ -8,8 +8,8 @@ use tokio::task::coop;
 use crate::config::Overflow;
 use crate::error::{PublishError, RejectCause};
 use crate::metrics::PUBLISHED_STRIDE;
+use crate::shared::Shared;
 use crate::sync::{fence, Arc, Ordering};
-use crate::topic::Shared;
 
 /// Publishes messages to one topic.
 ///

@@ -153,6 +153,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::config::Overflow;
 use crate::error::RejectCause;
+use crate::outcome::{Published, PublishedOne, Read, Step};
 use crate::sync::{
     fence, lock, seqcst_fence_for_loom, spin_loop, yield_now, AtomicBool, AtomicU64, AtomicUsize,
     Mutex, Ordering, UnsafeCell,
@@ -228,63 +229,6 @@ unsafe impl<T: Send + Sync> Send for Soa<T> {}
 // SAFETY: as above; all shared mutation goes through atomics, and access to
 // each payload is arbitrated by the slot protocol in the module docs.
 unsafe impl<T: Send + Sync> Sync for Soa<T> {}
-
-/// What a publish did.
-pub(crate) struct Published<T> {
-    /// Number of messages published from the front of the batch.
-    pub(crate) published: usize,
-    /// One past the sequence number of the last message published (0 if
-    /// none was).
-    pub(crate) end: u64,
-    /// The messages not published, in order, and why.
-    pub(crate) rejected: Option<(Vec<T>, RejectCause)>,
-    /// Unread payloads that `Lag` publishes overwrote; the caller drops them.
-    pub(crate) evicted: Vec<T>,
-    /// Whether a subscriber was parked and must be woken.
-    pub(crate) wake: bool,
-}
-
-/// What a single-message publish did.
-pub(crate) struct PublishedOne<T> {
-    /// The message's sequence number.
-    pub(crate) seq: u64,
-    /// The unread payload a `Lag` publish overwrote; the caller drops it.
-    pub(crate) evicted: Option<T>,
-    /// Whether a subscriber was parked and must be woken.
-    pub(crate) wake: bool,
-}
-
-/// Result of one read attempt.
-pub(crate) enum Read<T> {
-    /// The next message for this subscriber.
-    Message(T),
-    /// Nothing ready at `next`.
-    Empty,
-    /// The subscriber missed this many messages and was moved to the oldest
-    /// one still retained.
-    Lagged(u64),
-}
-
-/// Result of one read step, with what the caller must do afterwards.
-pub(crate) struct Step<T> {
-    /// The read result.
-    pub(crate) read: Read<T>,
-    /// A payload this reader became the last claimant of after cloning; the
-    /// caller drops it.
-    pub(crate) spare: Option<T>,
-    /// Whether the read freed a slot while publishers wait for room.
-    pub(crate) room: bool,
-}
-
-impl<T> Step<T> {
-    fn of(read: Read<T>) -> Self {
-        Self {
-            read,
-            spare: None,
-            room: false,
-        }
-    }
-}
 
 impl<T> Soa<T> {
     /// An empty ring of `capacity` slots (`1 ..= TopicConfig::MAX_CAPACITY`,

@@ -7,10 +7,11 @@ use std::task::{ready, Context, Poll};
 
 use tokio::task::coop;
 
-use crate::backend::{Crowded, Position, Read, Step};
+use crate::backend::{Crowded, Position};
 use crate::error::{RecvError, TryRecvError};
+use crate::outcome::{Read, Step};
+use crate::shared::Shared;
 use crate::sync::Arc;
-use crate::topic::Shared;
 
 /// Receives every message published to one topic after it subscribed, in
 /// publish order.

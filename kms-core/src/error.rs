@@ -82,7 +82,7 @@ pub enum KmsError {
     /// An envelope could not be parsed, opened or accepted; the inner error
     /// says why. Not retryable.
     #[error(transparent)]
-    Seal(#[from] SealError),
+    Seal(SealError),
     /// The configuration given to the KMS is invalid. Not retryable.
     #[error("invalid configuration: {reason}")]
     InvalidConfig {
@@ -169,5 +169,23 @@ impl KmsError {
                 | KmsError::Dropped
                 | KmsError::Seal(SealError::EntropyUnavailable)
         )
+    }
+}
+
+impl From<SealError> for KmsError {
+    /// [`SealError::InvalidKey`] becomes [`KmsError::InvalidArgument`]
+    /// (bad input, like every other invalid argument); every other
+    /// [`SealError`] becomes [`KmsError::Seal`].
+    fn from(e: SealError) -> Self {
+        match e {
+            SealError::InvalidKey { what, reason } => KmsError::InvalidArgument { what, reason },
+            other => KmsError::Seal(other),
+        }
+    }
+}
+
+impl From<crate::random::EntropyUnavailable> for KmsError {
+    fn from(_: crate::random::EntropyUnavailable) -> Self {
+        KmsError::EntropyUnavailable
     }
 }

@@ -23,6 +23,8 @@
 //! Not supported: algorithms other than Ed25519, Ed25519ph and Ed25519ctx.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_debug_implementations, unreachable_pub)]
 
 mod bytes;
 pub mod ed25519;

@@ -1,12 +1,17 @@
 //! The operating system's random source (`getrandom`), failing with
-//! [`KmsError::EntropyUnavailable`] instead of panicking.
+//! [`EntropyUnavailable`] instead of panicking. Every random byte kms-core
+//! draws outside the batch coefficients (`ed25519/coefficients.rs`) comes
+//! through [`fill`]; the error converts into `KmsError::EntropyUnavailable`
+//! and `SealError::EntropyUnavailable`, so this module depends on neither.
 
-use crate::error::KmsError;
+/// The OS random source failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EntropyUnavailable;
 
 /// Fills `bytes` from the OS random source.
 ///
 /// # Errors
-/// [`KmsError::EntropyUnavailable`] if the source fails.
-pub(crate) fn fill(bytes: &mut [u8]) -> Result<(), KmsError> {
-    getrandom::fill(bytes).map_err(|_| KmsError::EntropyUnavailable)
+/// [`EntropyUnavailable`] if the source fails.
+pub(crate) fn fill(bytes: &mut [u8]) -> Result<(), EntropyUnavailable> {
+    getrandom::fill(bytes).map_err(|_| EntropyUnavailable)
 }

@@ -48,6 +48,21 @@ pub struct AdminConfig {
     pub metrics: Option<Arc<dyn Fn() -> String + Send + Sync>>,
 }
 
+impl std::fmt::Debug for AdminConfig {
+    /// The admin secret and the metrics renderer are not shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminConfig")
+            .field("key", &self.key)
+            .field("token_lifetime", &self.token_lifetime)
+            .field(
+                "admin_token",
+                &self.admin_token.as_ref().map(|_| "<secret>"),
+            )
+            .field("metrics", &self.metrics.is_some())
+            .finish()
+    }
+}
+
 impl AdminConfig {
     /// Serves `key` with the defaults: 15-minute tokens, no admin secret,
     /// no metrics route.

@@ -36,7 +36,7 @@ pub struct VerifiedClaims(pub Claims);
 
 /// Wraps a service so that only requests with a valid bearer JWT reach it
 /// (module docs); clone it freely.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct BearerLayer {
     client: KmsClient,
     validation: Arc<Validation>,
@@ -66,7 +66,7 @@ impl<S> Layer<S> for BearerLayer {
 }
 
 /// The service [`BearerLayer`] makes.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct BearerService<S> {
     inner: S,
     client: KmsClient,

@@ -20,6 +20,8 @@
 //!   `{"error": "<stable code>", "message": "<text>"}`.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_debug_implementations, unreachable_pub)]
 
 mod admin;
 mod bearer;

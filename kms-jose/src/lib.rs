@@ -42,6 +42,8 @@
 //! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_debug_implementations, unreachable_pub)]
 
 mod alg;
 mod b64;

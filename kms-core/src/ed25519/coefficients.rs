@@ -27,7 +27,7 @@ const COEFFICIENT_BYTES: usize = 16;
 
 /// Output after which a thread's generator is reseeded from the operating
 /// system (64 KiB, rand's `ThreadRng` policy).
-pub const RESEED_AFTER_BYTES: usize = 64 * 1024;
+pub(crate) const RESEED_AFTER_BYTES: usize = 64 * 1024;
 
 /// A thread's generator and the bytes it produced since its seeding.
 struct Generator {

@@ -63,4 +63,21 @@ pub enum SealError {
     /// The sealing key's counter reached `u64::MAX`.
     #[error("the sealing key's counter is exhausted")]
     CounterExhausted,
+    /// A sealing key or keyring was built from invalid parts: `what` names
+    /// the part (`"sealing key id"`, `"sealing key version"`,
+    /// `"keyring"`), `reason` says what is wrong. Becomes
+    /// [`crate::KmsError::InvalidArgument`] when converted.
+    #[error("invalid {what}: {reason}")]
+    InvalidKey {
+        /// The part that is invalid.
+        what: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl From<crate::random::EntropyUnavailable> for SealError {
+    fn from(_: crate::random::EntropyUnavailable) -> Self {
+        SealError::EntropyUnavailable
+    }
 }

@@ -37,10 +37,11 @@ impl Keyring {
     /// A keyring of `keys`, in any order.
     ///
     /// # Errors
-    /// [`crate::KmsError::InvalidArgument`] if `keys` is empty, mixes key
-    /// ids, or holds one version twice.
-    pub fn new(keys: impl IntoIterator<Item = SealKey>) -> Result<Keyring, crate::KmsError> {
-        let invalid = |reason: &str| crate::KmsError::InvalidArgument {
+    /// [`SealError::InvalidKey`] if `keys` is empty, mixes key ids, or
+    /// holds one version twice (converted to
+    /// [`crate::KmsError::InvalidArgument`]).
+    pub fn new(keys: impl IntoIterator<Item = SealKey>) -> Result<Keyring, SealError> {
+        let invalid = |reason: &str| SealError::InvalidKey {
             what: "keyring",
             reason: reason.to_owned(),
         };

@@ -76,10 +76,11 @@ impl SealKey {
     /// A fresh random key `id` version 1, counter at 0.
     ///
     /// # Errors
-    /// [`crate::KmsError::InvalidArgument`] if `id` is not 1–64 bytes of
-    /// `[A-Za-z0-9._:-]`; [`crate::KmsError::EntropyUnavailable`] if the OS
-    /// random source fails.
-    pub fn generate(id: &str) -> Result<SealKey, crate::KmsError> {
+    /// [`SealError::InvalidKey`] if `id` is not 1–64 bytes of
+    /// `[A-Za-z0-9._:-]`; [`SealError::EntropyUnavailable`] if the OS
+    /// random source fails. (Converted to [`crate::KmsError`]:
+    /// `InvalidArgument` and `Seal(EntropyUnavailable)`.)
+    pub fn generate(id: &str) -> Result<SealKey, SealError> {
         let mut bytes = Zeroizing::new([0u8; SEAL_KEY_LEN]);
         crate::random::fill(&mut *bytes)?;
         SealKey::from_bytes(id, 1, &bytes)
@@ -90,21 +91,21 @@ impl SealKey {
     /// [`SealKey::with_counter`].
     ///
     /// # Errors
-    /// [`crate::KmsError::InvalidArgument`] if `id` is invalid or `version`
-    /// is 0.
+    /// [`SealError::InvalidKey`] if `id` is invalid or `version` is 0
+    /// (converted to [`crate::KmsError::InvalidArgument`]).
     pub fn from_bytes(
         id: &str,
         version: u32,
         bytes: &[u8; SEAL_KEY_LEN],
-    ) -> Result<SealKey, crate::KmsError> {
+    ) -> Result<SealKey, SealError> {
         if !valid_key_id(id) {
-            return Err(crate::KmsError::InvalidArgument {
+            return Err(SealError::InvalidKey {
                 what: "sealing key id",
                 reason: "must be 1-64 bytes of [A-Za-z0-9._:-]".to_owned(),
             });
         }
         if version == 0 {
-            return Err(crate::KmsError::InvalidArgument {
+            return Err(SealError::InvalidKey {
                 what: "sealing key version",
                 reason: "versions start at 1".to_owned(),
             });
@@ -170,7 +171,7 @@ impl SealKey {
                 .map_or(0, |d| d.as_secs()),
         };
         let mut nonce = [0u8; NONCE_LEN];
-        getrandom::fill(&mut nonce).map_err(|_| SealError::EntropyUnavailable)?;
+        crate::random::fill(&mut nonce)?;
         let nonce = XNonce::from(nonce);
         let mut ciphertext = Vec::with_capacity(plaintext.len() + TAG_LEN);
         ciphertext.extend_from_slice(plaintext);

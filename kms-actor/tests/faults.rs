@@ -3,12 +3,8 @@
 //! busy pool, a panicking batch and a caller that leaves mid-flight happen
 //! deterministically. Everything else (bus, coalescer, pool, replies) is
 //! the production code. `timeout` only detects hangs.
-//!
-//! Test-only: `lib.rs` declares this module `#[cfg(test)]`, so it is never
-//! in a library build, and each `expect` here is a test assertion (a
-//! failure is the test failing, not a panic a caller could meet). Moving
-//! these tests to `tests/` needs a public test hook for the verifier
-//! (the lint-wall item of the packaging issue).
+//! The injected verifier goes in through the crate's one test hook,
+//! `kms_actor::test_hooks` (feature `test-hooks`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -20,9 +16,8 @@ use kms_bus::Bus;
 use kms_core::ed25519::verify_batch;
 use kms_core::{KeyId, Keystore, KmsError};
 
-use crate::batch::Verifier;
-use crate::coalesce::{Policy, CALLER_MAX_STREAK};
-use crate::{KmsActor, KmsConfig, KmsHandle};
+use kms_actor::test_hooks::{spawn_with_verifier, BatchVerifier, CALLER_MAX_STREAK};
+use kms_actor::{KmsConfig, KmsHandle};
 
 const HANG: Duration = Duration::from_secs(60);
 
@@ -61,7 +56,7 @@ struct Seen {
 
 /// A verifier that waits for `gate`, panics on a message `b"boom"`, and
 /// otherwise is `verify_batch`.
-fn verifier(gate: Arc<Gate>, seen: Arc<Seen>) -> Verifier {
+fn verifier(gate: Arc<Gate>, seen: Arc<Seen>) -> BatchVerifier {
     Arc::new(move |items| {
         seen.batches.fetch_add(1, Ordering::SeqCst);
         seen.items.fetch_add(items.len(), Ordering::SeqCst);
@@ -110,21 +105,21 @@ fn fixture(config: KmsConfig) -> Fixture {
 
 /// [`fixture`] with `config` as given.
 fn fixture_as_given(config: KmsConfig) -> Fixture {
-    fixture_tuned(config, |p| p)
+    fixture_tuned(config, None)
 }
 
-/// [`fixture_as_given`] with the policy adjusted by `tune`.
-fn fixture_tuned(config: KmsConfig, tune: impl FnOnce(Policy) -> Policy) -> Fixture {
+/// [`fixture_as_given`] with rule C's quiet gap set, if given.
+fn fixture_tuned(config: KmsConfig, quiet_gap: Option<Duration>) -> Fixture {
     let ks = Keystore::new();
     let key = ks.create_ed25519("acme", "tokens").expect("create");
     let (key, signature) = ks.sign(&key, b"m").expect("sign");
     let (gate, seen) = (Arc::new(Gate::default()), Arc::new(Seen::default()));
-    let handle = KmsActor::spawn_with(
+    let handle = spawn_with_verifier(
         config,
         ks,
         &Bus::new(),
         verifier(Arc::clone(&gate), Arc::clone(&seen)),
-        tune,
+        quiet_gap,
     )
     .expect("spawn");
     Fixture {
@@ -585,7 +580,7 @@ async fn a_wave_of_tasks_ready_at_once_is_batched_not_verified_one_by_one_on_the
             target_batch: 64,
             ..KmsConfig::default()
         },
-        |p| p.with_quiet_gap(Duration::from_secs(60)),
+        Some(Duration::from_secs(60)),
     );
     // Open: on this one thread a closed gate on a caller's task would hold
     // the runtime itself. The 32 tasks run one after another when this

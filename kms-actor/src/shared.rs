@@ -1,0 +1,68 @@
+//! [`Shared`]: the state the actor, its handle and its clients share, and
+//! [`ReleaseKeystore`], which takes the keystore out of it when the actor
+//! ends. Its own file so that the actor and the client both depend on it
+//! and not on each other.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use kms_core::Keystore;
+use tokio::sync::Notify;
+
+use crate::batch::Verifier;
+use crate::coalesce::Policy;
+use crate::gate::CallerGate;
+use crate::jwt::TrustedKeys;
+use crate::metrics::Metrics;
+use crate::stats::Counters;
+
+/// State shared by the actor, its handle and its clients.
+pub(crate) struct Shared {
+    /// Set once by `shutdown`; clients check it before publishing.
+    /// Release/Acquire: a client that sees `true` answers ShuttingDown
+    /// without publishing; one that sees `false` may publish, and its
+    /// request is then either drained or released (see module docs).
+    pub(crate) closing: AtomicBool,
+    /// Wakes the actor for shutdown (a stored permit if it is busy).
+    pub(crate) stop: Notify,
+    pub(crate) counters: Counters,
+    pub(crate) metrics: Metrics,
+    /// The request topic's name (the `topic` field of `tracing` events).
+    pub(crate) topic: String,
+    /// The coalescing rules; clients apply rule C.
+    pub(crate) policy: Policy,
+    /// What rule C reads ([`CallerGate`]).
+    pub(crate) gate: CallerGate,
+    /// The keystore and verifier a caller uses under rule C. The keystore
+    /// is taken out when the actor finishes, so that after `shutdown` no
+    /// clone of it outlives the actor (a durable store's lock is released)
+    /// however long clients live; a caller then finds `None` and publishes,
+    /// and is answered `ShuttingDown`.
+    pub(crate) keystore: RwLock<Option<Keystore>>,
+    pub(crate) verifier: Verifier,
+    /// Trusted external keys by `kid`, replaced whole on reload.
+    pub(crate) trusted: RwLock<Arc<TrustedKeys>>,
+    /// The `alg` of issued tokens and published JWKs.
+    pub(crate) token_alg: kms_jose::Algorithm,
+    /// Purposes of keystore keys that issue and verify tokens.
+    pub(crate) token_purposes: Vec<String>,
+}
+
+/// Takes the keystore out of the state clients share when dropped (with the
+/// [`crate::KmsActor`], on every path): from then on no caller verifies
+/// under rule C, and a durable store's lock is released with the actor's
+/// own clones. `write` waits for a caller-side verification in progress,
+/// at most one (~20 µs for a message of at most 1 KiB).
+pub(crate) struct ReleaseKeystore(pub(crate) Arc<Shared>);
+
+impl Drop for ReleaseKeystore {
+    fn drop(&mut self) {
+        drop(
+            self.0
+                .keystore
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+    }
+}
