@@ -101,10 +101,7 @@ fn runtime() -> Runtime {
 fn actor(rt: &Runtime) -> KmsHandle {
     let _guard = rt.enter();
     KmsActor::spawn(
-        KmsConfig {
-            threads: THREADS,
-            ..KmsConfig::default()
-        },
+        KmsConfig::default().with_threads(THREADS),
         Keystore::new(),
         &Bus::new(),
     )
@@ -443,12 +440,10 @@ fn idle_poisson(rt: &Runtime, items: &Arc<Vec<Item>>) {
     let actor_with = |on_caller: bool, inline: bool| {
         let _guard = rt.enter();
         KmsActor::spawn(
-            KmsConfig {
-                threads: THREADS,
-                verify_on_caller_when_idle: on_caller,
-                inline_when_idle: inline,
-                ..KmsConfig::default()
-            },
+            KmsConfig::default()
+                .with_threads(THREADS)
+                .with_verify_on_caller_when_idle(on_caller)
+                .with_inline_when_idle(inline),
             Keystore::new(),
             &Bus::new(),
         )

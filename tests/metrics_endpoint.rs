@@ -49,10 +49,7 @@ async fn the_endpoint_serves_every_design_metric() {
     let addr = free_addr();
     telemetry::install(addr).expect("install the exporter");
     let handle = KmsActor::spawn(
-        KmsConfig {
-            threads: 1,
-            ..KmsConfig::default()
-        },
+        KmsConfig::default().with_threads(1),
         Keystore::new(),
         &Bus::new(),
     )

@@ -78,10 +78,7 @@ pub(crate) async fn run(options: &Options) -> Result<bool, String> {
         .as_bytes(),
     )
     .map_err(|e| e.to_string())?;
-    let config = KmsConfig {
-        trusted_jwks: vec![partner_set],
-        ..KmsConfig::default()
-    };
+    let config = KmsConfig::default().with_trusted_jwks(vec![partner_set]);
     let handle = KmsActor::spawn(config, keystore, &Bus::new()).map_err(|e| e.to_string())?;
     let kms = handle.client();
     let probes = Arc::new(probes(&kms, &key, &partner).await?);

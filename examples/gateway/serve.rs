@@ -116,12 +116,10 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
             upkeep.run_upkeep();
         }
     });
-    let config = KmsConfig {
-        trusted_jwks: trusted,
-        token_alg: args.alg,
-        token_purposes: vec![purpose.to_owned()],
-        ..KmsConfig::default()
-    };
+    let config = KmsConfig::default()
+        .with_trusted_jwks(trusted)
+        .with_token_alg(args.alg)
+        .with_token_purposes(vec![purpose.to_owned()]);
     let handle = KmsActor::spawn(config, keystore, &Bus::new()).map_err(|e| e.to_string())?;
     let public = public_router(&handle, &key);
     let admin = admin_router(

@@ -22,6 +22,7 @@ pub const DEFAULT_REQUEST_TOPIC: &str = "kms.requests";
 
 /// Configuration of a [`crate::KmsActor`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct KmsConfig {
     /// Threads in the dedicated verify pool (count, ≥ 1). Default: the
     /// number of available cores.
@@ -163,4 +164,40 @@ impl KmsConfig {
     pub fn priority_topic(&self) -> String {
         format!("{}.priority", self.request_topic)
     }
+}
+
+/// One `with_<field>` per field: `KmsConfig::default().with_threads(2)`.
+/// (`KmsConfig` is `#[non_exhaustive]`, so other crates build it from
+/// `Default` with these, or assign its public fields.)
+macro_rules! setters {
+    ($($field:ident / $with:ident: $ty:ty;)*) => {
+        impl KmsConfig {
+            $(
+                #[doc = concat!("This configuration with [`KmsConfig::", stringify!($field), "`] set to `value`.")]
+                #[must_use]
+                pub fn $with(mut self, value: $ty) -> Self {
+                    self.$field = value;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+setters! {
+    threads / with_threads: usize;
+    target_batch / with_target_batch: usize;
+    max_batch / with_max_batch: usize;
+    max_wait / with_max_wait: Duration;
+    inline_when_idle / with_inline_when_idle: bool;
+    verify_on_caller_when_idle / with_verify_on_caller_when_idle: bool;
+    trusted_jwks / with_trusted_jwks: Vec<TrustedJwkSet>;
+    token_alg / with_token_alg: Algorithm;
+    token_purposes / with_token_purposes: Vec<String>;
+    request_topic / with_request_topic: String;
+    queue_capacity / with_queue_capacity: usize;
+    priority_capacity / with_priority_capacity: usize;
+    write_backlog / with_write_backlog: usize;
+    overflow / with_overflow: Overflow;
+    backend / with_backend: Backend;
 }

@@ -34,6 +34,7 @@ impl Counters {
 
 /// A snapshot of the actor's counters (counts since spawn).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct KmsStats {
     /// Verify batches dispatched to the pool.
     pub batches: u64,

@@ -30,10 +30,7 @@ fn actor_with_signature(config: KmsConfig) -> (KmsHandle, KeyId, [u8; 64]) {
 }
 
 fn config(threads: usize) -> KmsConfig {
-    KmsConfig {
-        threads,
-        ..KmsConfig::default()
-    }
+    KmsConfig::default().with_threads(threads)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,10 +95,8 @@ async fn a_burst_is_coalesced_into_batches() {
     // Rule C off: with it the first calls of the burst run on this task
     // (`faults.rs` tests that case with a quiet gap that does not depend on
     // the machine's speed).
-    let (handle, signer, signature) = actor_with_signature(KmsConfig {
-        verify_on_caller_when_idle: false,
-        ..config(1)
-    });
+    let (handle, signer, signature) =
+        actor_with_signature(config(1).with_verify_on_caller_when_idle(false));
     let kms = handle.client();
     let calls = (0..512).map(|_| kms.verify(&signer, &b"m"[..], signature));
     let verdicts = tokio::time::timeout(HANG, join_all(calls))
@@ -121,15 +116,13 @@ async fn a_burst_is_coalesced_into_batches() {
 /// the given overflow, and 100 verify requests published before it runs
 /// (rule C off, so that none is verified on its caller's task).
 async fn flood(overflow: Overflow) -> (Vec<Result<(), KmsError>>, kms_actor::KmsStats) {
-    let cfg = KmsConfig {
-        verify_on_caller_when_idle: false,
-        threads: 1,
-        target_batch: 8,
-        max_batch: 8,
-        queue_capacity: 16,
-        overflow,
-        ..KmsConfig::default()
-    };
+    let cfg = KmsConfig::default()
+        .with_verify_on_caller_when_idle(false)
+        .with_threads(1)
+        .with_target_batch(8)
+        .with_max_batch(8)
+        .with_queue_capacity(16)
+        .with_overflow(overflow);
     let (handle, signer, signature) = actor_with_signature(cfg);
     let kms = handle.client();
     let calls = (0..100).map(|_| kms.verify(&signer, &b"m"[..], signature));
@@ -222,10 +215,8 @@ async fn shutdown_answers_every_request_in_flight() {
 async fn queued_requests_are_answered_not_abandoned_at_shutdown() {
     // Rule C off: with it the first calls would be verified on the caller's
     // task, and this test needs every request on the topic at once.
-    let (handle, signer, signature) = actor_with_signature(KmsConfig {
-        verify_on_caller_when_idle: false,
-        ..config(1)
-    });
+    let (handle, signer, signature) =
+        actor_with_signature(config(1).with_verify_on_caller_when_idle(false));
     let kms = handle.client();
     // Publish 300 requests (first poll), then shut down before the actor runs.
     let calls = join_all((0..300).map(|_| kms.verify(&signer, &b"m"[..], signature)));
@@ -283,54 +274,24 @@ async fn bad_requests_get_typed_errors() {
 async fn spawn_rejects_bad_config_and_taken_topic_names() {
     let bus = Bus::new();
     for cfg in [
-        KmsConfig {
-            threads: 0,
-            ..KmsConfig::default()
-        },
-        KmsConfig {
-            max_batch: 0,
-            ..KmsConfig::default()
-        },
-        KmsConfig {
-            target_batch: 0,
-            ..KmsConfig::default()
-        },
-        KmsConfig {
-            target_batch: 128,
-            max_batch: 64,
-            ..KmsConfig::default()
-        },
-        KmsConfig {
-            max_batch: 8192,
-            queue_capacity: 8192,
-            ..KmsConfig::default()
-        },
-        KmsConfig {
-            max_wait: Duration::ZERO,
-            ..KmsConfig::default()
-        },
-        KmsConfig {
-            max_wait: Duration::from_secs(2),
-            ..KmsConfig::default()
-        },
-        KmsConfig {
-            priority_capacity: 0,
-            ..KmsConfig::default()
-        },
-        KmsConfig {
-            write_backlog: 0,
-            ..KmsConfig::default()
-        },
-        KmsConfig {
-            write_backlog: usize::MAX,
-            ..KmsConfig::default()
-        },
-        KmsConfig {
-            target_batch: 64,
-            max_batch: 64,
-            queue_capacity: 32,
-            ..KmsConfig::default()
-        },
+        KmsConfig::default().with_threads(0),
+        KmsConfig::default().with_max_batch(0),
+        KmsConfig::default().with_target_batch(0),
+        KmsConfig::default()
+            .with_target_batch(128)
+            .with_max_batch(64),
+        KmsConfig::default()
+            .with_max_batch(8192)
+            .with_queue_capacity(8192),
+        KmsConfig::default().with_max_wait(Duration::ZERO),
+        KmsConfig::default().with_max_wait(Duration::from_secs(2)),
+        KmsConfig::default().with_priority_capacity(0),
+        KmsConfig::default().with_write_backlog(0),
+        KmsConfig::default().with_write_backlog(usize::MAX),
+        KmsConfig::default()
+            .with_target_batch(64)
+            .with_max_batch(64)
+            .with_queue_capacity(32),
     ] {
         let described = format!("{cfg:?}");
         assert!(
@@ -344,10 +305,7 @@ async fn spawn_rejects_bad_config_and_taken_topic_names() {
     assert_eq!(bus.topic_count(), 0, "a refused config creates no topic");
     bus.topic::<u64>("taken", kms_bus::TopicConfig::default())
         .expect("topic");
-    let cfg = KmsConfig {
-        request_topic: "taken".to_owned(),
-        ..config(1)
-    };
+    let cfg = config(1).with_request_topic("taken".to_owned());
     assert!(matches!(
         KmsActor::spawn(cfg, Keystore::new(), &bus),
         Err(KmsError::InvalidConfig { .. })

@@ -96,11 +96,11 @@ impl Fixture {
 /// the actor's own task would hold the actor itself, and on a caller's
 /// task that caller.
 fn fixture(config: KmsConfig) -> Fixture {
-    fixture_as_given(KmsConfig {
-        inline_when_idle: false,
-        verify_on_caller_when_idle: false,
-        ..config
-    })
+    fixture_as_given(
+        config
+            .with_inline_when_idle(false)
+            .with_verify_on_caller_when_idle(false),
+    )
 }
 
 /// [`fixture`] with `config` as given.
@@ -132,13 +132,11 @@ fn fixture_tuned(config: KmsConfig, quiet_gap: Option<Duration>) -> Fixture {
 }
 
 fn small() -> KmsConfig {
-    KmsConfig {
-        threads: 1,
-        target_batch: 4,
-        max_batch: 4,
-        queue_capacity: 8,
-        ..KmsConfig::default()
-    }
+    KmsConfig::default()
+        .with_threads(1)
+        .with_target_batch(4)
+        .with_max_batch(4)
+        .with_queue_capacity(8)
 }
 
 /// Waits until the actor has dispatched `n` batches (counted at dispatch,
@@ -270,10 +268,7 @@ impl Drop for Counted {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_that_leaves_is_skipped_and_its_request_freed() {
-    let f = fixture(KmsConfig {
-        threads: 1,
-        ..KmsConfig::default()
-    });
+    let f = fixture(KmsConfig::default().with_threads(1));
     let kms = f.handle.client();
     let blocker = f.spawn_verify();
     batches_started(&f.seen, 1).await;
@@ -306,11 +301,11 @@ async fn a_caller_that_leaves_is_skipped_and_its_request_freed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_every_thread_busy_a_lone_request_goes_out_after_max_wait() {
-    let f = fixture(KmsConfig {
-        threads: 1,
-        max_wait: Duration::from_millis(20),
-        ..KmsConfig::default()
-    });
+    let f = fixture(
+        KmsConfig::default()
+            .with_threads(1)
+            .with_max_wait(Duration::from_millis(20)),
+    );
     let first = f.spawn_verify();
     batches_started(&f.seen, 1).await;
     // The only thread is blocked; a second request is held, then sent
@@ -406,14 +401,14 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Dispatches {
 async fn each_dispatch_is_a_tracing_event_and_a_full_target_batch_goes_out_at_once() {
     const TOPIC: &str = "faults.tracing";
     let capture = dispatches();
-    let f = fixture(KmsConfig {
-        request_topic: TOPIC.to_owned(),
-        threads: 1,
-        target_batch: 8,
-        max_batch: 16,
-        max_wait: Duration::from_secs(1),
-        ..KmsConfig::default()
-    });
+    let f = fixture(
+        KmsConfig::default()
+            .with_request_topic(TOPIC.to_owned())
+            .with_threads(1)
+            .with_target_batch(8)
+            .with_max_batch(16)
+            .with_max_wait(Duration::from_secs(1)),
+    );
     let mut calls = vec![f.spawn_verify()];
     batches_started(&f.seen, 1).await;
     // With the only thread blocked, 8 more make a full target batch.
@@ -443,13 +438,13 @@ async fn each_dispatch_is_a_tracing_event_and_a_full_target_batch_goes_out_at_on
 // actor runs again, so they are read in one drain and dispatched at once.
 #[tokio::test(flavor = "current_thread")]
 async fn a_batch_for_two_idle_threads_is_verified_as_two_chunks() {
-    let f = fixture(KmsConfig {
-        threads: 2,
-        target_batch: 256,
-        max_batch: 256,
-        max_wait: Duration::from_secs(1),
-        ..KmsConfig::default()
-    });
+    let f = fixture(
+        KmsConfig::default()
+            .with_threads(2)
+            .with_target_batch(256)
+            .with_max_batch(256)
+            .with_max_wait(Duration::from_secs(1)),
+    );
     f.gate.open();
     let calls: Vec<_> = (0..128).map(|_| f.spawn_verify()).collect();
     for call in calls {
@@ -470,12 +465,12 @@ async fn a_batch_for_two_idle_threads_is_verified_as_two_chunks() {
 async fn a_lone_request_on_an_idle_pool_is_verified_inline_and_a_panic_there_is_answered() {
     const TOPIC: &str = "faults.inline";
     let capture = dispatches();
-    let f = fixture_as_given(KmsConfig {
-        request_topic: TOPIC.to_owned(),
-        threads: 1,
-        verify_on_caller_when_idle: false,
-        ..KmsConfig::default()
-    });
+    let f = fixture_as_given(
+        KmsConfig::default()
+            .with_request_topic(TOPIC.to_owned())
+            .with_threads(1)
+            .with_verify_on_caller_when_idle(false),
+    );
     f.gate.open();
     for _ in 0..3 {
         assert_eq!(f.spawn_verify().await.expect("task"), Ok(()));
@@ -499,13 +494,13 @@ async fn a_lone_request_on_an_idle_pool_is_verified_inline_and_a_panic_there_is_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_with_the_pool_queue_full_still_answers_the_whole_backlog() {
-    let f = fixture(KmsConfig {
-        threads: 1,
-        target_batch: 4,
-        max_batch: 4,
-        queue_capacity: 16,
-        ..KmsConfig::default()
-    });
+    let f = fixture(
+        KmsConfig::default()
+            .with_threads(1)
+            .with_target_batch(4)
+            .with_max_batch(4)
+            .with_queue_capacity(16),
+    );
     let calls: Vec<_> = (0..12).map(|_| f.spawn_verify()).collect();
     // Two batches in flight (one running, blocked; one queued) fill the
     // pool's queue, so the actor stops reading with requests on the topic.
@@ -530,11 +525,11 @@ async fn shutdown_with_the_pool_queue_full_still_answers_the_whole_backlog() {
 async fn on_a_quiet_node_a_caller_verifies_on_its_own_task_and_a_panic_there_is_answered() {
     const TOPIC: &str = "faults.caller";
     let capture = dispatches();
-    let f = fixture_as_given(KmsConfig {
-        request_topic: TOPIC.to_owned(),
-        threads: 1,
-        ..KmsConfig::default()
-    });
+    let f = fixture_as_given(
+        KmsConfig::default()
+            .with_request_topic(TOPIC.to_owned())
+            .with_threads(1),
+    );
     f.gate.open();
     let (kms, key, signature) = (f.handle.client(), f.key.clone(), f.signature);
     // One task calling back to back, fewer calls than a run: rule C every
@@ -574,12 +569,10 @@ async fn a_wave_of_tasks_ready_at_once_is_batched_not_verified_one_by_one_on_the
     // A quiet gap of a minute: every call of the wave is back to back
     // whatever the machine's speed.
     let f = fixture_tuned(
-        KmsConfig {
-            threads: 1,
-            max_batch: 64,
-            target_batch: 64,
-            ..KmsConfig::default()
-        },
+        KmsConfig::default()
+            .with_threads(1)
+            .with_max_batch(64)
+            .with_target_batch(64),
         Some(Duration::from_secs(60)),
     );
     // Open: on this one thread a closed gate on a caller's task would hold

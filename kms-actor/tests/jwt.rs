@@ -111,10 +111,7 @@ async fn issued_tokens_verify_before_and_after_a_rotation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn own_keys_accept_both_algs_and_issue_the_configured_one() {
-    let (handle, key) = spawn(KmsConfig {
-        token_alg: Algorithm::Ed25519,
-        ..KmsConfig::default()
-    });
+    let (handle, key) = spawn(KmsConfig::default().with_token_alg(Algorithm::Ed25519));
     let kms = handle.client();
     let token = kms
         .sign_jwt(&key, &json!({"exp": now() + 60}))
@@ -141,10 +138,7 @@ async fn own_keys_accept_both_algs_and_issue_the_configured_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trusted_keys_are_found_by_kid_with_their_alg_binding() {
     let (signing, set) = outside(Some("Ed25519"));
-    let (handle, _) = spawn(KmsConfig {
-        trusted_jwks: vec![set],
-        ..KmsConfig::default()
-    });
+    let (handle, _) = spawn(KmsConfig::default().with_trusted_jwks(vec![set]));
     let kms = handle.client();
     let v = Validation::default();
     let claims = json!({"sub": "bob", "exp": now() + 600});
@@ -259,12 +253,12 @@ async fn keys_of_other_purposes_neither_issue_nor_verify_tokens() {
 #[tokio::test(flavor = "current_thread")]
 async fn concurrent_tokens_are_verified_in_one_batch() {
     let (signing, set) = outside(None);
-    let (handle, _) = spawn(KmsConfig {
-        trusted_jwks: vec![set],
-        verify_on_caller_when_idle: false,
-        threads: 1,
-        ..KmsConfig::default()
-    });
+    let (handle, _) = spawn(
+        KmsConfig::default()
+            .with_trusted_jwks(vec![set])
+            .with_verify_on_caller_when_idle(false)
+            .with_threads(1),
+    );
     let kms = handle.client();
     let v = Validation::default();
     let tokens: Vec<String> = (0..64)

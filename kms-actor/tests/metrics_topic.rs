@@ -20,11 +20,9 @@ async fn two_actors_in_one_process_record_apart() {
     let bus = Bus::new();
     let spawn = |topic: &str| {
         KmsActor::spawn(
-            KmsConfig {
-                request_topic: topic.to_owned(),
-                threads: 1,
-                ..KmsConfig::default()
-            },
+            KmsConfig::default()
+                .with_request_topic(topic.to_owned())
+                .with_threads(1),
             Keystore::new(),
             &bus,
         )

@@ -20,10 +20,7 @@ const CLIENTS: usize = 8;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn continuous_rotation_with_eight_clients_gives_no_wrong_verdict() {
     let handle = KmsActor::spawn(
-        KmsConfig {
-            threads: 2,
-            ..KmsConfig::default()
-        },
+        KmsConfig::default().with_threads(2),
         Keystore::new(),
         &Bus::new(),
     )

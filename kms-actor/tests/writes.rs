@@ -82,11 +82,9 @@ fn durable_actor(storage: &GatedStorage) -> (KmsHandle, KmsClient, KeyId) {
     let ks = Keystore::create_with_storage(Box::new(storage.clone()), master())
         .expect("create the store");
     let key = ks.create_ed25519("acme", "tokens").expect("create");
-    let config = KmsConfig {
-        threads: 1,
-        write_backlog: BACKLOG,
-        ..KmsConfig::default()
-    };
+    let config = KmsConfig::default()
+        .with_threads(1)
+        .with_write_backlog(BACKLOG);
     let handle = KmsActor::spawn(config, ks, &Bus::new()).expect("spawn");
     let client = handle.client();
     (handle, client, key)

@@ -248,6 +248,7 @@ impl fmt::Display for KeyIdField {
 /// A [`KeyId`] text or field that is wrong: which field, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("invalid key id: {field}: {reason}")]
+#[non_exhaustive]
 pub struct KeyIdParseError {
     /// The field that is wrong.
     pub field: KeyIdField,

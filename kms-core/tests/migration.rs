@@ -42,6 +42,7 @@ fn origin_text(origin: &Origin) -> String {
         Origin::Imported { source, sealed_by } => {
             format!("imported from {source} sealed by {sealed_by}")
         }
+        other => format!("{other:?}"),
     }
 }
 

@@ -289,11 +289,11 @@ async fn an_admin_secret_guards_every_admin_route() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn concurrent_requests_coalesce_into_batches() {
-    let (handle, key) = spawn(KmsConfig {
-        verify_on_caller_when_idle: false,
-        threads: 1,
-        ..KmsConfig::default()
-    });
+    let (handle, key) = spawn(
+        KmsConfig::default()
+            .with_verify_on_caller_when_idle(false)
+            .with_threads(1),
+    );
     let admin = admin_router(handle.client(), AdminConfig::new(key.clone()));
     let public = public(&handle, &key);
     let token = issue(&admin, json!({"sub": "a"})).await;

@@ -58,6 +58,7 @@ pub use transfer::EXPORT_AAD;
 
 /// What [`Keystore::attest`] reports about a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Attestation {
     /// The id of the head version.
     pub head: KeyId,
@@ -69,6 +70,7 @@ pub struct Attestation {
 
 /// One version of a key, as attested.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct VersionInfo {
     /// 1-based version number.
     pub version: u32,
@@ -82,6 +84,7 @@ pub struct VersionInfo {
 
 /// Where a version's secret came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Origin {
     /// Generated inside this keystore from the OS random source.
     Generated,
