@@ -21,8 +21,20 @@ pub const MAX_WAIT_LIMIT: Duration = Duration::from_secs(1);
 pub const DEFAULT_REQUEST_TOPIC: &str = "kms.requests";
 
 /// Configuration of a [`crate::KmsActor`].
+///
+/// With the `serde` feature it is `Serialize` and `Deserialize`, for a
+/// configuration file: absent fields take their defaults, unknown fields
+/// are refused, `max_wait` is written `max_wait_us` (µs), and
+/// `trusted_jwks` is not serialized (load each set from its file with
+/// `TrustedJwkSet::from_json`, then [`KmsConfig::with_trusted_jwks`]).
+/// Deserializing does not [`validate`](KmsConfig::validate); spawning does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default, deny_unknown_fields)
+)]
 pub struct KmsConfig {
     /// Threads in the dedicated verify pool (count, ≥ 1). Default: the
     /// number of available cores.
@@ -40,6 +52,7 @@ pub struct KmsConfig {
     /// Longest the coalescer holds a verify request before dispatching it
     /// (> 0, ≤ 1 s). Only matters while every pool thread is busy: with a
     /// thread idle a request is dispatched at once. Default: 1 ms.
+    #[cfg_attr(feature = "serde", serde(rename = "max_wait_us", with = "micros"))]
     pub max_wait: Duration,
     /// Whether a verify request that arrives alone while every pool thread
     /// is idle is verified on the actor's own task instead of on the pool
@@ -65,6 +78,7 @@ pub struct KmsConfig {
     /// was loaded with `TrustedJwkSet::from_json`). Replace them while the
     /// actor runs with [`crate::KmsHandle::reload_trusted_jwks`]. Default:
     /// none.
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub trusted_jwks: Vec<TrustedJwkSet>,
     /// The `alg` of tokens [`crate::KmsClient::sign_jwt`] issues and of the
     /// JWKs [`crate::KmsClient::jwks`] publishes: `EdDSA` (RFC 8037, what
@@ -200,4 +214,20 @@ setters! {
     write_backlog / with_write_backlog: usize;
     overflow / with_overflow: Overflow;
     backend / with_backend: Backend;
+}
+
+/// A [`Duration`] as whole microseconds (feature `serde`).
+#[cfg(feature = "serde")]
+mod micros {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_micros)
+    }
 }

@@ -14,6 +14,7 @@ use crate::error::BusError;
 /// let config = TopicConfig { capacity: 64, overflow: Overflow::Reject, ..TopicConfig::default() };
 /// assert_eq!(config.backend, Backend::Classic);
 /// ```
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TopicConfig {
     /// Number of messages the ring holds (a count of messages, not bytes).
@@ -67,6 +68,7 @@ impl Default for TopicConfig {
 /// The ring implementation behind a topic. All backends have the same API
 /// and the same delivery contract (see the crate docs).
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {
     /// A bounded ring of slots behind one mutex: simple, obviously correct,
@@ -92,6 +94,7 @@ pub enum Backend {
 /// subscriber is told how many messages it missed; under `Reject` the
 /// publisher gets the message back; under `Wait` the publisher waits.
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Overflow {
     /// Overwrite the oldest message. Each subscriber that had not read it

@@ -32,6 +32,8 @@ mod error;
 mod key_id;
 mod keystore;
 mod random;
+#[cfg(feature = "serde")]
+mod serde_impls;
 pub mod seal;
 pub mod storage;
 mod sync;

@@ -46,6 +46,23 @@ impl std::fmt::Display for Algorithm {
     }
 }
 
+/// The `alg` string (feature `serde`).
+#[cfg(feature = "serde")]
+impl serde::Serialize for Algorithm {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// From the `alg` string, exactly as [`Algorithm::parse`] (feature `serde`).
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Algorithm {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let alg = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        Algorithm::parse(&alg).map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -59,6 +59,7 @@ pub use transfer::EXPORT_AAD;
 /// What [`Keystore::attest`] reports about a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Attestation {
     /// The id of the head version.
     pub head: KeyId,
@@ -71,10 +72,13 @@ pub struct Attestation {
 /// One version of a key, as attested.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct VersionInfo {
     /// 1-based version number.
     pub version: u32,
-    /// The version's public key, 32 bytes (RFC 8032 §5.1.5).
+    /// The version's public key, 32 bytes (RFC 8032 §5.1.5); 64 lowercase
+    /// hex characters when serialized.
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_impls::hex32"))]
     pub public_key: [u8; 32],
     /// When the version was created (wall clock).
     pub created_at: SystemTime,
@@ -85,6 +89,7 @@ pub struct VersionInfo {
 /// Where a version's secret came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Origin {
     /// Generated inside this keystore from the OS random source.
     Generated,
