@@ -65,6 +65,8 @@ pub mod metrics;
 mod pool;
 mod reply;
 mod request;
+#[cfg(feature = "tower")]
+mod retry;
 mod shared;
 mod stats;
 #[cfg(feature = "test-hooks")]
@@ -75,4 +77,6 @@ pub use actor::{KmsActor, KmsHandle};
 pub use client::KmsClient;
 pub use config::{KmsConfig, DEFAULT_REQUEST_TOPIC, MAX_BATCH_LIMIT, MAX_WAIT_LIMIT};
 pub use jwt::{JwtSigner, VerifiedJwt};
+#[cfg(feature = "tower")]
+pub use retry::RetryPolicy;
 pub use stats::KmsStats;

@@ -125,6 +125,18 @@ pub enum KmsError {
         /// Which record, and what is wrong with it.
         reason: String,
     },
+    /// Reading or writing the store's files failed. Retryable only when
+    /// `kind` is `Interrupted`, `WouldBlock` or `TimedOut`; a full disk
+    /// (`StorageFull`) or a permission (`PermissionDenied`) needs an
+    /// operator first.
+    #[error("I/O error ({kind}): {reason}")]
+    Io {
+        /// The operating system's error kind (`PermissionDenied`,
+        /// `StorageFull`, `NotFound`, …), to act on without parsing text.
+        kind: std::io::ErrorKind,
+        /// The operation, the path and the system's message.
+        reason: String,
+    },
     /// A bug or an unexpected failure inside the KMS (e.g. a panic in a
     /// verify batch). Not retryable.
     #[error("internal error: {reason}")]
@@ -156,19 +168,32 @@ impl KmsError {
             KmsError::StoreExists { .. } => "kms.store_exists",
             KmsError::StoreInUse { .. } => "kms.store_in_use",
             KmsError::StoreCorrupt { .. } => "kms.store_corrupt",
+            KmsError::Io { .. } => "kms.io",
             KmsError::Internal { .. } => "kms.internal",
         }
     }
 
-    /// Whether the same request may succeed if sent again later.
+    /// Whether the same request may succeed if sent again later:
+    /// [`KmsError::Overloaded`], [`KmsError::Dropped`], an unavailable
+    /// random source, and an I/O error of kind `Interrupted`,
+    /// `WouldBlock` or `TimedOut`. Tower's retry layer can use it through
+    /// `kms_actor::RetryPolicy` (feature `tower`).
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            KmsError::EntropyUnavailable
-                | KmsError::Overloaded
-                | KmsError::Dropped
-                | KmsError::Seal(SealError::EntropyUnavailable)
-        )
+        match self {
+            KmsError::Io { kind, .. } => matches!(
+                kind,
+                std::io::ErrorKind::Interrupted
+                    | std::io::ErrorKind::WouldBlock
+                    | std::io::ErrorKind::TimedOut
+            ),
+            other => matches!(
+                other,
+                KmsError::EntropyUnavailable
+                    | KmsError::Overloaded
+                    | KmsError::Dropped
+                    | KmsError::Seal(SealError::EntropyUnavailable)
+            ),
+        }
     }
 }
 
@@ -187,5 +212,15 @@ impl From<SealError> for KmsError {
 impl From<crate::random::EntropyUnavailable> for KmsError {
     fn from(_: crate::random::EntropyUnavailable) -> Self {
         KmsError::EntropyUnavailable
+    }
+}
+
+/// A tower load-shed layer's refusal (its service was not ready) is
+/// [`KmsError::Overloaded`]: retryable, as the KMS's own refusals are
+/// (feature `tower`).
+#[cfg(feature = "tower")]
+impl From<tower::load_shed::error::Overloaded> for KmsError {
+    fn from(_: tower::load_shed::error::Overloaded) -> Self {
+        KmsError::Overloaded
     }
 }

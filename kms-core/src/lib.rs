@@ -32,9 +32,9 @@ mod error;
 mod key_id;
 mod keystore;
 mod random;
+pub mod seal;
 #[cfg(feature = "serde")]
 mod serde_impls;
-pub mod seal;
 pub mod storage;
 mod sync;
 

@@ -91,3 +91,26 @@ fn create_makes_missing_directories_and_refuses_an_existing_store() {
     let reopened = Keystore::open(&store, master()).expect("open");
     assert_eq!(reopened.attest(&key).expect("attest").head.version(), 1);
 }
+
+#[test]
+fn an_io_failure_keeps_its_error_kind() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"not a directory").expect("write");
+    let err = Keystore::create(file.join("store"), master()).err();
+    match err {
+        Some(KmsError::Io { kind, ref reason }) => {
+            assert_eq!(kind, std::io::ErrorKind::NotADirectory, "{reason}");
+            assert!(reason.contains("a-file"), "{reason}");
+        }
+        other => panic!("expected KmsError::Io, got {other:?}"),
+    }
+    let e = err.expect("an error");
+    assert_eq!(e.code(), "kms.io");
+    assert!(!e.is_retryable());
+    let interrupted = KmsError::Io {
+        kind: std::io::ErrorKind::Interrupted,
+        reason: String::new(),
+    };
+    assert!(interrupted.is_retryable());
+}

@@ -39,10 +39,11 @@ pub(crate) struct Legacy {
 /// [`KmsError::Seal`] if the file is not an envelope, is sealed under a
 /// key the keyring lacks (`WrongKey`) or does not authenticate;
 /// [`KmsError::StoreCorrupt`] for a snapshot that does not decode;
-/// [`KmsError::Internal`] for I/O errors.
+/// [`KmsError::Io`] for I/O errors.
 pub(crate) fn read(dir: &Path, keyring: &Keyring, label: &str) -> Result<Legacy, KmsError> {
     let path = dir.join(LEGACY_FILE);
-    let bytes = std::fs::read(&path).map_err(|e| KmsError::Internal {
+    let bytes = std::fs::read(&path).map_err(|e| KmsError::Io {
+        kind: e.kind(),
         reason: format!("keystore: cannot read {}: {e}", path.display()),
     })?;
     let envelope = Envelope::from_bytes(&bytes)?;

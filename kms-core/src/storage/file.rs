@@ -127,8 +127,8 @@ impl RedbStorage {
     /// [`KmsError::StoreCorrupt`] if redb panics on the file.
     pub(crate) fn open(lock: LockedDir, name: &str) -> Result<RedbStorage, KmsError> {
         let path = lock.dir.join(name);
-        let db =
-            guarded(&path, || Database::create(&path))?.map_err(|e| db_error("open", &path, &e))?;
+        let db = guarded(&path, || Database::create(&path))?
+            .map_err(|e| db_error("open", &path, e.into()))?;
         sync_dir(&lock.dir).map_err(|e| io("fsync the directory", &lock.dir, &e))?;
         Ok(RedbStorage { db, path, lock })
     }
@@ -144,19 +144,19 @@ impl RedbStorage {
 impl Storage for RedbStorage {
     fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
         let path = &self.path;
-        let err = |e: &dyn std::fmt::Display| db_error("read", path, e);
+        let err = |e: redb::Error| db_error("read", path, e);
         guarded(path, || {
-            let tx = self.db.begin_read().map_err(|e| err(&e))?;
+            let tx = self.db.begin_read().map_err(|e| err(e.into()))?;
             let table = match tx.open_table(RECORDS) {
                 Ok(table) => table,
                 // Never committed to: no records.
                 Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-                Err(e) => return Err(err(&e)),
+                Err(e) => return Err(err(e.into())),
             };
-            let len = table.len().map_err(|e| err(&e))?;
+            let len = table.len().map_err(|e| err(e.into()))?;
             let mut records = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-            for entry in table.iter().map_err(|e| err(&e))? {
-                let (name, value) = entry.map_err(|e| err(&e))?;
+            for entry in table.iter().map_err(|e| err(e.into()))? {
+                let (name, value) = entry.map_err(|e| err(e.into()))?;
                 let name = String::from_utf8(name.value().to_vec()).map_err(|_| {
                     KmsError::StoreCorrupt {
                         store: path.display().to_string(),
@@ -171,20 +171,20 @@ impl Storage for RedbStorage {
 
     fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
         let path = &self.path;
-        let err = |e: &dyn std::fmt::Display| db_error("write", path, e);
+        let err = |e: redb::Error| db_error("write", path, e);
         guarded(path, || {
             // `Durability::Immediate` is redb's default: fsynced on commit.
-            let tx = self.db.begin_write().map_err(|e| err(&e))?;
+            let tx = self.db.begin_write().map_err(|e| err(e.into()))?;
             {
-                let mut table = tx.open_table(RECORDS).map_err(|e| err(&e))?;
+                let mut table = tx.open_table(RECORDS).map_err(|e| err(e.into()))?;
                 for write in writes {
                     table
                         .insert(write.name.as_bytes(), write.value)
-                        .map_err(|e| err(&e))?;
+                        .map_err(|e| err(e.into()))?;
                 }
             }
             // Dropped uncommitted on an error above: redb aborts it.
-            tx.commit().map_err(|e| err(&e))
+            tx.commit().map_err(|e| err(e.into()))
         })?
     }
 }
@@ -225,12 +225,19 @@ pub(crate) fn remove_durably(dir: &Path, name: &str) -> Result<(), KmsError> {
     sync_dir(dir).map_err(|e| io("fsync the directory", dir, &e))
 }
 
-fn db_error(what: &str, path: &Path, e: &dyn std::fmt::Display) -> KmsError {
-    KmsError::Internal {
-        reason: format!(
-            "keystore: cannot {what} the database {}: {e}",
-            path.display()
-        ),
+/// An error of the database: [`KmsError::Io`] with its kind when it is an
+/// I/O error, else [`KmsError::Internal`].
+fn db_error(what: &str, path: &Path, e: redb::Error) -> KmsError {
+    let reason = format!(
+        "keystore: cannot {what} the database {}: {e}",
+        path.display()
+    );
+    match e {
+        redb::Error::Io(io) => KmsError::Io {
+            kind: io.kind(),
+            reason,
+        },
+        _ => KmsError::Internal { reason },
     }
 }
 
@@ -312,7 +319,8 @@ fn shown(dir: &Path) -> String {
 }
 
 fn io(what: &str, path: &Path, e: &std::io::Error) -> KmsError {
-    KmsError::Internal {
+    KmsError::Io {
+        kind: e.kind(),
         reason: format!("keystore: cannot {what} {}: {e}", path.display()),
     }
 }
