@@ -79,8 +79,7 @@ async fn a_load_shed_refusal_is_overloaded_and_retried_as_one() {
         .expect("ready")
         .call(1)
         .await
-        .err()
-        .expect("refused");
+        .expect_err("refused");
     let overloaded = refused
         .downcast::<tower::load_shed::error::Overloaded>()
         .expect("a load-shed refusal");
