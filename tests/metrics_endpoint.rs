@@ -78,7 +78,7 @@ async fn the_endpoint_serves_every_design_metric() {
         .expect("scrape");
     for name in [
         "kms_ops_total{topic=\"kms.requests\",op=\"verify\",outcome=\"ok\"}",
-        "kms_ops_total{topic=\"kms.requests\",op=\"verify\",outcome=\"kms.invalid_signature\"}",
+        "kms_ops_total{topic=\"kms.requests\",op=\"verify\",outcome=\"invalid_signature\"}",
         "kms_ops_total{topic=\"kms.requests\",op=\"sign\",outcome=\"ok\"}",
         "kms_ops_total{topic=\"kms.requests\",op=\"rotate\",outcome=\"ok\"}",
         "kms_op_duration_seconds_bucket{topic=\"kms.requests\",op=\"verify\",le=\"0.00001\"}",
@@ -86,15 +86,29 @@ async fn the_endpoint_serves_every_design_metric() {
         "kms_batch_wait_seconds_bucket{topic=\"kms.requests\",",
         "kms_batches_in_flight{topic=\"kms.requests\"}",
         "kms_bisections_total",
-        "bus_published_total{topic=\"kms.requests\"}",
-        "bus_lagged_total{topic=\"kms.requests\"}",
-        "bus_rejected_total{topic=\"kms.requests\"}",
+        "kms_bus_published_total{topic=\"kms.requests\"}",
+        "kms_bus_lagged_total{topic=\"kms.requests\"}",
+        "kms_bus_rejected_total{topic=\"kms.requests\"}",
         "# HELP kms_ops_total",
+        "# HELP kms_build_info",
     ] {
         assert!(
             text.contains(name),
             "{name} missing from the scrape:\n{text}"
         );
     }
+    let build_info = format!(
+        "kms_build_info{{version=\"{}\",curve_backend=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION"),
+        handle.curve_backend()
+    );
+    assert!(text.contains(&build_info), "{build_info} missing:\n{text}");
+    // `outcome` values have no dots (they are codes without `kms.`).
+    let outcomes: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split("outcome=\"").nth(1)?.split('"').next())
+        .collect();
+    assert!(outcomes.contains(&"invalid_signature"), "{outcomes:?}");
+    assert!(outcomes.iter().all(|o| !o.contains('.')), "{outcomes:?}");
     handle.shutdown().await;
 }

@@ -214,6 +214,24 @@ impl KmsActor {
             shared: Arc::clone(&shared),
             _release: ReleaseKeystore(Arc::clone(&shared)),
         };
+        let backend = kms_core::ed25519::curve_backend();
+        tracing::info!(
+            topic = %config.request_topic,
+            threads = config.threads,
+            curve_backend = backend.name(),
+            "KMS actor started"
+        );
+        if let Some(missed) = kms_core::ed25519::missed_curve_backend() {
+            tracing::warn!(
+                topic = %config.request_topic,
+                curve_backend = backend.name(),
+                available = missed.name(),
+                "this CPU has AVX-512 IFMA but the build lacks curve25519-dalek's avx512 \
+                 backend, so verification takes about 1.3-1.5x as long: add \
+                 rustflags = ['--cfg=curve25519_dalek_backend=\"avx512\"'] for x86_64 targets \
+                 to the embedding project's .cargo/config.toml (kms README, Embedding)"
+            );
+        }
         let task = runtime.spawn(actor.run());
         Ok(KmsHandle {
             client,
@@ -514,6 +532,14 @@ impl KmsHandle {
             .write()
             .unwrap_or_else(PoisonError::into_inner) = Arc::new(loaded);
         Ok(count)
+    }
+
+    /// The curve25519-dalek backend this process verifies with
+    /// (`kms_core::ed25519::curve_backend`); also the `curve_backend` label
+    /// of `kms_build_info` and a field of the actor's start event, with a
+    /// warning when the CPU could run a faster one than the build has.
+    pub fn curve_backend(&self) -> kms_core::ed25519::CurveBackend {
+        kms_core::ed25519::curve_backend()
     }
 
     /// Counters since spawn.

@@ -9,14 +9,20 @@
 //! | `kms_batch_size` | histogram | `topic` | verify requests per batch |
 //! | `kms_batch_wait_seconds` | histogram | `topic` | seconds the oldest request of a batch was held |
 //! | `kms_batches_in_flight` | gauge | `topic` | jobs running or queued on the pool |
+//! | `kms_build_info` | gauge | `version`, `curve_backend` | always 1 |
 //!
 //! `topic` is the actor's request topic ([`crate::KmsConfig::request_topic`]),
-//! so two actors in one process record apart, as the bus's `bus_*`
+//! so two actors in one process record apart, as the bus's `kms_bus_*`
 //! counters do.
 //! `op` is `verify`, `sign`, `create_key`, `rotate` or `attest`; `outcome`
-//! is `ok` or the error's stable code ([`KmsError::code`], e.g.
-//! `kms.invalid_signature`). `kms_bisections_total` is recorded by kms-core
-//! and the `bus_*` counters by kms-bus.
+//! is `ok` or the error's stable code without its `kms.` prefix
+//! ([`KmsError::code`]: `invalid_signature`, `overloaded`, `dropped`, …),
+//! so no label value has a dot. `kms_bisections_total` is recorded by
+//! kms-core and the `kms_bus_*` counters by kms-bus.
+//!
+//! `kms_build_info{version, curve_backend}` (gauge, always 1) says which
+//! build runs and which curve25519-dalek backend it verifies with
+//! (`avx512ifma`, `avx2`, `serial`, `fiat`).
 //!
 //! Handles are taken once, at [`crate::KmsActor::spawn`], from the recorder
 //! installed then: install the exporter before spawning the actor, or the
@@ -39,6 +45,10 @@ pub const BATCH_SIZE: &str = "kms_batch_size";
 pub const BATCH_WAIT_SECONDS: &str = "kms_batch_wait_seconds";
 /// `kms_batches_in_flight`: batches running or queued on the pool (gauge).
 pub const BATCHES_IN_FLIGHT: &str = "kms_batches_in_flight";
+
+/// `kms_build_info{version,curve_backend}`: 1, labelled with this crate's
+/// version and the curve backend in use (gauge).
+pub const BUILD_INFO: &str = "kms_build_info";
 
 /// Bucket bounds (seconds) that fit the actor's latencies, 10 µs to 100 ms:
 /// a lone verify answers in tens of µs, a saturated pool in a few ms. Pass
@@ -75,6 +85,11 @@ pub fn describe() {
         BATCH_WAIT_SECONDS,
         Unit::Seconds,
         "How long the oldest request of a batch was held before dispatch"
+    );
+    metrics::describe_gauge!(
+        BUILD_INFO,
+        Unit::Count,
+        "1, labelled with the kms version and the curve25519-dalek backend in use"
     );
     metrics::describe_gauge!(
         BATCHES_IN_FLIGHT,
@@ -138,6 +153,12 @@ impl Metrics {
     /// Takes handles from the recorder installed now, labelled with the
     /// actor's request `topic`.
     pub(crate) fn new(topic: &str) -> Self {
+        metrics::gauge!(
+            BUILD_INFO,
+            "version" => env!("CARGO_PKG_VERSION"),
+            "curve_backend" => kms_core::ed25519::curve_backend().name()
+        )
+        .set(1.0);
         let t = || topic.to_owned();
         let ops = OpKind::ALL.map(|op| OpHandles {
             ok: metrics::counter!(OPS_TOTAL, "topic" => t(), "op" => op.label(), "outcome" => "ok"),
@@ -151,7 +172,7 @@ impl Metrics {
                 OPS_TOTAL,
                 "topic" => t(),
                 "op" => OpKind::Verify.label(),
-                "outcome" => invalid.code()
+                "outcome" => outcome(&invalid)
             ),
             batch_size: metrics::histogram!(BATCH_SIZE, "topic" => t()),
             batch_wait: metrics::histogram!(BATCH_WAIT_SECONDS, "topic" => t()),
@@ -171,10 +192,16 @@ impl Metrics {
                 OPS_TOTAL,
                 "topic" => self.topic.clone(),
                 "op" => op.label(),
-                "outcome" => e.code()
+                "outcome" => outcome(e)
             )
             .increment(1),
         }
         handles.duration.record(took.as_secs_f64());
     }
+}
+
+/// The `outcome` label of an error: its code without the `kms.` prefix.
+fn outcome(e: &KmsError) -> &'static str {
+    let code = e.code();
+    code.strip_prefix("kms.").unwrap_or(code)
 }

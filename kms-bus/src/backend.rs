@@ -102,7 +102,7 @@ impl<T> Ring<T> {
         }
     }
 
-    /// Sequence numbers taken so far (see `bus_published_total`).
+    /// Sequence numbers taken so far (see `kms_bus_published_total`).
     pub(crate) fn sequence(&self) -> u64 {
         match self {
             Self::Classic(ring) => ring.sequence(),

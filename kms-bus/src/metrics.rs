@@ -3,9 +3,9 @@
 //!
 //! | name | kind | counts |
 //! |---|---|---|
-//! | `bus_published_total` | counter | messages published (the ring's sequence count, see below) |
-//! | `bus_rejected_total` | counter | messages a full `Reject`/`Wait` ring refused (not the retries of `publish_wait`) |
-//! | `bus_lagged_total` | counter | messages subscribers missed on a `Lag` topic, summed over subscribers |
+//! | `kms_bus_published_total` | counter | messages published (the ring's sequence count, see below) |
+//! | `kms_bus_rejected_total` | counter | messages a full `Reject`/`Wait` ring refused (not the retries of `publish_wait`) |
+//! | `kms_bus_lagged_total` | counter | messages subscribers missed on a `Lag` topic, summed over subscribers |
 //!
 //! Handles are taken when the topic is created, from the recorder installed
 //! then. A `metrics` handle call is not inlined across crates (~1 ns), which
@@ -19,17 +19,17 @@
 
 use metrics::{Counter, Unit};
 
-/// `bus_published_total{topic}`: messages published (counter).
-pub const PUBLISHED_TOTAL: &str = "bus_published_total";
+/// `kms_bus_published_total{topic}`: messages published (counter).
+pub const PUBLISHED_TOTAL: &str = "kms_bus_published_total";
 /// How often (in messages) a single publish pushes the sequence count to
-/// `bus_published_total`.
+/// `kms_bus_published_total`.
 pub(crate) const PUBLISHED_STRIDE: u64 = 64;
 
-/// `bus_rejected_total{topic}`: messages refused by a full ring (counter).
-pub const REJECTED_TOTAL: &str = "bus_rejected_total";
-/// `bus_lagged_total{topic}`: messages missed by lagging subscribers,
+/// `kms_bus_rejected_total{topic}`: messages refused by a full ring (counter).
+pub const REJECTED_TOTAL: &str = "kms_bus_rejected_total";
+/// `kms_bus_lagged_total{topic}`: messages missed by lagging subscribers,
 /// summed over subscribers (counter).
-pub const LAGGED_TOTAL: &str = "bus_lagged_total";
+pub const LAGGED_TOTAL: &str = "kms_bus_lagged_total";
 
 /// Registers units and help texts of the bus's metrics with the installed
 /// recorder.

@@ -57,7 +57,7 @@ impl<T> Publisher<T> {
     }
 
     /// [`publish`](Self::publish) without counting a refusal in
-    /// `bus_rejected_total`, for `publish_wait`, whose refusals are retries.
+    /// `kms_bus_rejected_total`, for `publish_wait`, whose refusals are retries.
     #[inline(always)]
     fn offer(&self, msg: T) -> Result<(), PublishError<T>> {
         match self.shared.ring.publish_one(msg) {

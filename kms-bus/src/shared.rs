@@ -33,7 +33,7 @@ pub(crate) struct Shared<T> {
     /// [`Shared::publishers_gone`]: a subscriber that reads zero has seen
     /// every publish the dropped publishers made.
     pub(crate) publishers: AtomicUsize,
-    /// This topic's `bus_*` counters.
+    /// This topic's `kms_bus_*` counters.
     pub(crate) metrics: TopicMetrics,
 }
 

@@ -1,6 +1,6 @@
-//! The bus's counters (`bus_published_total`, `bus_rejected_total`,
-//! `bus_lagged_total`), read back through a debugging recorder.
-//! `bus_published_total` is the ring's sequence count, pushed every 64
+//! The bus's counters (`kms_bus_published_total`, `kms_bus_rejected_total`,
+//! `kms_bus_lagged_total`), read back through a debugging recorder.
+//! `kms_bus_published_total` is the ring's sequence count, pushed every 64
 //! publishes, after each batch, and when a subscriber parks; the others
 //! count where their event happens.
 

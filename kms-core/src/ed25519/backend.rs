@@ -63,6 +63,34 @@ pub fn curve_backend() -> CurveBackend {
     detect_vector().unwrap_or(CurveBackend::Serial)
 }
 
+/// The faster backend this CPU could run but this build did not compile
+/// in: `Some(CurveBackend::Avx512Ifma)` when the CPU has AVX-512 IFMA and
+/// VL, the build lacks `--cfg curve25519_dalek_backend="avx512"` (set in
+/// the embedding project's `.cargo/config.toml`, README "Embedding"), and
+/// did not choose `serial` or `fiat` on purpose; else `None`. Verification
+/// with the AVX2 backend takes about 1.3–1.5 × as long on such a CPU
+/// (docs/PERFORMANCE.md, "Curve backends").
+pub fn missed_curve_backend() -> Option<CurveBackend> {
+    if cfg!(curve25519_dalek_backend = "fiat") || cfg!(curve25519_dalek_backend = "serial") {
+        return None;
+    }
+    match (curve_backend(), cpu_has_ifma()) {
+        (CurveBackend::Avx2, true) => Some(CurveBackend::Avx512Ifma),
+        _ => None,
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn cpu_has_ifma() -> bool {
+    std::arch::is_x86_feature_detected!("avx512ifma")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn cpu_has_ifma() -> bool {
+    false
+}
+
 #[cfg(target_arch = "x86_64")]
 fn detect_vector() -> Option<CurveBackend> {
     // Mirrors build.rs: "avx512" is compiled in when asked for, or by
@@ -121,6 +149,18 @@ mod tests {
             }
             CurveBackend::Avx2 => assert!(std::arch::is_x86_feature_detected!("avx2")),
             CurveBackend::Serial | CurveBackend::Fiat => {}
+        }
+    }
+
+    #[test]
+    fn a_missed_backend_is_reported_only_when_it_would_run_and_is_not_in_use() {
+        if let Some(missed) = missed_curve_backend() {
+            assert_eq!(missed, CurveBackend::Avx512Ifma);
+            assert!(cpu_has_ifma());
+            assert_eq!(curve_backend(), CurveBackend::Avx2);
+        }
+        if curve_backend() == CurveBackend::Avx512Ifma {
+            assert_eq!(missed_curve_backend(), None);
         }
     }
 }

@@ -38,7 +38,7 @@ mod key_cache;
 mod policy;
 mod verifying_key;
 
-pub use backend::{curve_backend, CurveBackend};
+pub use backend::{curve_backend, missed_curve_backend, CurveBackend};
 pub use error::{Component, SignatureError};
 pub use key_cache::KEY_CACHE_CAPACITY;
 pub use verifying_key::{BatchItem, VerifyingKey};
