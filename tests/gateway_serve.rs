@@ -34,11 +34,19 @@ struct Serving {
     admin: SocketAddr,
     /// The rest of its stderr, line by line.
     lines: mpsc::Receiver<String>,
+    /// Its stderr lines before the line with the addresses.
+    early: Vec<String>,
 }
 
 impl Serving {
     fn start(args: &[&str]) -> Serving {
+        Serving::start_with_env(args, &[])
+    }
+
+    fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Serving {
         let mut child = Command::new(gateway())
+            .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
             .arg("serve")
             .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
             .args(args)
@@ -56,9 +64,16 @@ impl Serving {
                 }
             }
         });
-        let line = lines
-            .recv_timeout(HANG)
-            .expect("gateway serve logs its addresses");
+        let mut early = Vec::new();
+        let line = loop {
+            let line = lines
+                .recv_timeout(HANG)
+                .expect("gateway serve logs its addresses");
+            if line.contains("public face on") {
+                break line;
+            }
+            early.push(line);
+        };
         let addr = |face: &str| -> SocketAddr {
             let rest = line
                 .split(&format!("{face} face on http://"))
@@ -75,6 +90,7 @@ impl Serving {
             admin: addr("admin"),
             child,
             lines,
+            early,
         }
     }
 
@@ -208,6 +224,24 @@ fn serve_answers_on_both_faces_and_stops_on_sigterm() {
     let (status, body) = http(s.admin, "GET", "/metrics", &[], "");
     assert_eq!(status, 200);
     assert!(body.contains("kms_ops_total"), "{body}");
+    assert!(body.contains("kms_build_info{"), "{body}");
+    assert!(
+        s.early.is_empty(),
+        "nothing below warn by default: {:?}",
+        s.early
+    );
+    assert_eq!(s.stop(), 0);
+}
+
+#[test]
+fn rust_log_turns_on_the_actor_events() {
+    let s = Serving::start_with_env(&[], &[("RUST_LOG", "kms_actor=info")]);
+    let started = s
+        .early
+        .iter()
+        .find(|l| l.contains("KMS actor started"))
+        .unwrap_or_else(|| panic!("no start event in {:?}", s.early));
+    assert!(started.contains("curve_backend="), "{started}");
     assert_eq!(s.stop(), 0);
 }
 

@@ -36,11 +36,15 @@
 //! (JWKS, `/whoami` behind the bearer layer, `/healthz`) and an admin face
 //! (token issuance, rotation, metrics).
 //!
+//! Events go to stderr through a `tracing` subscriber filtered by
+//! `RUST_LOG` (default `warn`; `logging.rs`).
+//!
 //! Exit codes: 0 success (and `--help`), 1 a wrong verdict or a start-up
 //! error, 2 a usage error.
 
 mod http_phase;
 mod job;
+mod logging;
 mod serve;
 mod telemetry;
 
@@ -108,6 +112,7 @@ fn share(text: &str) -> Result<f64, String> {
 fn main() -> ExitCode {
     // Usage errors exit 2 and `--help` 0, both by clap.
     let cli = Cli::parse();
+    logging::install();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
