@@ -227,7 +227,7 @@ impl KmsActor {
                 curve_backend = backend.name(),
                 available = missed.name(),
                 "this CPU has AVX-512 IFMA but the build lacks curve25519-dalek's avx512 \
-                 backend, so verification takes about 1.3-1.5x as long: add \
+                 backend, so verification takes about 1.3-1.7x as long: add \
                  rustflags = ['--cfg=curve25519_dalek_backend=\"avx512\"'] for x86_64 targets \
                  to the embedding project's .cargo/config.toml (kms README, Embedding)"
             );

@@ -68,7 +68,7 @@ pub fn curve_backend() -> CurveBackend {
 /// VL, the build lacks `--cfg curve25519_dalek_backend="avx512"` (set in
 /// the embedding project's `.cargo/config.toml`, README "Embedding"), and
 /// did not choose `serial` or `fiat` on purpose; else `None`. Verification
-/// with the AVX2 backend takes about 1.3–1.5 × as long on such a CPU
+/// with the AVX2 backend takes about 1.3–1.7 × as long on such a CPU
 /// (docs/PERFORMANCE.md, "Curve backends").
 pub fn missed_curve_backend() -> Option<CurveBackend> {
     if cfg!(curve25519_dalek_backend = "fiat") || cfg!(curve25519_dalek_backend = "serial") {
