@@ -29,7 +29,7 @@
 //! use kms_core::Keystore;
 //!
 //! let bus = Bus::new();
-//! let handle = KmsActor::spawn(KmsConfig { threads: 1, ..KmsConfig::default() }, Keystore::new(), &bus)?;
+//! let handle = KmsActor::spawn(KmsConfig::default().with_threads(1), Keystore::new(), &bus)?;
 //! let kms = handle.client();
 //! let key = kms.create_key("acme", "tokens").await?;
 //! let (signer, signature) = kms.sign(&key, &b"token"[..]).await?;

@@ -71,8 +71,8 @@ async fn two_actors_in_one_process_record_apart() {
         })
         .collect();
     let expected: HashMap<(String, String, String), u64> = [
-        (("metrics.a", "verify", "kms.invalid_signature"), 3),
-        (("metrics.b", "attest", "kms.unknown_key"), 1),
+        (("metrics.a", "verify", "invalid_signature"), 3),
+        (("metrics.b", "attest", "unknown_key"), 1),
     ]
     .into_iter()
     .map(|((t, o, c), n)| ((t.to_owned(), o.to_owned(), c.to_owned()), n))

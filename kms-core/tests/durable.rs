@@ -84,9 +84,10 @@ fn a_wrong_master_key_is_a_typed_error_and_writes_nothing() {
     // bytes may change; the records may not (checked by the reopen below).
 
     std::fs::write(&path, b"not a database").expect("garbage");
+    // Not a redb file: a corrupt store, not an I/O failure.
     assert!(matches!(
         Keystore::open(dir.path(), master()),
-        Err(KmsError::Internal { .. })
+        Err(KmsError::StoreCorrupt { .. })
     ));
     std::fs::write(&path, &on_disk).expect("restore");
     let restored = Keystore::open(dir.path(), master()).expect("reopen");

@@ -225,14 +225,27 @@ pub(crate) fn remove_durably(dir: &Path, name: &str) -> Result<(), KmsError> {
     sync_dir(dir).map_err(|e| io("fsync the directory", dir, &e))
 }
 
-/// An error of the database: [`KmsError::Io`] with its kind when it is an
-/// I/O error, else [`KmsError::Internal`].
+/// An error of the database: [`KmsError::StoreCorrupt`] when the file is
+/// not a readable redb database (redb's `Corrupted`, or an I/O error of
+/// kind `InvalidData`, which is what a wrong magic number gives);
+/// [`KmsError::Io`] with its kind for any other I/O error; else
+/// [`KmsError::Internal`].
 fn db_error(what: &str, path: &Path, e: redb::Error) -> KmsError {
     let reason = format!(
         "keystore: cannot {what} the database {}: {e}",
         path.display()
     );
     match e {
+        redb::Error::Corrupted(_) => KmsError::StoreCorrupt {
+            store: path.display().to_string(),
+            reason,
+        },
+        redb::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
+            KmsError::StoreCorrupt {
+                store: path.display().to_string(),
+                reason,
+            }
+        }
         redb::Error::Io(io) => KmsError::Io {
             kind: io.kind(),
             reason,
