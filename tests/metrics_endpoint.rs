@@ -1,4 +1,4 @@
-//! The gateway's metrics endpoint serves every name of DESIGN §7: this test
+//! The gateway's metrics endpoint serves every name of docs/DESIGN.md §7: this test
 //! installs the gateway's own exporter set-up (`examples/gateway/
 //! telemetry.rs`) on a free local port, drives an actor through each kind
 //! of outcome, and scrapes `/metrics` over plain HTTP/1.1.

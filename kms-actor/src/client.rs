@@ -72,7 +72,7 @@ impl KmsClient {
     }
 
     /// Verifies a 64-byte `signature` on `message` under a raw 32-byte
-    /// Ed25519 `public_key`, with the criteria of DESIGN §3.2: in a batch,
+    /// Ed25519 `public_key`, with the criteria of docs/DESIGN.md §3.2: in a batch,
     /// or on this task when the node is quiet
     /// ([`crate::KmsConfig::verify_on_caller_when_idle`]).
     ///

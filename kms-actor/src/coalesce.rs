@@ -1,4 +1,4 @@
-//! The coalescing policy of DESIGN §5, as pure functions of what the actor
+//! The coalescing policy of docs/DESIGN.md §5, as pure functions of what the actor
 //! sees: how many verify requests are pending, how long the oldest has
 //! waited, and how many batches are in flight on the pool; and of what a
 //! caller sees before it publishes a verify request.

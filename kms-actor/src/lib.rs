@@ -1,4 +1,4 @@
-//! kms-actor: the KMS actor on the in-process bus (DESIGN §5).
+//! kms-actor: the KMS actor on the in-process bus (docs/DESIGN.md §5).
 //!
 //! [`KmsActor::spawn`] subscribes to the request topic (`"kms.requests"` by
 //! default) and returns a [`KmsHandle`]; other actors hold a [`KmsClient`]
@@ -46,7 +46,7 @@
 //! past `max_wait`. Sign, rotate, attest and create travel on a separate
 //! priority topic and never wait behind verify batches (at most behind one
 //! short verification that the actor makes on its own task when a request
-//! arrives alone on a quiet node). Metrics (DESIGN §7)
+//! arrives alone on a quiet node). Metrics (docs/DESIGN.md §7)
 //! go through the `metrics` facade ([`metrics`] lists them); each
 //! coalescing decision is a `tracing` event (target `kms_actor::coalesce`).
 #![forbid(unsafe_code)]

@@ -1,4 +1,4 @@
-//! The actor's metrics (DESIGN §7), through the `metrics` facade: this crate
+//! The actor's metrics (docs/DESIGN.md §7), through the `metrics` facade: this crate
 //! records, the embedding program chooses and installs the exporter (the
 //! gateway example serves Prometheus text).
 //!

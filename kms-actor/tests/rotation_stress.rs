@@ -1,4 +1,4 @@
-//! Rotation under load through the actor (DESIGN §3.1): one task rotates a
+//! Rotation under load through the actor (docs/DESIGN.md §3.1): one task rotates a
 //! key continuously while eight clients sign with the head and verify both
 //! their newest signature and older ones (made by versions that are no
 //! longer the head), plus a forged copy of each. Runs for 3 s of wall

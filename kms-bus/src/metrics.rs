@@ -1,4 +1,4 @@
-//! The bus's metrics (DESIGN §7), through the `metrics` facade, one set of
+//! The bus's metrics (docs/DESIGN.md §7), through the `metrics` facade, one set of
 //! handles per topic, labelled `topic=<name>`:
 //!
 //! | name | kind | counts |

@@ -1,5 +1,5 @@
 //! [`KmsError`]: the one error type of the KMS, shared by the keystore and
-//! the actor (DESIGN §3.5).
+//! the actor (docs/DESIGN.md §3.5).
 //!
 //! Each variant has a stable machine code ([`KmsError::code`]) and says
 //! whether retrying the same request may succeed ([`KmsError::is_retryable`]).
@@ -15,7 +15,7 @@ use crate::seal::SealError;
 #[non_exhaustive]
 pub enum KmsError {
     /// The signature is invalid; the inner error names the rule it broke
-    /// (DESIGN §3.2). Not retryable.
+    /// (docs/DESIGN.md §3.2). Not retryable.
     #[error("invalid signature: {0}")]
     InvalidSignature(#[from] SignatureError),
     /// A key id, tenant or purpose is malformed. Not retryable.

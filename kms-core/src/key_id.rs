@@ -26,7 +26,7 @@ pub const MAX_NAME_LEN: usize = 64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Alg {
-    /// Ed25519 (RFC 8032 §5.1), verified under DESIGN §3.2.
+    /// Ed25519 (RFC 8032 §5.1), verified under docs/DESIGN.md §3.2.
     Ed25519,
 }
 

@@ -1,7 +1,7 @@
 //! kms-core: keys, key ids, the keystore, Ed25519 single and batch
 //! verification, and the KMS error type. No async runtime, no bus.
 //!
-//! * [`ed25519`]: verification under DESIGN §3.2 — one rule for
+//! * [`ed25519`]: verification under docs/DESIGN.md §3.2 — one rule for
 //!   [`ed25519::verify`] and [`ed25519::verify_batch`].
 //! * [`KeyId`], written `kms:<tenant>:<purpose>:<alg>:<uuid>:v<version>`.
 //! * [`Keystore`]: in-memory versioned keys; only the head signs, every

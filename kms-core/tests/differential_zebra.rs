@@ -1,5 +1,5 @@
 //! Differential test against ed25519-zebra (ZIP-215 rules; dev-dependency
-//! only): on every input that passes our prechecks (DESIGN §3.2 rules 1–3),
+//! only): on every input that passes our prechecks (docs/DESIGN.md §3.2 rules 1–3),
 //! our verdict equals zebra's. ZIP-215 accepts non-canonical encodings and
 //! small-order points that we reject, so inputs failing our prechecks are
 //! only checked against our own single `verify`.

@@ -1,4 +1,4 @@
-//! Loom models of the SoA ring (DESIGN §6: slot claim, last-reader move,
+//! Loom models of the SoA ring (docs/DESIGN.md §6: slot claim, last-reader move,
 //! ring wrap, edge notify). Every model publishes `Arc` payloads and, after
 //! every handle is dropped, checks that each payload's strong count is back
 //! to 1: a leaked payload leaves it higher, a double drop lower. Each model

@@ -1,4 +1,4 @@
-//! Loom model of rotation under load (DESIGN §3.1 and §6), on the real
+//! Loom model of rotation under load (docs/DESIGN.md §3.1 and §6), on the real
 //! keystore code: a rotator adds versions while a verifier checks an old
 //! version and a signer signs with the head. Checked in every interleaving:
 //! * no torn key: a signature made "by the head" verifies under the id the

@@ -1,4 +1,4 @@
-//! Batch verification of one chunk (DESIGN §3.3): prechecks per item, items
+//! Batch verification of one chunk (docs/DESIGN.md §3.3): prechecks per item, items
 //! grouped by public key, one random linear combination of the cofactored
 //! equations (or several smaller ones when failures are frequent), and exact
 //! per-item verdicts when a combination fails.
@@ -10,7 +10,7 @@
 //! only after its own equation failed ([`super::equation::check_one`]). An
 //! item is reported valid either by its own equation or by a combination
 //! that holds. A combination containing an invalid item holds with
-//! probability at most 2^-128 (DESIGN §3.2 rule 4 being cofactored); an item
+//! probability at most 2^-128 (docs/DESIGN.md §3.2 rule 4 being cofactored); an item
 //! lies in at most `2·log2(n) + 1` of the combinations bisection checks, so
 //! the chance it is wrongly reported valid is at most that many times 2^-128.
 

@@ -1,4 +1,4 @@
-//! Random 128-bit coefficients for the batch equation (DESIGN §3.3).
+//! Random 128-bit coefficients for the batch equation (docs/DESIGN.md §3.3).
 //!
 //! They come from a CSPRNG the inputs cannot influence, so whoever fills a
 //! batch cannot choose or predict them: ChaCha12 (`rand::rngs::StdRng`, the

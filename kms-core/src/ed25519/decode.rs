@@ -1,4 +1,4 @@
-//! Rules 1–3 of DESIGN §3.2: canonical decoding and the small-order check,
+//! Rules 1–3 of docs/DESIGN.md §3.2: canonical decoding and the small-order check,
 //! plus the challenge hash `k`. Everything here is shared by single and batch
 //! verification so that both apply exactly the same rule.
 
@@ -162,7 +162,7 @@ pub(crate) fn decode_public_key(bytes: &[u8; 32]) -> Result<EdwardsPoint, Signat
 
 /// Decodes a public key that is to be trusted with a secret (an imported
 /// key): canonical (RFC 8032 §5.1.3), not of small order, and torsion-free
-/// (`[ℓ]A = 𝒪`), as DESIGN §3.1 requires of imported keys.
+/// (`[ℓ]A = 𝒪`), as docs/DESIGN.md §3.1 requires of imported keys.
 ///
 /// # Errors
 /// [`SignatureError::NonCanonicalPoint`], [`SignatureError::UndecodablePoint`]

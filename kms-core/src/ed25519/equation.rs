@@ -1,4 +1,4 @@
-//! Rule 4 of DESIGN §3.2, the cofactored equation, for one signature and for
+//! Rule 4 of docs/DESIGN.md §3.2, the cofactored equation, for one signature and for
 //! a random linear combination of many, with one `A` term per distinct key.
 
 use core::iter;

@@ -20,7 +20,7 @@ impl core::fmt::Display for Component {
     }
 }
 
-/// Why a signature is invalid under the criteria of DESIGN §3.2.
+/// Why a signature is invalid under the criteria of docs/DESIGN.md §3.2.
 ///
 /// The checks run in rule order (1: `s`, 2: encodings of `A` then `R`,
 /// 3: small order of `A` then `R`, 4: the equation), and the first rule that

@@ -1,9 +1,9 @@
 //! A bounded, process-wide cache of decompressed, validated public keys
-//! (DESIGN §3.3), so a hot key is decompressed and checked once, not once
+//! (docs/DESIGN.md §3.3), so a hot key is decompressed and checked once, not once
 //! per signature.
 //!
 //! Invariant: a point is in the cache only under the 32 bytes it was decoded
-//! from, and only if those bytes passed rules 2 and 3 of DESIGN §3.2
+//! from, and only if those bytes passed rules 2 and 3 of docs/DESIGN.md §3.2
 //! (canonical encoding, decodable, not of small order). A hit therefore
 //! gives exactly the verdict and the point a fresh decode would: verdicts
 //! never depend on what is cached, only the cost does.

@@ -1,4 +1,4 @@
-//! Ed25519 verification under the criteria of DESIGN §3.2, one rule for
+//! Ed25519 verification under the criteria of docs/DESIGN.md §3.2, one rule for
 //! single and batch verification.
 //!
 //! A signature `(R, s)` on message `M` under public key `A` is valid iff
@@ -100,7 +100,7 @@ fn length_error(what: &'static str, expected: usize, actual: usize) -> KmsError 
     }
 }
 
-/// Verifies one signature under the criteria of DESIGN §3.2.
+/// Verifies one signature under the criteria of docs/DESIGN.md §3.2.
 ///
 /// # Errors
 /// The first rule that fails, as a [`SignatureError`].
@@ -138,7 +138,7 @@ fn verify_item(item: &BatchItem<'_>) -> Result<(), SignatureError> {
 /// Verifies many signatures at once; one verdict per item, in order, and
 /// verdict `i` equals [`verify`]`(items[i])`.
 ///
-/// How (DESIGN §3.3):
+/// How (docs/DESIGN.md §3.3):
 /// * Items failing rules 1–3 get their verdict without entering the
 ///   equation. An item built with [`BatchItem::with_verifying_key`] uses
 ///   its key's point as is; raw public keys that passed rules 2–3 before

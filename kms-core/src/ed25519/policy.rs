@@ -1,4 +1,4 @@
-//! Adaptive failure handling (DESIGN §3.3): how large the combinations are
+//! Adaptive failure handling (docs/DESIGN.md §3.3): how large the combinations are
 //! and how a failed one finds its invalid items, steered by how often items
 //! have been failing lately.
 //!

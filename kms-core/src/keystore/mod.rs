@@ -1,4 +1,4 @@
-//! [`Keystore`]: an in-memory store of versioned Ed25519 keys (DESIGN §3.1).
+//! [`Keystore`]: an in-memory store of versioned Ed25519 keys (docs/DESIGN.md §3.1).
 //!
 //! Invariants:
 //! * A key has versions `1..=head`, stored in order; versions are only ever
@@ -430,7 +430,7 @@ impl Keystore {
     }
 
     /// Verifies `signature` on `message` under the version `key` names,
-    /// with the criteria of DESIGN §3.2 ([`ed25519::verify`]).
+    /// with the criteria of docs/DESIGN.md §3.2 ([`ed25519::verify`]).
     ///
     /// # Errors
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`], or

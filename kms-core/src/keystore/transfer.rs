@@ -1,4 +1,4 @@
-//! Sealed export and import of a key version (DESIGN §3.1, §3.4). A private
+//! Sealed export and import of a key version (docs/DESIGN.md §3.1, §3.4). A private
 //! key leaves the keystore only inside an envelope sealed under a
 //! caller-supplied [`SealKey`]; there is no plaintext export.
 //!

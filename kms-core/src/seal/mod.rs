@@ -1,4 +1,4 @@
-//! Sealing (DESIGN §3.4): secrets at rest and in transit are XChaCha20-
+//! Sealing (docs/DESIGN.md §3.4): secrets at rest and in transit are XChaCha20-
 //! Poly1305 envelopes under a [`SealKey`].
 //!
 //! * **AEAD:** XChaCha20-Poly1305 from the `chacha20poly1305` crate
