@@ -98,9 +98,10 @@ async fn the_endpoint_serves_every_design_metric() {
         );
     }
     let build_info = format!(
-        "kms_build_info{{version=\"{}\",curve_backend=\"{}\"}} 1",
+        "kms_build_info{{version=\"{}\",curve_backend=\"{}\",missed_curve_backend=\"{}\"}} 1",
         env!("CARGO_PKG_VERSION"),
-        handle.curve_backend()
+        handle.curve_backend(),
+        kms::core::ed25519::missed_curve_backend().map_or("none", |b| b.name())
     );
     assert!(text.contains(&build_info), "{build_info} missing:\n{text}");
     // `outcome` values have no dots (they are codes without `kms.`).

@@ -132,8 +132,10 @@ impl KmsClient {
     ///
     /// # Errors
     /// [`KmsError::InvalidKeyId`] for a bad tenant or purpose,
-    /// [`KmsError::EntropyUnavailable`], or one of the errors listed on
-    /// [`KmsClient`].
+    /// [`KmsError::EntropyUnavailable`], on a durable keystore
+    /// [`KmsError::Io`] if its write fails (then [`KmsError::Internal`]
+    /// for every later write until the store is reopened), or one of the
+    /// errors listed on [`KmsClient`].
     pub async fn create_key(&self, tenant: &str, purpose: &str) -> Result<KeyId, KmsError> {
         let (tenant, purpose) = (tenant.to_owned(), purpose.to_owned());
         self.call(|reply| Op::CreateKey {
@@ -148,8 +150,10 @@ impl KmsClient {
     ///
     /// # Errors
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
-    /// [`KmsError::VersionsExhausted`], [`KmsError::EntropyUnavailable`], or
-    /// one of the errors listed on [`KmsClient`].
+    /// [`KmsError::VersionsExhausted`], [`KmsError::EntropyUnavailable`],
+    /// on a durable keystore [`KmsError::Io`] if its write fails (as
+    /// [`KmsClient::create_key`]), or one of the errors listed on
+    /// [`KmsClient`].
     pub async fn rotate(&self, key: &KeyId) -> Result<KeyId, KmsError> {
         let key = key.clone();
         self.call(|reply| Op::Rotate { key, reply }).await

@@ -70,6 +70,7 @@ mod retry;
 mod shared;
 mod stats;
 #[cfg(feature = "test-hooks")]
+#[doc(hidden)]
 pub mod test_hooks;
 mod writer;
 

@@ -9,7 +9,7 @@
 //! | `kms_batch_size` | histogram | `topic` | verify requests per batch |
 //! | `kms_batch_wait_seconds` | histogram | `topic` | seconds the oldest request of a batch was held |
 //! | `kms_batches_in_flight` | gauge | `topic` | jobs running or queued on the pool |
-//! | `kms_build_info` | gauge | `version`, `curve_backend` | always 1 |
+//! | `kms_build_info` | gauge | `version`, `curve_backend`, `missed_curve_backend` | always 1 |
 //!
 //! `topic` is the actor's request topic ([`crate::KmsConfig::request_topic`]),
 //! so two actors in one process record apart, as the bus's `kms_bus_*`
@@ -20,9 +20,11 @@
 //! so no label value has a dot. `kms_bisections_total` is recorded by
 //! kms-core and the `kms_bus_*` counters by kms-bus.
 //!
-//! `kms_build_info{version, curve_backend}` (gauge, always 1) says which
-//! build runs and which curve25519-dalek backend it verifies with
-//! (`avx512ifma`, `avx2`, `serial`, `fiat`).
+//! `kms_build_info{version, curve_backend, missed_curve_backend}` (gauge,
+//! always 1) says which build runs, which curve25519-dalek backend it
+//! verifies with (`avx512ifma`, `avx2`, `serial`, `fiat`), and the faster
+//! one the CPU could run but the build lacks (`avx512ifma`, else `none`;
+//! `kms_core::ed25519::missed_curve_backend`).
 //!
 //! Handles are taken once, at [`crate::KmsActor::spawn`], from the recorder
 //! installed then: install the exporter before spawning the actor, or the
@@ -46,8 +48,9 @@ pub const BATCH_WAIT_SECONDS: &str = "kms_batch_wait_seconds";
 /// `kms_batches_in_flight`: batches running or queued on the pool (gauge).
 pub const BATCHES_IN_FLIGHT: &str = "kms_batches_in_flight";
 
-/// `kms_build_info{version,curve_backend}`: 1, labelled with this crate's
-/// version and the curve backend in use (gauge).
+/// `kms_build_info{version,curve_backend,missed_curve_backend}`: 1,
+/// labelled with this crate's version, the curve backend in use and the
+/// faster one the build lacks (`none` if none) (gauge).
 pub const BUILD_INFO: &str = "kms_build_info";
 
 /// Bucket bounds (seconds) that fit the actor's latencies, 10 µs to 100 ms:
@@ -156,7 +159,8 @@ impl Metrics {
         metrics::gauge!(
             BUILD_INFO,
             "version" => env!("CARGO_PKG_VERSION"),
-            "curve_backend" => kms_core::ed25519::curve_backend().name()
+            "curve_backend" => kms_core::ed25519::curve_backend().name(),
+            "missed_curve_backend" => kms_core::ed25519::missed_curve_backend().map_or("none", |b| b.name())
         )
         .set(1.0);
         let t = || topic.to_owned();

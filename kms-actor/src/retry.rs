@@ -2,8 +2,10 @@
 //! whose error is [`KmsError`], or tower's `BoxError` holding one (or a
 //! load-shed refusal): it retries exactly what [`KmsError::is_retryable`]
 //! says may succeed later (`Overloaded`, `Dropped`, an unavailable random
-//! source, an interrupted I/O), at most `max_retries` times, waiting
-//! `first_backoff`, then twice as long each time.
+//! source), at most `max_retries` times. The n-th retry waits a random
+//! time between half and all of `first_backoff · 2ⁿ⁻¹` ("equal jitter",
+//! AWS Architecture Blog, "Exponential Backoff And Jitter", 2015), so
+//! callers refused together do not retry together.
 //!
 //! Tower's `Retry` service clones the policy for each request, so the
 //! counts are per request.
@@ -20,9 +22,9 @@ pub struct RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// At most `max_retries` retries (count) per request, the first after
-    /// `first_backoff`, each later one after twice the previous wait
-    /// (saturating at `Duration::MAX`).
+    /// At most `max_retries` retries (count) per request; the n-th waits
+    /// between half and all of `first_backoff · 2ⁿ⁻¹` (saturating at
+    /// `Duration::MAX`).
     pub fn new(max_retries: u32, first_backoff: Duration) -> Self {
         RetryPolicy {
             retries_left: max_retries,
@@ -36,9 +38,12 @@ impl RetryPolicy {
             return None;
         }
         self.retries_left -= 1;
-        let wait = self.backoff;
+        let ceiling = self.backoff;
         self.backoff = self.backoff.saturating_mul(2);
-        Some(tokio::time::sleep(wait))
+        let half = ceiling / 2;
+        let spread = u64::try_from((ceiling - half).as_nanos()).unwrap_or(u64::MAX);
+        let jitter = Duration::from_nanos(rand::RngExt::random_range(&mut rand::rng(), 0..=spread));
+        Some(tokio::time::sleep(half + jitter))
     }
 }
 

@@ -14,7 +14,11 @@ use crate::error::BusError;
 /// let config = TopicConfig { capacity: 64, overflow: Overflow::Reject, ..TopicConfig::default() };
 /// assert_eq!(config.backend, Backend::Classic);
 /// ```
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default, deny_unknown_fields)
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TopicConfig {
     /// Number of messages the ring holds (a count of messages, not bytes).

@@ -125,10 +125,11 @@ pub enum KmsError {
         /// Which record, and what is wrong with it.
         reason: String,
     },
-    /// Reading or writing the store's files failed. Retryable only when
-    /// `kind` is `Interrupted`, `WouldBlock` or `TimedOut`; a full disk
-    /// (`StorageFull`) or a permission (`PermissionDenied`) needs an
-    /// operator first.
+    /// Reading or writing the store's files failed; `kind` says how
+    /// (`StorageFull`, `PermissionDenied`, …). Not retryable: a failed
+    /// commit may or may not have landed, so after one the keystore makes
+    /// no further write until it is reopened (later writes answer
+    /// [`KmsError::Internal`]); fix the cause, then reopen the store.
     #[error("I/O error ({kind}): {reason}")]
     Io {
         /// The operating system's error kind (`PermissionDenied`,
@@ -174,36 +175,30 @@ impl KmsError {
     }
 
     /// Whether the same request may succeed if sent again later:
-    /// [`KmsError::Overloaded`], [`KmsError::Dropped`], an unavailable
-    /// random source, and an I/O error of kind `Interrupted`,
-    /// `WouldBlock` or `TimedOut`. Tower's retry layer can use it through
+    /// [`KmsError::Overloaded`], [`KmsError::Dropped`] and an unavailable
+    /// random source. Tower's retry layer can use it through
     /// `kms_actor::RetryPolicy` (feature `tower`).
     pub fn is_retryable(&self) -> bool {
-        match self {
-            KmsError::Io { kind, .. } => matches!(
-                kind,
-                std::io::ErrorKind::Interrupted
-                    | std::io::ErrorKind::WouldBlock
-                    | std::io::ErrorKind::TimedOut
-            ),
-            other => matches!(
-                other,
-                KmsError::EntropyUnavailable
-                    | KmsError::Overloaded
-                    | KmsError::Dropped
-                    | KmsError::Seal(SealError::EntropyUnavailable)
-            ),
-        }
+        matches!(
+            self,
+            KmsError::EntropyUnavailable
+                | KmsError::Overloaded
+                | KmsError::Dropped
+                | KmsError::Seal(SealError::EntropyUnavailable)
+        )
     }
 }
 
 impl From<SealError> for KmsError {
     /// [`SealError::InvalidKey`] becomes [`KmsError::InvalidArgument`]
-    /// (bad input, like every other invalid argument); every other
-    /// [`SealError`] becomes [`KmsError::Seal`].
+    /// (bad input, like every other invalid argument),
+    /// [`SealError::EntropyUnavailable`] becomes
+    /// [`KmsError::EntropyUnavailable`] (one code for one cause, retryable);
+    /// every other [`SealError`] becomes [`KmsError::Seal`].
     fn from(e: SealError) -> Self {
         match e {
             SealError::InvalidKey { what, reason } => KmsError::InvalidArgument { what, reason },
+            SealError::EntropyUnavailable => KmsError::EntropyUnavailable,
             other => KmsError::Seal(other),
         }
     }

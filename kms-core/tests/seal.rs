@@ -195,6 +195,10 @@ fn anti_rollback_rejects_an_older_envelope_of_the_same_key_id() {
         );
     }
     assert!(KmsError::from(SealError::EntropyUnavailable).is_retryable());
+    assert_eq!(
+        KmsError::from(SealError::EntropyUnavailable),
+        KmsError::EntropyUnavailable
+    );
     assert!(!KmsError::from(SealError::Authentication).is_retryable());
 }
 

@@ -184,7 +184,8 @@ impl Keystore {
     /// [`KmsError::StoreExists`] if `dir` already holds a store (nothing
     /// is written); [`KmsError::StoreInUse`] if another keystore, in this
     /// process or another, holds `dir`; [`KmsError::Seal`] if sealing
-    /// fails; [`KmsError::Internal`] for I/O errors.
+    /// fails; [`KmsError::Io`] (with its `std::io::ErrorKind`) for I/O
+    /// errors.
     pub fn create(dir: impl AsRef<Path>, master_key: SealKey) -> Result<Keystore, KmsError> {
         let durable = directory::create(dir.as_ref(), Keyring::from(master_key))?;
         Keystore::with_durable(durable, Vec::new())
@@ -227,7 +228,8 @@ impl Keystore {
     /// lacks (`WrongKey`) or does not authenticate (`Authentication`: a
     /// wrong master key, or a damaged index); [`KmsError::StoreCorrupt`]
     /// if a record is damaged, missing, out of sequence or left over;
-    /// [`KmsError::Internal`] for I/O errors. On error no record has
+    /// (also for a file that is not a database); [`KmsError::Io`] (with
+    /// its `std::io::ErrorKind`) for I/O errors. On error no record has
     /// changed and nothing stays locked.
     pub fn open_with_keyring(
         dir: impl AsRef<Path>,
@@ -323,8 +325,8 @@ impl Keystore {
     /// # Errors
     /// [`KmsError::StoreCorrupt`] if a record does not open under the
     /// keyring; [`KmsError::Seal`] if sealing fails;
-    /// [`KmsError::Internal`] for I/O errors. Records re-sealed before an
-    /// error stay re-sealed.
+    /// [`KmsError::Io`] for I/O errors (after which writes wait for a
+    /// reopen). Records re-sealed before an error stay re-sealed.
     pub fn rewrap(&self) -> Result<Rewrapped, KmsError> {
         match self.begin_mutation() {
             Some((durable, mut sequences)) => durable.rewrap(&mut sequences),

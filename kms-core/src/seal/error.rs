@@ -56,7 +56,8 @@ pub enum SealError {
         /// The length given, in bytes.
         len: usize,
     },
-    /// The operating system's random source failed while drawing a nonce.
+    /// The operating system's random source failed (drawing a nonce, or a
+    /// new sealing key's bytes).
     /// Retryable ([`crate::KmsError::is_retryable`]).
     #[error("the operating system's random source failed")]
     EntropyUnavailable,

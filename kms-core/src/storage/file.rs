@@ -70,7 +70,7 @@ impl LockedDir {
     ///
     /// # Errors
     /// [`KmsError::StoreInUse`] if another store holds `dir`;
-    /// [`KmsError::Internal`] for I/O errors.
+    /// [`KmsError::Io`] for I/O errors.
     pub(crate) fn create(dir: &Path) -> Result<LockedDir, KmsError> {
         create_dir_durably(dir, &mut sync_dir)?;
         Ok(LockedDir {
@@ -84,7 +84,7 @@ impl LockedDir {
     ///
     /// # Errors
     /// [`KmsError::StoreInUse`] if another store holds `dir`;
-    /// [`KmsError::Internal`] for I/O errors.
+    /// [`KmsError::Io`] for I/O errors.
     pub(crate) fn existing(dir: &Path) -> Result<LockedDir, KmsError> {
         Ok(LockedDir {
             dir: dir.to_owned(),
@@ -95,7 +95,7 @@ impl LockedDir {
     /// Whether `name` exists in the directory.
     ///
     /// # Errors
-    /// [`KmsError::Internal`] if that cannot be told.
+    /// [`KmsError::Io`] if that cannot be told.
     pub(crate) fn has(&self, name: &str) -> Result<bool, KmsError> {
         exists(&self.dir, name)
     }
@@ -109,7 +109,7 @@ impl LockedDir {
     /// the directory.
     ///
     /// # Errors
-    /// [`KmsError::Internal`] for I/O errors.
+    /// [`KmsError::Io`] for I/O errors.
     pub(crate) fn rename(&self, from: &str, to: &str) -> Result<(), KmsError> {
         let (from, to) = (self.dir.join(from), self.dir.join(to));
         fs::rename(&from, &to).map_err(|e| io("rename over", &to, &e))?;
@@ -123,8 +123,9 @@ impl RedbStorage {
     /// durable.
     ///
     /// # Errors
-    /// [`KmsError::Internal`] if the database cannot be opened or created;
-    /// [`KmsError::StoreCorrupt`] if redb panics on the file.
+    /// [`KmsError::Io`] if the database cannot be opened or created;
+    /// [`KmsError::StoreCorrupt`] if the file is not a redb database or
+    /// redb panics on it; [`KmsError::Internal`] for redb's other errors.
     pub(crate) fn open(lock: LockedDir, name: &str) -> Result<RedbStorage, KmsError> {
         let path = lock.dir.join(name);
         let db = guarded(&path, || Database::create(&path))?
@@ -201,7 +202,7 @@ fn guarded<R>(path: &Path, f: impl FnOnce() -> R) -> Result<R, KmsError> {
 /// Whether `name` exists in `dir`.
 ///
 /// # Errors
-/// [`KmsError::Internal`] if that cannot be told (e.g. no permission).
+/// [`KmsError::Io`] if that cannot be told (e.g. no permission).
 pub(crate) fn exists(dir: &Path, name: &str) -> Result<bool, KmsError> {
     let path = dir.join(name);
     match fs::symlink_metadata(&path) {
@@ -214,7 +215,7 @@ pub(crate) fn exists(dir: &Path, name: &str) -> Result<bool, KmsError> {
 /// Removes `name` from `dir`, if it is there, and fsyncs `dir`.
 ///
 /// # Errors
-/// [`KmsError::Internal`] for I/O errors.
+/// [`KmsError::Io`] for I/O errors.
 pub(crate) fn remove_durably(dir: &Path, name: &str) -> Result<(), KmsError> {
     let path = dir.join(name);
     match fs::remove_file(&path) {
@@ -259,7 +260,7 @@ fn db_error(what: &str, path: &Path, e: redb::Error) -> KmsError {
 ///
 /// # Errors
 /// [`KmsError::StoreInUse`] if another open file holds the lock;
-/// [`KmsError::Internal`] if the file cannot be opened or locked.
+/// [`KmsError::Io`] if the file cannot be opened or locked.
 fn lock(dir: &Path) -> Result<File, KmsError> {
     let path = dir.join(LOCK_FILE);
     let file = OpenOptions::new()
@@ -281,7 +282,7 @@ fn lock(dir: &Path) -> Result<File, KmsError> {
 /// only once its parent is fsynced.
 ///
 /// # Errors
-/// [`KmsError::Internal`] if a directory cannot be created or synced.
+/// [`KmsError::Io`] if a directory cannot be created or synced.
 fn create_dir_durably(
     dir: &Path,
     sync: &mut dyn FnMut(&Path) -> std::io::Result<()>,

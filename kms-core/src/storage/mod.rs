@@ -45,7 +45,9 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// Every record, `(name, value)`, as of the last commit, in any order.
     ///
     /// # Errors
-    /// [`KmsError::Internal`] if the storage cannot be read.
+    /// [`KmsError::Io`] with the `std::io::ErrorKind` if reading fails;
+    /// [`KmsError::StoreCorrupt`] if what is stored is not readable as
+    /// records; [`KmsError::Internal`] for any other failure.
     fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError>;
 
     /// Applies every write in `writes` atomically and durably: once it
@@ -57,6 +59,8 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// did land.
     ///
     /// # Errors
-    /// [`KmsError::Internal`] if the writes cannot be made durable.
+    /// [`KmsError::Io`] with the `std::io::ErrorKind` if writing fails;
+    /// [`KmsError::Internal`] for any other failure to make the writes
+    /// durable.
     fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError>;
 }
