@@ -34,7 +34,7 @@ use kms::core::{KeyId, Keystore};
 use kms::jose::{sign_compact, Algorithm, Header, TrustedJwkSet};
 use serde_json::json;
 
-use crate::job::Options;
+use crate::job::{latency_histogram, print_latency_and_batches, print_result, Options};
 use crate::serve::public_router;
 
 /// Requests prepared up front (`POOL / 8` rounds of four) and sent
@@ -110,7 +110,7 @@ pub(crate) async fn run(options: &Options) -> Result<bool, String> {
     let next = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let tally = Arc::new(Mutex::new(Tally {
-        latency: Histogram::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())?,
+        latency: latency_histogram()?,
         matched: 0,
         mismatches: Vec::new(),
     }));
@@ -202,22 +202,9 @@ pub(crate) async fn run(options: &Options) -> Result<bool, String> {
         options.clients,
         took.as_secs_f64()
     );
-    println!(
-        "  latency             p50 {} µs, p99 {} µs",
-        t.latency.value_at_quantile(0.50),
-        t.latency.value_at_quantile(0.99)
-    );
-    println!(
-        "  batches             {} , mean batch size {:.1}; {} verified on their caller's task",
-        stats.batches,
-        stats.mean_batch_size(),
-        stats.caller_verified
-    );
+    print_latency_and_batches(&t.latency, &stats);
     let pass = t.mismatches.is_empty() && total > 0;
-    println!(
-        "  result              {}",
-        if pass { "PASS" } else { "FAIL" }
-    );
+    print_result(pass);
     Ok(pass)
 }
 
@@ -251,9 +238,8 @@ async fn probes(kms: &KmsClient, key: &KeyId, partner: &SigningKey) -> Result<Ve
         .map_err(|e| e.to_string())?
         .as_secs();
     let claims = |i: usize| json!({"sub": format!("user-{i}"), "exp": now + 3600});
-    let sign = |i: usize| {
-        let c = claims(i);
-        async move { kms.sign_jwt(key, &c).await.map_err(|e| e.to_string()) }
+    let sign = |c: serde_json::Value| async move {
+        kms.sign_jwt(key, &c).await.map_err(|e| e.to_string())
     };
     let partner_token = |kid: &str, c: serde_json::Value| {
         sign_compact(
@@ -266,29 +252,25 @@ async fn probes(kms: &KmsClient, key: &KeyId, partner: &SigningKey) -> Result<Ve
     // Issued before the rotation: their kid is a retained, older version.
     let mut rotated = Vec::with_capacity(POOL / 8);
     for i in 0..POOL / 8 {
-        rotated.push(sign(i).await?);
+        rotated.push(sign(claims(i)).await?);
     }
     kms.rotate(key).await.map_err(|e| e.to_string())?;
     let bearer = |t: &str| format!("Bearer {t}");
     let mut probes = Vec::with_capacity(POOL);
     for (i, old) in rotated.iter().enumerate() {
-        let current = sign(i).await?;
-        let forged = forge(&current);
-        let expired = kms
-            .sign_jwt(key, &json!({"sub": "late", "exp": now - 3600}))
-            .await
-            .map_err(|e| e.to_string())?;
-        let early = kms
-            .sign_jwt(
-                key,
-                &json!({"sub": "early", "exp": now + 7200, "nbf": now + 3600}),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+        let current = sign(claims(i)).await?;
         let (kind, token, expect) = match i % 8 {
-            0 => ("forged", forged, 401),
-            1 => ("expired", expired, 401),
-            2 => ("not yet valid", early, 401),
+            0 => ("forged", forge(&current), 401),
+            1 => (
+                "expired",
+                sign(json!({"sub": "late", "exp": now - 3600})).await?,
+                401,
+            ),
+            2 => (
+                "not yet valid",
+                sign(json!({"sub": "early", "exp": now + 7200, "nbf": now + 3600})).await?,
+                401,
+            ),
             3 => ("unknown kid", partner_token("partner-9", claims(i))?, 401),
             4 => ("malformed", format!("not-a-token-{i}"), 401),
             _ => ("current", current.clone(), 200),

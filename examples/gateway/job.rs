@@ -51,8 +51,31 @@ struct Tally {
 }
 
 /// A latency histogram in µs: 1 µs to 60 s, 3 significant digits.
-fn latency_histogram() -> Result<Histogram<u64>, String> {
+pub(crate) fn latency_histogram() -> Result<Histogram<u64>, String> {
     Histogram::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())
+}
+
+/// The report lines both phases print: latency and the actor's batching.
+pub(crate) fn print_latency_and_batches(latency: &Histogram<u64>, stats: &KmsStats) {
+    println!(
+        "  latency             p50 {} µs, p99 {} µs",
+        latency.value_at_quantile(0.50),
+        latency.value_at_quantile(0.99)
+    );
+    println!(
+        "  batches             {} , mean batch size {:.1}; {} verified on their caller's task (quiet node)",
+        stats.batches,
+        stats.mean_batch_size(),
+        stats.caller_verified
+    );
+}
+
+/// The last report line.
+pub(crate) fn print_result(pass: bool) {
+    println!(
+        "  result              {}",
+        if pass { "PASS" } else { "FAIL" }
+    );
 }
 
 impl Tally {
@@ -206,17 +229,7 @@ pub(crate) async fn run(options: &Options) -> Result<bool, String> {
         "  curve backend       {} (curve25519-dalek)",
         kms::core::ed25519::curve_backend()
     );
-    println!(
-        "  latency             p50 {} µs, p99 {} µs",
-        total.all.value_at_quantile(0.50),
-        total.all.value_at_quantile(0.99)
-    );
-    println!(
-        "  batches             {} , mean batch size {:.1}; {} verified on their caller's task (quiet node)",
-        stats.batches,
-        stats.mean_batch_size(),
-        stats.caller_verified
-    );
+    print_latency_and_batches(&total.all, &stats);
     println!(
         "  retries             {} (overloaded or dropped, retried)",
         total.retries
@@ -224,10 +237,7 @@ pub(crate) async fn run(options: &Options) -> Result<bool, String> {
     for m in total.mismatches.iter().take(20) {
         println!("  MISMATCH {m}");
     }
-    println!(
-        "  result              {}",
-        if all_match { "PASS" } else { "FAIL" }
-    );
+    print_result(all_match);
     Ok(all_match)
 }
 
