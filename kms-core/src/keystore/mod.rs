@@ -227,8 +227,8 @@ impl Keystore {
     /// [`KmsError::Seal`] when the store is sealed under a key the keyring
     /// lacks (`WrongKey`) or does not authenticate (`Authentication`: a
     /// wrong master key, or a damaged index); [`KmsError::StoreCorrupt`]
-    /// if a record is damaged, missing, out of sequence or left over;
-    /// (also for a file that is not a database); [`KmsError::Io`] (with
+    /// if a record is damaged, missing, out of sequence or left over, or
+    /// the file is not a database; [`KmsError::Io`] (with
     /// its `std::io::ErrorKind`) for I/O errors. On error no record has
     /// changed and nothing stays locked.
     pub fn open_with_keyring(
