@@ -237,18 +237,12 @@ fn db_error(what: &str, path: &Path, e: redb::Error) -> KmsError {
         path.display()
     );
     match e {
-        redb::Error::Corrupted(_) => KmsError::StoreCorrupt {
-            store: path.display().to_string(),
+        redb::Error::Io(io) if io.kind() != std::io::ErrorKind::InvalidData => KmsError::Io {
+            kind: io.kind(),
             reason,
         },
-        redb::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
-            KmsError::StoreCorrupt {
-                store: path.display().to_string(),
-                reason,
-            }
-        }
-        redb::Error::Io(io) => KmsError::Io {
-            kind: io.kind(),
+        redb::Error::Io(_) | redb::Error::Corrupted(_) => KmsError::StoreCorrupt {
+            store: path.display().to_string(),
             reason,
         },
         _ => KmsError::Internal { reason },
