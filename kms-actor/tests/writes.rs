@@ -58,7 +58,10 @@ impl Storage for GatedStorage {
         let _open = opened.wait_while(closed, |closed| *closed).expect("gate");
         let mut records = self.records.lock().expect("records");
         for w in writes {
-            records.insert(w.name.to_owned(), w.value.to_vec());
+            match w.value {
+                Some(value) => records.insert(w.name.to_owned(), value.to_vec()),
+                None => records.remove(w.name),
+            };
         }
         Ok(())
     }

@@ -64,6 +64,54 @@ pub enum KmsError {
         /// The key id.
         key: String,
     },
+    /// The key is disabled ([`crate::KeyPolicy::enabled`] is off): it does
+    /// not sign; it still verifies. Not retryable until the policy is
+    /// changed.
+    #[error("key {key} is disabled; it does not sign")]
+    KeyDisabled {
+        /// The key id as given.
+        key: String,
+    },
+    /// The key was destroyed ([`crate::Keystore::destroy`]): every
+    /// operation on it is refused, for good. Not retryable.
+    #[error("key {key} was destroyed")]
+    KeyDestroyed {
+        /// The key id as given.
+        key: String,
+    },
+    /// The key's policy forbids exporting it
+    /// ([`crate::KeyPolicy::exportable`] is off). Not retryable until the
+    /// policy is changed.
+    #[error("key {key} is not exportable")]
+    NotExportable {
+        /// The key id as given.
+        key: String,
+    },
+    /// The version is below the key's
+    /// [`crate::KeyPolicy::min_verify_version`]: signatures under it are
+    /// refused (it is kept, not deleted, unless trimmed). Not retryable.
+    #[error("version {version} of key {key} is below its min_verify_version {min_verify_version}")]
+    VersionDisallowed {
+        /// The key id as given.
+        key: String,
+        /// The version named.
+        version: u32,
+        /// The key's `min_verify_version`.
+        min_verify_version: u32,
+    },
+    /// The version's secret was destroyed by [`crate::Keystore::trim`]:
+    /// only its public key is kept (for attestation). Not retryable.
+    #[error(
+        "version {version} of key {key} was trimmed (versions below {min_available_version} are)"
+    )]
+    VersionTrimmed {
+        /// The key id as given.
+        key: String,
+        /// The version named.
+        version: u32,
+        /// The key's lowest version that still has its secret.
+        min_available_version: u32,
+    },
     /// The operating system's random source failed. Retryable.
     #[error("the operating system's random source failed")]
     EntropyUnavailable,
@@ -159,6 +207,11 @@ impl KmsError {
             KmsError::UnknownVersion { .. } => "kms.unknown_version",
             KmsError::InvalidArgument { .. } => "kms.invalid_argument",
             KmsError::VersionsExhausted { .. } => "kms.versions_exhausted",
+            KmsError::KeyDisabled { .. } => "kms.key_disabled",
+            KmsError::KeyDestroyed { .. } => "kms.key_destroyed",
+            KmsError::NotExportable { .. } => "kms.not_exportable",
+            KmsError::VersionDisallowed { .. } => "kms.version_disallowed",
+            KmsError::VersionTrimmed { .. } => "kms.version_trimmed",
             KmsError::EntropyUnavailable => "kms.entropy_unavailable",
             KmsError::Overloaded => "kms.overloaded",
             KmsError::Dropped => "kms.dropped",

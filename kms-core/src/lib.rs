@@ -40,4 +40,7 @@ mod sync;
 
 pub use error::KmsError;
 pub use key_id::{Alg, KeyId, KeyIdField, KeyIdParseError, MAX_NAME_LEN};
-pub use keystore::{Attestation, Keystore, Origin, Rewrapped, VersionInfo, EXPORT_AAD, STORE_FILE};
+pub use keystore::{
+    Attestation, KeyPolicy, Keystore, Origin, Rewrapped, VersionInfo, EXPORT_AAD, MIN_AUTO_ROTATE,
+    STORE_FILE,
+};

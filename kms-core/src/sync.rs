@@ -4,6 +4,6 @@
 //! Not `cfg(loom)`: tokio reads that name itself.
 
 #[cfg(kms_loom)]
-pub(crate) use loom::sync::{Arc, RwLock, RwLockReadGuard};
+pub(crate) use loom::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 #[cfg(not(kms_loom))]
-pub(crate) use std::sync::{Arc, RwLock, RwLockReadGuard};
+pub(crate) use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};

@@ -1,6 +1,6 @@
 //! No copy of a seed is left in freed heap memory: on create, rotate,
-//! open, export and import of a durable store, every heap buffer that held
-//! a seed is wiped before it is freed.
+//! open, export, import, trim and destroy of a durable store, every heap
+//! buffer that held a seed is wiped before it is freed.
 //!
 //! How: this binary's global allocator holds back every block freed while
 //! `HOLDING` is set (it is not returned to the system, so its bytes stay as
@@ -236,6 +236,11 @@ fn no_seed_is_left_in_freed_memory() {
             .import_sealed(&tenant, &purpose, &transport(), &envelope)
             .expect("import");
         let generated = ks.create_ed25519(&tenant, &purpose).expect("create");
+        for key in [&imported, &generated] {
+            let mut policy = ks.policy(key).expect("policy");
+            policy.exportable = true;
+            ks.set_policy(key, policy).expect("exportable");
+        }
         let (mut generated_ids, mut imported_ids) = (vec![generated], vec![imported]);
         for _ in 1..VERSIONS {
             generated_ids.push(ks.rotate(&generated_ids[0]).expect("rotate"));
@@ -260,5 +265,25 @@ fn no_seed_is_left_in_freed_memory() {
     assert_eq!(
         scan.with_a_seed, 0,
         "freed heap blocks still hold a seed: {scan:?}"
+    );
+
+    // Trimming and destroying drop secrets (and rewrite the store): every
+    // buffer they free is wiped too.
+    hold();
+    {
+        let ks = Keystore::open(&store, master()).expect("open");
+        let generated = &ids[0];
+        let mut policy = ks.policy(generated).expect("policy");
+        policy.min_verify_version = VERSIONS;
+        ks.set_policy(generated, policy).expect("set policy");
+        ks.trim(generated, VERSIONS).expect("trim");
+        ks.destroy(&ids[VERSIONS as usize]).expect("destroy");
+        assert!(ks.export_sealed(generated, &transport()).is_err());
+    }
+    let scan = release(&seeds);
+    assert_eq!(scan.overflowed, 0, "every freed block was scanned");
+    assert_eq!(
+        scan.with_a_seed, 0,
+        "trim or destroy left a seed in freed heap memory: {scan:?}"
     );
 }

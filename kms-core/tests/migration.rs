@@ -126,3 +126,44 @@ fn create_refuses_a_directory_with_a_format_1_store() {
         Err(KmsError::StoreExists { .. })
     ));
 }
+
+/// `testdata/keystore-v2/`: a database store written before key policies
+/// (its heads carry no state), by this project's code at commit e9ba31b.
+const PRE_POLICY_V1: &str = "kms:acme:tokens:ed25519:d9b7b2d6-ac86-4022-a328-f9b1489707ec:v1";
+const PRE_POLICY_SIGNATURE: &str = "9b4319f0e669e37313e14367d3a5d8b294b2a7b9721ae6f99e0f4c9f1c2260d03af5d6303f8bf286589c4ebda41e808c32f9adf2b2ceff480926b3022663d607";
+
+#[test]
+fn a_store_written_before_key_policies_opens_with_its_keys_as_they_behaved() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(
+        fixture().join("../keystore-v2").join(STORE_FILE),
+        dir.path().join(STORE_FILE),
+    )
+    .expect("copy");
+    let ks = Keystore::open(dir.path(), master()).expect("open");
+    let v1: KeyId = PRE_POLICY_V1.parse().expect("key id");
+    let attestation = ks.attest(&v1).expect("attest");
+    assert_eq!(attestation.head.version(), 2);
+    assert_eq!(attestation.min_available_version, 1);
+    let policy = ks.policy(&v1).expect("policy");
+    assert_eq!(policy.min_verify_version, 1);
+    assert!(policy.enabled);
+    assert!(
+        policy.exportable,
+        "keys from before policies stay exportable"
+    );
+    assert_eq!(policy.auto_rotate_after, None);
+    let signature: [u8; 64] = hex::decode(PRE_POLICY_SIGNATURE)
+        .expect("hex")
+        .try_into()
+        .expect("64 bytes");
+    ks.verify(&attestation.head, b"before policies", &signature)
+        .expect("the head's signature from then verifies");
+    // A policy change writes the head in the new layout; it reopens.
+    let mut policy = policy;
+    policy.min_verify_version = 2;
+    ks.set_policy(&v1, policy.clone()).expect("set");
+    drop(ks);
+    let ks = Keystore::open(dir.path(), master()).expect("reopen");
+    assert_eq!(ks.policy(&v1).expect("policy"), policy);
+}

@@ -62,11 +62,17 @@ impl Storage for MemoryStorage {
                 reason: "the test's storage fails this commit".to_owned(),
             });
         }
-        let bytes = writes.iter().map(|w| w.name.len() + w.value.len()).sum();
+        let bytes = writes
+            .iter()
+            .map(|w| w.name.len() + w.value.map_or(0, <[u8]>::len))
+            .sum();
         commits.push((writes.len(), bytes));
         let mut records = self.records.lock().expect("records");
         for w in writes {
-            records.insert(w.name.to_owned(), w.value.to_vec());
+            match w.value {
+                Some(value) => records.insert(w.name.to_owned(), value.to_vec()),
+                None => records.remove(w.name),
+            };
         }
         Ok(())
     }

@@ -6,7 +6,14 @@ use curve25519_dalek::constants::{ED25519_BASEPOINT_POINT, EIGHT_TORSION};
 use curve25519_dalek::scalar::Scalar;
 use kms_core::ed25519::{Component, SignatureError};
 use kms_core::seal::{SealError, SealKey};
-use kms_core::{Keystore, KmsError, Origin, EXPORT_AAD};
+use kms_core::{KeyId, Keystore, KmsError, Origin, EXPORT_AAD};
+
+/// Turns `key`'s `exportable` on (off for new keys).
+fn exportable(ks: &Keystore, key: &KeyId) {
+    let mut policy = ks.policy(key).expect("policy");
+    policy.exportable = true;
+    ks.set_policy(key, policy).expect("set policy");
+}
 
 fn transport() -> SealKey {
     SealKey::from_bytes("transport", 2, &[5u8; 32]).expect("key")
@@ -16,6 +23,7 @@ fn transport() -> SealKey {
 fn an_exported_key_imports_with_the_same_public_key_and_its_origin() {
     let source = Keystore::new();
     let key = source.create_ed25519("acme", "tokens").expect("create");
+    exportable(&source, &key);
     let v2 = source.rotate(&key).expect("rotate");
     let (_, signature) = source.sign(&v2, b"signed at the source").expect("sign");
     let envelope = source.export_sealed(&v2, &transport()).expect("export");
@@ -58,6 +66,7 @@ fn an_exported_key_imports_with_the_same_public_key_and_its_origin() {
 fn a_wrong_transport_key_or_a_bad_key_inside_is_refused() {
     let source = Keystore::new();
     let key = source.create_ed25519("acme", "tokens").expect("create");
+    exportable(&source, &key);
     let envelope = source.export_sealed(&key, &transport()).expect("export");
     let target = Keystore::new();
     let other_bytes = SealKey::from_bytes("transport", 2, &[6u8; 32]).expect("key");

@@ -109,7 +109,7 @@ fn build(
     remove_durably(locked.dir(), TMP_FILE)?;
     let records = Durable::initial_records(keyring, keys)?;
     let tmp = RedbStorage::open(locked, TMP_FILE)?;
-    commit_all(&tmp, &records)?;
+    commit_all(&tmp, &records, &[])?;
     let locked = tmp.close();
     locked.rename(TMP_FILE, STORE_FILE)?;
     RedbStorage::open(locked, STORE_FILE)

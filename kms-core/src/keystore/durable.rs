@@ -38,9 +38,9 @@ use uuid::Uuid;
 use zeroize::Zeroizing;
 
 use super::records::{
-    self, aad, decode_head, decode_index, encode_head, encode_index, encode_version, head_name,
-    parse_name, parse_value, read_version, version_name, Name, StoreId, StoredKey, StoredVersion,
-    INDEX,
+    self, aad, decode_head, decode_index, decode_retired, encode_head, encode_index,
+    encode_retired, encode_version, head_name, parse_name, parse_value, read_version, retired_name,
+    version_name, KeyState, Name, RetiredVersion, StoreId, StoredKey, StoredVersion, INDEX,
 };
 use super::KeyVersion;
 use crate::bytes::Reader;
@@ -134,15 +134,25 @@ impl Durable {
         let mut records = Vec::new();
         for (ordinal, key) in (1u64..).zip(keys) {
             let mut seq = 0;
-            for (version, v) in (1u32..).zip(&key.versions) {
+            let first = key.state.min_available_version;
+            for (version, v) in (first..).zip(&key.versions) {
                 seq += 1;
                 let name = version_name(&key.id, version);
                 let plaintext = encode_version(&v.seed, v.created_at, &v.origin)?;
                 records.push((name.clone(), seal(&name, seq, &plaintext)?));
             }
-            let head = u32::try_from(key.versions.len()).map_err(|_| too_many())?;
+            if !key.retired.is_empty() {
+                seq += 1;
+                let name = retired_name(&key.id);
+                records.push((
+                    name.clone(),
+                    seal(&name, seq, &encode_retired(&key.retired)?)?,
+                ));
+            }
+            let head =
+                u32::try_from(key.retired.len() + key.versions.len()).map_err(|_| too_many())?;
             let name = head_name(&key.id);
-            let value = seal(&name, seq, &encode_head(&key.id, head, ordinal))?;
+            let value = seal(&name, seq, &encode_head(&key.id, head, ordinal, &key.state))?;
             records.push((name, value));
         }
         let count = keys.len() as u64;
@@ -168,7 +178,7 @@ impl Durable {
             return Err(KmsError::StoreExists { dir: label });
         }
         let records = Durable::initial_records(&keyring, &[])?;
-        commit_all(storage.as_ref(), &records)?;
+        commit_all(storage.as_ref(), &records, &[])?;
         let (durable, _) = Durable::open(storage, keyring, label.clone())?.written(&label)?;
         Ok(durable)
     }
@@ -237,9 +247,9 @@ impl Durable {
         for name in head_names {
             let bytes = loaded.remove(&name).unwrap_or_default();
             let (key_seq, head) = open(&store, &name, &bytes)?;
-            let (id, head, ordinal) = match decode_head(&head) {
-                Some((id, head, ordinal)) if head >= 1 && head_name(&id) == name => {
-                    (id, head, ordinal)
+            let (id, head, ordinal, state) = match decode_head(&head) {
+                Some((id, head, ordinal, state)) if head >= 1 && head_name(&id) == name => {
+                    (id, head, ordinal, state)
                 }
                 _ => return Err(corrupt(format!("record {name} does not decode"))),
             };
@@ -248,14 +258,52 @@ impl Durable {
                     "key {id} has creation ordinal {ordinal}, but the index counts {count} keys"
                 )));
             }
+            let policy = &state.policy;
+            if !(1 <= state.min_available_version
+                && state.min_available_version <= policy.min_verify_version
+                && policy.min_verify_version <= head)
+            {
+                return Err(corrupt(format!(
+                    "key {id} has min_available_version {}, min_verify_version {} and head {head}",
+                    state.min_available_version, policy.min_verify_version
+                )));
+            }
             sequences.keys.insert(id.uuid(), (key_seq, ordinal));
+            // A destroyed key (a tombstone) keeps only its retired record,
+            // with every version; a version record left over is refused
+            // below.
+            let first = if state.destroyed {
+                head.checked_add(1).ok_or_else(too_many)?
+            } else {
+                state.min_available_version
+            };
+            let retired = if first > 1 {
+                let name = retired_name(&id);
+                let bytes = loaded.remove(&name).ok_or_else(|| {
+                    corrupt(format!(
+                        "the record of key {id}'s trimmed versions (below v{first}) is missing"
+                    ))
+                })?;
+                let (seq, plaintext) = open(&store, &name, &bytes)?;
+                if seq > key_seq {
+                    return Err(corrupt(format!(
+                        "record {name} is out of sequence (written at {seq}, key at {key_seq})"
+                    )));
+                }
+                let count = usize::try_from(first - 1).map_err(|_| too_many())?;
+                decode_retired(&plaintext, count)
+                    .ok_or_else(|| corrupt(format!("record {name} does not decode")))?
+            } else {
+                Vec::new()
+            };
             // Sized once, never grown: it holds seeds. An authentic head
             // has a record for each version; one that claims more runs out
             // of records before it outgrows the buffer.
-            let capacity = usize::try_from(head).map_or(usize::MAX, |h| h.min(loaded.len()));
+            let capacity = usize::try_from(u64::from(head) + 1 - u64::from(first))
+                .map_or(usize::MAX, |h| h.min(loaded.len()));
             let mut versions: Vec<StoredVersion> = Vec::with_capacity(capacity);
             let mut previous = 0;
-            for version in 1..=head {
+            for version in first..=head {
                 let name = version_name(&id, version);
                 let bytes = loaded.remove(&name).ok_or_else(|| {
                     corrupt(format!(
@@ -278,7 +326,15 @@ impl Durable {
                 }
                 versions.push(stored);
             }
-            keys.push((ordinal, StoredKey { id, versions }));
+            keys.push((
+                ordinal,
+                StoredKey {
+                    id,
+                    state,
+                    retired,
+                    versions,
+                },
+            ));
         }
         keys.sort_unstable_by_key(|(ordinal, _)| *ordinal);
         // Ordinals in 1..=count, sorted: all there, once each, iff they
@@ -297,7 +353,9 @@ impl Durable {
         }
         if let Some(name) = loaded.keys().next() {
             let what = match parse_name(name) {
-                Some(Name::Version(..) | Name::Head(_)) => "belongs to no version of a key",
+                Some(Name::Version(..) | Name::Head(_) | Name::Retired(_)) => {
+                    "belongs to no version of a key"
+                }
                 _ => "is not a record of this format",
             };
             return Err(corrupt(format!("record {name} {what}")));
@@ -328,12 +386,13 @@ impl Durable {
         seal_with(&self.keyring, &self.store, name, seq, plaintext)
     }
 
-    /// Commits `records`, `(name, value)` pairs; after a failure, refuses
-    /// to (module docs).
+    /// Commits `records`, `(name, value)` pairs, and removes the records
+    /// named in `removes`; after a failure, refuses to (module docs).
     fn commit<N: AsRef<str>, V: AsRef<[u8]>>(
         &self,
         sequences: &mut Sequences,
         records: &[(N, V)],
+        removes: &[String],
     ) -> Result<(), KmsError> {
         if sequences.failed {
             return Err(KmsError::Internal {
@@ -343,7 +402,7 @@ impl Durable {
                 ),
             });
         }
-        let committed = commit_all(self.storage.as_ref(), records);
+        let committed = commit_all(self.storage.as_ref(), records, removes);
         sequences.failed = committed.is_err();
         committed
     }
@@ -368,22 +427,22 @@ impl Durable {
             (v1.as_str(), self.seal(&v1, 1, &plaintext_of(version)?)?),
             (
                 head.as_str(),
-                self.seal(&head, 1, &encode_head(id, 1, ordinal))?,
+                self.seal(&head, 1, &encode_head(id, 1, ordinal, &KeyState::new()))?,
             ),
             (
                 INDEX,
                 self.seal(INDEX, index_seq, &encode_index(&self.store, ordinal))?,
             ),
         ];
-        self.commit(sequences, &records)?;
+        self.commit(sequences, &records, &[])?;
         sequences.index = index_seq;
         sequences.count = ordinal;
         sequences.keys.insert(id.uuid(), (1, ordinal));
         Ok(())
     }
 
-    /// Writes `version` as the new head of key `id`. Call with `sequences`
-    /// from [`Durable::begin`].
+    /// Writes `version` as the new head of key `id`, whose state is
+    /// `state`. Call with `sequences` from [`Durable::begin`].
     ///
     /// # Errors
     /// The errors of [`Storage::commit`]; [`KmsError::Seal`];
@@ -394,6 +453,108 @@ impl Durable {
         sequences: &mut Sequences,
         id: &KeyId,
         version: &KeyVersion,
+        state: &KeyState,
+    ) -> Result<(), KmsError> {
+        let name = version_name(id, version.info.version);
+        let plaintext = plaintext_of(version)?;
+        self.update_key(
+            sequences,
+            id,
+            version.info.version,
+            state,
+            Some((&name, &plaintext)),
+            &[],
+        )
+    }
+
+    /// Writes key `id`'s head (at version `head`) with its new `state`:
+    /// a policy change. Call with `sequences` from [`Durable::begin`].
+    ///
+    /// # Errors
+    /// As [`Durable::add_version`].
+    pub(crate) fn write_state(
+        &self,
+        sequences: &mut Sequences,
+        id: &KeyId,
+        head: u32,
+        state: &KeyState,
+    ) -> Result<(), KmsError> {
+        self.update_key(sequences, id, head, state, None, &[])
+    }
+
+    /// Trims key `id` (head `head`) to `state.min_available_version`: the
+    /// records of versions `from..state.min_available_version` are removed
+    /// and `retired`, every trimmed version's public part, is written in
+    /// the same commit. Call with `sequences` from [`Durable::begin`].
+    ///
+    /// # Errors
+    /// As [`Durable::add_version`].
+    pub(crate) fn trim(
+        &self,
+        sequences: &mut Sequences,
+        id: &KeyId,
+        head: u32,
+        state: &KeyState,
+        from: u32,
+        retired: &[RetiredVersion],
+    ) -> Result<(), KmsError> {
+        let removes: Vec<String> = (from..state.min_available_version)
+            .map(|v| version_name(id, v))
+            .collect();
+        let name = retired_name(id);
+        let plaintext = encode_retired(retired)?;
+        self.update_key(
+            sequences,
+            id,
+            head,
+            state,
+            Some((&name, &plaintext)),
+            &removes,
+        )
+    }
+
+    /// Destroys key `id` (head `head`): every version record left
+    /// (`state.min_available_version..=head`) is removed, the retired
+    /// record then holds every version's public part (`retired`), and the
+    /// head becomes the key's tombstone (`state.destroyed`). Call with
+    /// `sequences` from [`Durable::begin`].
+    ///
+    /// # Errors
+    /// As [`Durable::add_version`].
+    pub(crate) fn destroy(
+        &self,
+        sequences: &mut Sequences,
+        id: &KeyId,
+        head: u32,
+        state: &KeyState,
+        retired: &[RetiredVersion],
+    ) -> Result<(), KmsError> {
+        let removes: Vec<String> = (state.min_available_version..=head)
+            .map(|v| version_name(id, v))
+            .collect();
+        let name = retired_name(id);
+        let plaintext = encode_retired(retired)?;
+        self.update_key(
+            sequences,
+            id,
+            head,
+            state,
+            Some((&name, &plaintext)),
+            &removes,
+        )
+    }
+
+    /// One write to key `id`: its head (version `head`, `state`) and `put`
+    /// (a record's name and plaintext), if any, at the key's next
+    /// sequence, and `removes` removed, in one commit.
+    fn update_key(
+        &self,
+        sequences: &mut Sequences,
+        id: &KeyId,
+        head: u32,
+        state: &KeyState,
+        put: Option<(&str, &[u8])>,
+        removes: &[String],
     ) -> Result<(), KmsError> {
         let (seq, ordinal) =
             sequences
@@ -404,17 +565,17 @@ impl Durable {
                     reason: format!("keystore: key {id} is not in the store"),
                 })?;
         let seq = next(seq)?;
-        let name = version_name(id, version.info.version);
-        let head = head_name(id);
-        let head_plaintext = encode_head(id, version.info.version, ordinal);
-        let records = [
-            (
-                name.as_str(),
-                self.seal(&name, seq, &plaintext_of(version)?)?,
-            ),
-            (head.as_str(), self.seal(&head, seq, &head_plaintext)?),
-        ];
-        self.commit(sequences, &records)?;
+        let head_name = head_name(id);
+        let head_plaintext = encode_head(id, head, ordinal, state);
+        let mut records = Vec::with_capacity(2);
+        if let Some((name, plaintext)) = put {
+            records.push((name, self.seal(name, seq, plaintext)?));
+        }
+        records.push((
+            head_name.as_str(),
+            self.seal(&head_name, seq, &head_plaintext)?,
+        ));
+        self.commit(sequences, &records, removes)?;
         sequences.keys.insert(id.uuid(), (seq, ordinal));
         Ok(())
     }
@@ -456,25 +617,28 @@ impl Durable {
                     .map_err(|e| corrupt(&e))?;
                 resealed_batch.push((name.as_str(), self.seal(name, seq, &plaintext)?));
             }
-            self.commit(sequences, &resealed_batch)?;
+            self.commit(sequences, &resealed_batch, &[])?;
             resealed += batch.len();
         }
         Ok(Rewrapped { records, resealed })
     }
 }
 
-/// Commits every `(name, value)` pair of `records` in one commit: the
-/// one place records become [`RecordWrite`]s.
+/// Commits every `(name, value)` pair of `records` and removes every
+/// record named in `removes`, in one commit: the one place records become
+/// [`RecordWrite`]s.
 pub(crate) fn commit_all<N: AsRef<str>, V: AsRef<[u8]>>(
     storage: &dyn Storage,
     records: &[(N, V)],
+    removes: &[String],
 ) -> Result<(), KmsError> {
     let writes: Vec<RecordWrite<'_>> = records
         .iter()
         .map(|(name, value)| RecordWrite {
             name: name.as_ref(),
-            value: value.as_ref(),
+            value: Some(value.as_ref()),
         })
+        .chain(removes.iter().map(|name| RecordWrite { name, value: None }))
         .collect();
     storage.commit(&writes)
 }
@@ -493,8 +657,18 @@ fn seal_with(
 }
 
 /// A version's record plaintext; the seed copy is wiped on drop.
+///
+/// # Errors
+/// [`KmsError::Internal`] for a version without its secret (never
+/// written as a version record), or an import's texts over 255 bytes.
 fn plaintext_of(version: &KeyVersion) -> Result<Zeroizing<Vec<u8>>, KmsError> {
-    let seed = Zeroizing::new(version.signing_key.to_bytes());
+    let key = version
+        .signing_key
+        .as_ref()
+        .ok_or_else(|| KmsError::Internal {
+            reason: format!("keystore: version {} has no secret", version.info.version),
+        })?;
+    let seed = Zeroizing::new(key.to_bytes());
     encode_version(&seed, version.info.created_at, &version.info.origin)
 }
 

@@ -17,7 +17,8 @@ use std::path::Path;
 use crate::bytes::Reader;
 use crate::error::KmsError;
 use crate::key_id::KeyId;
-use crate::keystore::records::{read_version, StoredKey, SEED_LEN};
+use crate::keystore::records::{read_version, KeyState, StoredKey, SEED_LEN};
+use crate::keystore::KeyPolicy;
 use crate::seal::{Envelope, Keyring};
 
 /// Format 1's file name inside the store's directory.
@@ -105,6 +106,11 @@ fn decode(bytes: &[u8]) -> Result<Vec<StoredKey>, KmsError> {
         }
         keys.push(StoredKey {
             id,
+            state: KeyState {
+                policy: KeyPolicy::legacy(),
+                ..KeyState::new()
+            },
+            retired: Vec::new(),
             versions: stored,
         });
     }

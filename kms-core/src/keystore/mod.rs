@@ -2,12 +2,20 @@
 //!
 //! Invariants:
 //! * A key has versions `1..=head`, stored in order; versions are only ever
-//!   appended, never removed, so every version handed out keeps verifying.
-//! * Only the head signs. `rotate` appends the new head under the key's write
-//!   lock, so a reader sees the old head or the new one, never a torn state.
+//!   appended, never removed: a trimmed version (below
+//!   `min_available_version`, [`Keystore::trim`]) or a destroyed key's
+//!   ([`Keystore::destroy`]) keeps its public part and loses its secret.
+//! * A version verifies iff the key is not destroyed and the version is
+//!   at least the key's `min_verify_version`
+//!   (`1 <= min_available_version <= min_verify_version <= head`,
+//!   `policy.rs`); only the head signs, and only while the key is enabled.
+//! * `rotate`, `set_policy`, `trim` and `destroy` change a key under its
+//!   write lock, so a reader sees the key before or after, never torn.
 //! * Secret key material lives only in [`ed25519_dalek::SigningKey`], which
 //!   zeroizes itself on drop; nothing here prints it (`Debug` shows public
-//!   data only) and nothing returns it.
+//!   data only) and nothing returns it. Trimming or destroying drops the
+//!   keystore's reference: the secret is wiped then, or when the last
+//!   in-flight signature holding the version finishes.
 //!
 //! The locks and `Arc`s come from [`crate::sync`], so `loom-tests/` checks
 //! the rotation invariants above on this code.
@@ -31,6 +39,8 @@
 mod directory;
 mod durable;
 mod legacy;
+mod lifecycle;
+mod policy;
 mod records;
 mod transfer;
 
@@ -50,10 +60,11 @@ use crate::seal::{Keyring, SealKey};
 use crate::storage::Storage;
 use crate::sync::{Arc, RwLock, RwLockReadGuard};
 use durable::{Durable, Opened, Sequences};
-use records::StoredKey;
+use records::{KeyState, StoredKey};
 
 pub use crate::storage::file::STORE_FILE;
 pub use durable::Rewrapped;
+pub use policy::{KeyPolicy, MIN_AUTO_ROTATE};
 pub use transfer::EXPORT_AAD;
 
 /// What [`Keystore::attest`] reports about a key.
@@ -65,8 +76,14 @@ pub struct Attestation {
     pub head: KeyId,
     /// The algorithm.
     pub alg: Alg,
-    /// Every retained version, oldest first (`versions[i].version == i + 1`).
+    /// Every version, oldest first (`versions[i].version == i + 1`),
+    /// trimmed ones included (their public keys are kept).
     pub versions: Vec<VersionInfo>,
+    /// The key's policy.
+    pub policy: KeyPolicy,
+    /// Versions below it are trimmed: their secrets are destroyed, they
+    /// neither verify nor export (1 when none is).
+    pub min_available_version: u32,
 }
 
 /// One version of a key, as attested.
@@ -109,8 +126,20 @@ struct KeyVersion {
     /// under a keystore key, single or in the actor's batches, never decodes
     /// `A` again.
     verifying_key: ed25519::VerifyingKey,
-    /// Zeroized on drop by ed25519-dalek (`zeroize` feature).
-    signing_key: SigningKey,
+    /// Zeroized on drop by ed25519-dalek (`zeroize` feature); `None` once
+    /// trimmed or destroyed.
+    signing_key: Option<SigningKey>,
+}
+
+impl KeyVersion {
+    /// This version without its secret: what a trimmed version keeps.
+    fn retired(&self) -> KeyVersion {
+        KeyVersion {
+            info: self.info.clone(),
+            verifying_key: self.verifying_key,
+            signing_key: None,
+        }
+    }
 }
 
 impl fmt::Debug for KeyVersion {
@@ -121,19 +150,65 @@ impl fmt::Debug for KeyVersion {
     }
 }
 
-/// A key: its names and its versions.
+/// A key: its names, its versions and its lifecycle state.
 #[derive(Debug)]
 struct KeyRecord {
     /// The id of version 1; other versions differ only in the version.
     id: KeyId,
-    /// `versions[i]` is version `i + 1`; never empty; append-only.
-    versions: RwLock<Vec<Arc<KeyVersion>>>,
+    versions: RwLock<KeyVersions>,
+}
+
+/// A key's versions and state, under one lock.
+#[derive(Debug)]
+struct KeyVersions {
+    /// `list[i]` is version `i + 1`; never empty; append-only (a trimmed
+    /// version is replaced by its [`KeyVersion::retired`] copy).
+    list: Vec<Arc<KeyVersion>>,
+    state: KeyState,
+}
+
+impl KeyVersions {
+    /// The head version number.
+    fn head(&self) -> u32 {
+        u32::try_from(self.list.len()).unwrap_or(u32::MAX)
+    }
+
+    /// The version `key` names, if the key is not destroyed.
+    ///
+    /// # Errors
+    /// [`KmsError::KeyDestroyed`], [`KmsError::UnknownVersion`].
+    fn get(&self, key: &KeyId) -> Result<&Arc<KeyVersion>, KmsError> {
+        if self.state.destroyed {
+            return Err(KmsError::KeyDestroyed {
+                key: key.to_string(),
+            });
+        }
+        version_of(&self.list, key)
+    }
+
+    /// The version `key` names, if it may verify.
+    ///
+    /// # Errors
+    /// As [`KeyVersions::get`]; [`KmsError::VersionDisallowed`] below the
+    /// key's `min_verify_version`.
+    fn verifiable(&self, key: &KeyId) -> Result<&Arc<KeyVersion>, KmsError> {
+        let version = self.get(key)?;
+        let min = self.state.policy.min_verify_version;
+        if version.info.version < min {
+            return Err(KmsError::VersionDisallowed {
+                key: key.to_string(),
+                version: version.info.version,
+                min_verify_version: min,
+            });
+        }
+        Ok(version)
+    }
 }
 
 impl KeyRecord {
     /// Read access to the versions. A poisoned lock still guards a whole
-    /// list: the only write is one `push`.
-    fn versions(&self) -> RwLockReadGuard<'_, Vec<Arc<KeyVersion>>> {
+    /// key: each write replaces whole fields.
+    fn versions(&self) -> RwLockReadGuard<'_, KeyVersions> {
         self.versions.read().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -276,23 +351,22 @@ impl Keystore {
     fn with_durable(durable: Durable, stored: Vec<StoredKey>) -> Result<Keystore, KmsError> {
         let mut keys = HashMap::with_capacity(stored.len());
         for key in stored {
-            let versions = key
-                .versions
-                .iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    let version = u32::try_from(i + 1).map_err(|_| KmsError::Internal {
-                        reason: "keystore: too many versions".to_owned(),
-                    })?;
-                    Ok(Arc::new(version_from_seed(
-                        version,
-                        &v.seed,
-                        v.created_at,
-                        v.origin.clone(),
-                    )))
-                })
-                .collect::<Result<Vec<_>, KmsError>>()?;
-            if versions.is_empty() {
+            let mut list = Vec::with_capacity(key.retired.len() + key.versions.len());
+            for (version, v) in (1u32..).zip(&key.retired) {
+                list.push(Arc::new(lifecycle::retired_version(&key.id, version, v)?));
+            }
+            let first = u32::try_from(list.len() + 1).map_err(|_| KmsError::Internal {
+                reason: "keystore: too many versions".to_owned(),
+            })?;
+            for (version, v) in (first..).zip(&key.versions) {
+                list.push(Arc::new(version_from_seed(
+                    version,
+                    &v.seed,
+                    v.created_at,
+                    v.origin.clone(),
+                )));
+            }
+            if list.is_empty() {
                 return Err(KmsError::Internal {
                     reason: format!("keystore: key {} has no version", key.id),
                 });
@@ -301,7 +375,10 @@ impl Keystore {
                 key.id.uuid(),
                 Arc::new(KeyRecord {
                     id: key.id.with_version(1),
-                    versions: RwLock::new(versions),
+                    versions: RwLock::new(KeyVersions {
+                        list,
+                        state: key.state,
+                    }),
                 }),
             );
         }
@@ -377,7 +454,10 @@ impl Keystore {
         }
         let record = Arc::new(KeyRecord {
             id: id.clone(),
-            versions: RwLock::new(vec![Arc::new(version)]),
+            versions: RwLock::new(KeyVersions {
+                list: vec![Arc::new(version)],
+                state: KeyState::new(),
+            }),
         });
         // Poisoning cannot leave the map torn: the only write is one insert.
         self.keys
@@ -392,25 +472,31 @@ impl Keystore {
     /// be any existing version; the head signs regardless.
     ///
     /// # Errors
-    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`].
+    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
+    /// [`KmsError::KeyDisabled`], [`KmsError::KeyDestroyed`].
     pub fn sign(&self, key: &KeyId, message: &[u8]) -> Result<(KeyId, [u8; 64]), KmsError> {
-        let (id, head) = self.head(key)?;
-        Ok((id, head.signing_key.sign(message).to_bytes()))
+        let (id, signing_key) = self.head(key)?;
+        Ok((id, signing_key.sign(message)?))
     }
 
-    /// The head version of `key`'s key and its id, cloned out so no lock is
-    /// held while it signs.
-    fn head(&self, key: &KeyId) -> Result<(KeyId, Arc<KeyVersion>), KmsError> {
+    /// The head version of `key`'s key, if it may sign, and its id, cloned
+    /// out so no lock is held while it signs.
+    fn head(&self, key: &KeyId) -> Result<(KeyId, HeadSigner), KmsError> {
         let record = self.record(key)?;
         let head = {
             let versions = record.versions();
-            version_of(&versions, key)?;
-            versions.last().cloned()
+            versions.get(key)?;
+            if !versions.state.policy.enabled {
+                return Err(KmsError::KeyDisabled {
+                    key: key.to_string(),
+                });
+            }
+            versions.list.last().cloned()
         }
         .ok_or_else(|| KmsError::Internal {
             reason: format!("key {} has no version", record.id),
         })?;
-        Ok((record.id.with_version(head.info.version), head))
+        Ok((record.id.with_version(head.info.version), HeadSigner(head)))
     }
 
     /// Signs a message that names its signer: `message` is built from the
@@ -419,15 +505,15 @@ impl Keystore {
     /// Returns the head's id, the message and the 64-byte signature.
     ///
     /// # Errors
-    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`].
+    /// As [`Keystore::sign`].
     pub fn sign_naming_head(
         &self,
         key: &KeyId,
         message: impl FnOnce(&KeyId) -> Vec<u8>,
     ) -> Result<(KeyId, Vec<u8>, [u8; 64]), KmsError> {
-        let (id, head) = self.head(key)?;
+        let (id, signing_key) = self.head(key)?;
         let message = message(&id);
-        let signature = head.signing_key.sign(&message).to_bytes();
+        let signature = signing_key.sign(&message)?;
         Ok((id, message, signature))
     }
 
@@ -435,18 +521,17 @@ impl Keystore {
     /// with the criteria of docs/DESIGN.md §3.2 ([`ed25519::verify`]).
     ///
     /// # Errors
-    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`], or
-    /// [`KmsError::InvalidSignature`] naming the rule that failed.
+    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
+    /// [`KmsError::KeyDestroyed`], [`KmsError::VersionDisallowed`] below
+    /// the key's `min_verify_version`, or [`KmsError::InvalidSignature`]
+    /// naming the rule that failed.
     pub fn verify(
         &self,
         key: &KeyId,
         message: &[u8],
         signature: &[u8; 64],
     ) -> Result<(), KmsError> {
-        let record = self.record(key)?;
-        let version = Arc::clone(version_of(&record.versions(), key)?);
-        version
-            .verifying_key
+        self.verifying_key(key)?
             .verify(message, signature)
             .map_err(KmsError::from)
     }
@@ -457,11 +542,11 @@ impl Keystore {
     /// # Errors
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
     /// [`KmsError::VersionsExhausted`] at version 4294967295,
-    /// [`KmsError::EntropyUnavailable`]; on a durable store the write
-    /// errors of [`Keystore::create_ed25519`].
+    /// [`KmsError::KeyDestroyed`], [`KmsError::EntropyUnavailable`]; on a
+    /// durable store the write errors of [`Keystore::create_ed25519`].
     pub fn rotate(&self, key: &KeyId) -> Result<KeyId, KmsError> {
         let record = self.record(key)?;
-        version_of(&record.versions(), key)?;
+        record.versions().get(key)?;
         // Generate outside the locks; the version number is fixed under them.
         let mut fresh = new_version(0)?;
         let next_after = |len: usize| {
@@ -474,64 +559,79 @@ impl Keystore {
         };
         let mut mutation = self.begin_mutation();
         if let Some((durable, sequences)) = &mut mutation {
-            // Mutations are serialised by the store's lock, so the count
-            // read here is still the count under the write lock below.
-            fresh.info.version = next_after(record.versions().len())?;
-            durable.add_version(sequences, &record.id, &fresh)?;
+            // Mutations are serialised by the store's lock, so what is
+            // read here is still so under the write lock below.
+            let versions = record.versions();
+            versions.get(key)?;
+            fresh.info.version = next_after(versions.list.len())?;
+            durable.add_version(sequences, &record.id, &fresh, &versions.state)?;
         }
         let mut versions = record
             .versions
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        let next = next_after(versions.len())?;
+        // Destroyed meanwhile (in memory; a durable store was checked
+        // under its lock above).
+        versions.get(key)?;
+        let next = next_after(versions.list.len())?;
         fresh.info.version = next;
-        versions.push(Arc::new(fresh));
+        versions.list.push(Arc::new(fresh));
         Ok(record.id.with_version(next))
     }
 
-    /// Reports the key's algorithm, head, and every version with its public
-    /// key and creation time.
+    /// Reports the key's algorithm, head, policy, and every version with
+    /// its public key and creation time.
     ///
     /// # Errors
-    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`].
+    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
+    /// [`KmsError::KeyDestroyed`].
     pub fn attest(&self, key: &KeyId) -> Result<Attestation, KmsError> {
         let record = self.record(key)?;
-        let versions: Vec<VersionInfo> = {
+        let (infos, state) = {
             let versions = record.versions();
-            version_of(&versions, key)?;
-            versions.iter().map(|v| v.info.clone()).collect()
+            versions.get(key)?;
+            let infos: Vec<VersionInfo> = versions.list.iter().map(|v| v.info.clone()).collect();
+            (infos, versions.state.clone())
         };
-        let head_version = versions.last().map_or(1, |v| v.version);
+        let head_version = infos.last().map_or(1, |v| v.version);
         Ok(Attestation {
             head: record.id.with_version(head_version),
             alg: record.id.alg(),
-            versions,
+            versions: infos,
+            policy: state.policy,
+            min_available_version: state.min_available_version,
         })
     }
 
-    /// The 32-byte public key of the version `key` names.
+    /// The 32-byte public key of the version `key` names (any version,
+    /// trimmed or below `min_verify_version` included: it is public).
     ///
     /// # Errors
-    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`].
+    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
+    /// [`KmsError::KeyDestroyed`].
     pub fn public_key(&self, key: &KeyId) -> Result<[u8; 32], KmsError> {
         let record = self.record(key)?;
         let versions = record.versions();
-        version_of(&versions, key).map(|v| v.info.public_key)
+        versions.get(key).map(|v| v.info.public_key)
     }
 
-    /// The decoded public key of the version `key` names: what the KMS
-    /// actor's batches verify under, so `A` is never decoded again.
+    /// The decoded public key of the version `key` names, if signatures
+    /// under it may verify: what the KMS actor's batches verify under, so
+    /// `A` is never decoded again.
     ///
     /// # Errors
-    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`].
+    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
+    /// [`KmsError::KeyDestroyed`], [`KmsError::VersionDisallowed`] below
+    /// the key's `min_verify_version`.
     pub fn verifying_key(&self, key: &KeyId) -> Result<ed25519::VerifyingKey, KmsError> {
         let record = self.record(key)?;
         let versions = record.versions();
-        version_of(&versions, key).map(|v| v.verifying_key)
+        versions.verifiable(key).map(|v| v.verifying_key)
     }
 
-    /// The head version's id of every key, sorted by tenant, purpose and
-    /// UUID (a stable order to find a key by its names).
+    /// The head version's id of every key not destroyed, sorted by
+    /// tenant, purpose and UUID (a stable order to find a key by its
+    /// names).
     pub fn key_ids(&self) -> Vec<KeyId> {
         let records: Vec<Arc<KeyRecord>> = self
             .keys
@@ -543,7 +643,11 @@ impl Keystore {
         let mut ids: Vec<KeyId> = records
             .iter()
             .filter_map(|r| {
-                let head = r.versions().last().map(|v| v.info.version)?;
+                let versions = r.versions();
+                if versions.state.destroyed {
+                    return None;
+                }
+                let head = versions.list.last().map(|v| v.info.version)?;
                 Some(r.id.with_version(head))
             })
             .collect();
@@ -620,6 +724,29 @@ fn version_from_seed(
         // A clamped seed's point has order ℓ (RFC 8032 §5.1.5): rules 2–3
         // hold, so no second decoding.
         verifying_key: ed25519::VerifyingKey::from_parts(public.to_bytes(), public.to_edwards()),
-        signing_key,
+        signing_key: Some(signing_key),
+    }
+}
+
+/// The head's secret, cloned out of the keystore to sign with: holds the
+/// version (and so its secret) only while it signs.
+struct HeadSigner(Arc<KeyVersion>);
+
+impl HeadSigner {
+    /// Signs `message` (RFC 8032 §5.1.6).
+    ///
+    /// # Errors
+    /// [`KmsError::Internal`] if the head has no secret, which the module
+    /// invariants rule out (`min_available_version <= head`, and a
+    /// destroyed key gives no signer).
+    fn sign(&self, message: &[u8]) -> Result<[u8; 64], KmsError> {
+        let key = self
+            .0
+            .signing_key
+            .as_ref()
+            .ok_or_else(|| KmsError::Internal {
+                reason: format!("keystore: head v{} has no secret", self.0.info.version),
+            })?;
+        Ok(key.sign(message).to_bytes())
     }
 }

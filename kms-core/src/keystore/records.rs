@@ -16,13 +16,30 @@
 //!                seq = the key's sequence, +1 on every write to the key)
 //!               u8 length ‖ key id (version 1) ‖ u32 head version ‖
 //!               u64 ordinal (the key was the ordinal-th created: the
-//!               heads' ordinals are exactly 1..=count)
+//!               heads' ordinals are exactly 1..=count) ‖ the key's state:
+//!               u8 flags (1 enabled, 2 exportable, 4 destroyed,
+//!               8 auto-rotates) ‖ u32 min_verify_version ‖
+//!               u32 min_available_version ‖ u64 seconds ‖ u32 nanoseconds
+//!               (auto_rotate_after; zeros when it does not).
+//!               A head without the state (written before key policies)
+//!               reads as `KeyPolicy::legacy()`, nothing trimmed.
 //! version N     (name "keys/<tenant>/<purpose>/<uuid>/v<N>";
-//!                seq = the key's sequence when it was written)
+//!                seq = the key's sequence when it was written; only for
+//!                min_available_version <= N <= head, none once destroyed)
 //!               32-byte seed ‖ u64 seconds ‖ u32 nanoseconds since the
 //!               epoch ‖ u8 origin (0 generated, 1 imported); if imported:
 //!               u8 length ‖ source key id, u8 length ‖ sealing key `id@vN`
+//! retired       (name "keys/<tenant>/<purpose>/<uuid>/retired"; seq = the
+//!                key's sequence at its last trim; only while
+//!                min_available_version > 1 and the key is not destroyed)
+//!               per trimmed version 1..min_available_version, in order,
+//!               the layout of a version with its 32-byte public key where
+//!               the seed was
 //! ```
+//!
+//! Trimming removes the trimmed versions' records and writes the retired
+//! record in the same commit; destroying removes every version record and
+//! the retired record, and writes a head that says so (the tombstone).
 //!
 //! Invariants: a record opens only under its own store, name and sequence
 //! (a record moved to another name or from another store sealed under the
@@ -40,7 +57,7 @@ use zeroize::Zeroizing;
 use crate::bytes::Reader;
 use crate::error::KmsError;
 use crate::key_id::KeyId;
-use crate::keystore::Origin;
+use crate::keystore::{KeyPolicy, Origin};
 use crate::seal::{Envelope, SealError};
 
 /// Length of a version's seed (RFC 8032 §5.1.5).
@@ -62,9 +79,41 @@ pub(crate) struct StoredVersion {
     pub(crate) origin: Origin,
 }
 
-/// One key as stored: its id (version 1) and versions `1..=head`, in order.
+/// A trimmed version as stored: what is public about it.
+pub(crate) struct RetiredVersion {
+    pub(crate) public_key: [u8; 32],
+    pub(crate) created_at: SystemTime,
+    pub(crate) origin: Origin,
+}
+
+/// A key's lifecycle state, sealed into its head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KeyState {
+    pub(crate) policy: KeyPolicy,
+    /// Versions below it are trimmed (no secret); 1 when none is.
+    pub(crate) min_available_version: u32,
+    /// Destroyed: no version record is left.
+    pub(crate) destroyed: bool,
+}
+
+impl KeyState {
+    /// The state of a key created now.
+    pub(crate) fn new() -> Self {
+        KeyState {
+            policy: KeyPolicy::default(),
+            min_available_version: 1,
+            destroyed: false,
+        }
+    }
+}
+
+/// One key as stored: its id (version 1), state, trimmed versions
+/// `1..min_available_version` and versions `min_available_version..=head`,
+/// each in order (both empty once destroyed).
 pub(crate) struct StoredKey {
     pub(crate) id: KeyId,
+    pub(crate) state: KeyState,
+    pub(crate) retired: Vec<RetiredVersion>,
     pub(crate) versions: Vec<StoredVersion>,
 }
 
@@ -73,12 +122,18 @@ pub(crate) struct StoredKey {
 pub(crate) enum Name {
     Index,
     Head(Uuid),
+    Retired(Uuid),
     Version(Uuid, u32),
 }
 
 /// The name of `key`'s head record.
 pub(crate) fn head_name(key: &KeyId) -> String {
     format!("{}/head", key_prefix(key))
+}
+
+/// The name of `key`'s retired record.
+pub(crate) fn retired_name(key: &KeyId) -> String {
+    format!("{}/retired", key_prefix(key))
 }
 
 /// The name of version `version` of `key`.
@@ -102,8 +157,10 @@ pub(crate) fn parse_name(name: &str) -> Option<Name> {
     if parts.next().is_some() {
         return None;
     }
-    if last == "head" {
-        return Some(Name::Head(uuid));
+    match last {
+        "head" => return Some(Name::Head(uuid)),
+        "retired" => return Some(Name::Retired(uuid)),
+        _ => {}
     }
     let version: u32 = last.strip_prefix('v')?.parse().ok()?;
     Some(Name::Version(uuid, version))
@@ -219,26 +276,107 @@ pub(crate) fn read_version(r: &mut Reader<'_>) -> Option<StoredVersion> {
     })
 }
 
-/// A key head's plaintext: its id (version 1), head version and
-/// creation ordinal.
-pub(crate) fn encode_head(key: &KeyId, head: u32, ordinal: u64) -> Vec<u8> {
+/// Bytes of a head's state (module docs).
+const STATE_LEN: usize = 1 + 4 + 4 + 8 + 4;
+const ENABLED: u8 = 1;
+const EXPORTABLE: u8 = 2;
+const DESTROYED: u8 = 4;
+const AUTO_ROTATES: u8 = 8;
+
+/// A key head's plaintext: its id (version 1), head version, creation
+/// ordinal and state.
+pub(crate) fn encode_head(key: &KeyId, head: u32, ordinal: u64, state: &KeyState) -> Vec<u8> {
     let id = key.with_version(1).to_string();
-    let mut out = Vec::with_capacity(1 + id.len() + 4 + 8);
+    let mut out = Vec::with_capacity(1 + id.len() + 4 + 8 + STATE_LEN);
     out.push(u8::try_from(id.len()).unwrap_or(u8::MAX));
     out.extend_from_slice(id.as_bytes());
     out.extend_from_slice(&head.to_be_bytes());
     out.extend_from_slice(&ordinal.to_be_bytes());
+    let policy = &state.policy;
+    let flags = [
+        (policy.enabled, ENABLED),
+        (policy.exportable, EXPORTABLE),
+        (state.destroyed, DESTROYED),
+        (policy.auto_rotate_after.is_some(), AUTO_ROTATES),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .fold(0, |flags, (_, bit)| flags | bit);
+    out.push(flags);
+    out.extend_from_slice(&policy.min_verify_version.to_be_bytes());
+    out.extend_from_slice(&state.min_available_version.to_be_bytes());
+    let after = policy.auto_rotate_after.unwrap_or_default();
+    out.extend_from_slice(&after.as_secs().to_be_bytes());
+    out.extend_from_slice(&after.subsec_nanos().to_be_bytes());
     out
 }
 
-/// Reads a key head's plaintext: `(id, head version, ordinal)`; `None`
-/// if it does not decode.
-pub(crate) fn decode_head(bytes: &[u8]) -> Option<(KeyId, u32, u64)> {
+/// Reads a key head's plaintext: `(id, head version, ordinal, state)`;
+/// `None` if it does not decode.
+pub(crate) fn decode_head(bytes: &[u8]) -> Option<(KeyId, u32, u64, KeyState)> {
     let mut r = Reader::new(bytes);
     let id = read_key_id(&mut r)?;
     let head = r.u32()?;
     let ordinal = r.u64()?;
-    r.rest().is_empty().then_some((id, head, ordinal))
+    if r.len() == 0 {
+        let state = KeyState {
+            policy: KeyPolicy::legacy(),
+            ..KeyState::new()
+        };
+        return Some((id, head, ordinal, state));
+    }
+    let [flags] = r.take::<1>()?;
+    let min_verify_version = r.u32()?;
+    let min_available_version = r.u32()?;
+    let (secs, nanos) = (r.u64()?, r.u32()?);
+    if flags & !(ENABLED | EXPORTABLE | DESTROYED | AUTO_ROTATES) != 0
+        || nanos >= 1_000_000_000
+        || !r.rest().is_empty()
+    {
+        return None;
+    }
+    let policy = KeyPolicy {
+        min_verify_version,
+        enabled: flags & ENABLED != 0,
+        exportable: flags & EXPORTABLE != 0,
+        auto_rotate_after: (flags & AUTO_ROTATES != 0).then(|| Duration::new(secs, nanos)),
+    };
+    let state = KeyState {
+        policy,
+        min_available_version,
+        destroyed: flags & DESTROYED != 0,
+    };
+    Some((id, head, ordinal, state))
+}
+
+/// The retired record's plaintext: each trimmed version's layout, in
+/// order (module docs).
+///
+/// # Errors
+/// [`KmsError::Internal`] if an import's texts exceed 255 bytes.
+pub(crate) fn encode_retired(retired: &[RetiredVersion]) -> Result<Vec<u8>, KmsError> {
+    let len = retired.iter().map(|v| version_len(&v.origin)).sum();
+    let mut out = Vec::with_capacity(len);
+    for v in retired {
+        out.extend_from_slice(&encode_version(&v.public_key, v.created_at, &v.origin)?);
+    }
+    Ok(out)
+}
+
+/// Reads the retired record's plaintext: `count` trimmed versions; `None`
+/// if it does not decode.
+pub(crate) fn decode_retired(bytes: &[u8], count: usize) -> Option<Vec<RetiredVersion>> {
+    let mut r = Reader::new(bytes);
+    let mut retired = Vec::with_capacity(count.min(bytes.len() / SEED_LEN));
+    for _ in 0..count {
+        let v = read_version(&mut r)?;
+        retired.push(RetiredVersion {
+            public_key: *v.seed,
+            created_at: v.created_at,
+            origin: v.origin,
+        });
+    }
+    r.rest().is_empty().then_some(retired)
 }
 
 /// The index's plaintext: the store id and the number of keys.
@@ -278,6 +416,10 @@ mod tests {
         assert_eq!(
             parse_name(&super::head_name(&key)),
             Some(Name::Head(key.uuid()))
+        );
+        assert_eq!(
+            parse_name(&super::retired_name(&key)),
+            Some(Name::Retired(key.uuid()))
         );
         assert_eq!(parse_name("index"), Some(Name::Index));
         for stray in [

@@ -31,14 +31,32 @@ impl Keystore {
     /// public key and `key`'s text form travel inside the envelope.
     ///
     /// # Errors
-    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`], or
-    /// [`KmsError::Seal`] if sealing fails.
+    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
+    /// [`KmsError::KeyDestroyed`], [`KmsError::NotExportable`] unless the
+    /// key's policy is `exportable`, [`KmsError::VersionTrimmed`] for a
+    /// trimmed version, or [`KmsError::Seal`] if sealing fails.
     pub fn export_sealed(&self, key: &KeyId, to: &SealKey) -> Result<Envelope, KmsError> {
         let record = self.record(key)?;
-        let version = crate::sync::Arc::clone(super::version_of(&record.versions(), key)?);
+        let version = {
+            let versions = record.versions();
+            let version = crate::sync::Arc::clone(versions.get(key)?);
+            if !versions.state.policy.exportable {
+                return Err(KmsError::NotExportable {
+                    key: key.to_string(),
+                });
+            }
+            version
+        };
+        let Some(signing_key) = &version.signing_key else {
+            return Err(KmsError::VersionTrimmed {
+                key: key.to_string(),
+                version: key.version(),
+                min_available_version: record.versions().state.min_available_version,
+            });
+        };
         let source = key.to_string();
         let mut plaintext = zeroize::Zeroizing::new(Vec::with_capacity(65 + source.len()));
-        plaintext.extend_from_slice(&version.signing_key.to_bytes());
+        plaintext.extend_from_slice(&signing_key.to_bytes());
         plaintext.extend_from_slice(&version.info.public_key);
         // Key ids are at most ~230 bytes (two 64-byte names, a UUID).
         plaintext.push(u8::try_from(source.len()).unwrap_or(u8::MAX));

@@ -20,6 +20,15 @@
 //!   [`STORE_FILE`]; a crash while redb lays out a new file (its header is
 //!   written and fsynced before its magic number) leaves only a temporary
 //!   file, ignored, and removed by the next create or migration.
+//! * **Removed records leave the file:** redb writes copy-on-write, so a
+//!   record removed or replaced stays in the file's freed pages until they
+//!   are reused. A commit that removes a record (a trimmed version, a
+//!   destroyed key) is therefore followed by a rewrite: the live records
+//!   are copied into a new database, `keystore.redb.tmp`, committed and
+//!   renamed over [`STORE_FILE`], so no file of the store holds the
+//!   removed record's bytes. A crash before the rename leaves the old
+//!   file (with the commit) and a temporary file that the next rewrite,
+//!   create or migration removes.
 //! * **Hostile files:** record names are read as bytes and checked as
 //!   UTF-8 here; a panic inside redb while opening or reading a damaged
 //!   file is caught and reported as [`KmsError::StoreCorrupt`].
@@ -27,6 +36,7 @@
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
+use std::sync::{PoisonError, RwLock};
 
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 
@@ -44,8 +54,9 @@ const RECORDS: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("re
 
 /// A redb database in a directory, held with an exclusive lock.
 pub(crate) struct RedbStorage {
-    /// Declared first: closed before the lock is released.
-    db: Database,
+    /// Declared first: closed before the lock is released. Replaced, under
+    /// the write lock, by [`RedbStorage::rewrite`].
+    db: RwLock<Database>,
     path: PathBuf,
     lock: LockedDir,
 }
@@ -131,7 +142,11 @@ impl RedbStorage {
         let db = guarded(&path, || Database::create(&path))?
             .map_err(|e| db_error("open", &path, e.into()))?;
         sync_dir(&lock.dir).map_err(|e| io("fsync the directory", &lock.dir, &e))?;
-        Ok(RedbStorage { db, path, lock })
+        Ok(RedbStorage {
+            db: RwLock::new(db),
+            path,
+            lock,
+        })
     }
 
     /// Closes the database and gives the directory's lock back.
@@ -140,54 +155,117 @@ impl RedbStorage {
         drop(db);
         lock
     }
+
+    /// Copies the live records into a new database and renames it over
+    /// this one (module docs: removed records leave the file).
+    ///
+    /// # Errors
+    /// [`KmsError::Io`] for I/O errors; the errors of [`Storage::load`]
+    /// and [`Storage::commit`].
+    fn rewrite(&self) -> Result<(), KmsError> {
+        let mut db = self.db.write().unwrap_or_else(PoisonError::into_inner);
+        let records = load(&db, &self.path)?;
+        let dir = self.lock.dir();
+        let name = self
+            .path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(STORE_FILE);
+        remove_durably(dir, TMP_FILE)?;
+        let tmp_path = dir.join(TMP_FILE);
+        {
+            let tmp = guarded(&tmp_path, || Database::create(&tmp_path))?
+                .map_err(|e| db_error("create", &tmp_path, e.into()))?;
+            let writes: Vec<RecordWrite<'_>> = records
+                .iter()
+                .map(|(name, value)| RecordWrite {
+                    name,
+                    value: Some(value),
+                })
+                .collect();
+            commit(&tmp, &tmp_path, &writes)?;
+        }
+        self.lock.rename(TMP_FILE, name)?;
+        let fresh = guarded(&self.path, || Database::create(&self.path))?
+            .map_err(|e| db_error("open", &self.path, e.into()))?;
+        // The old file, unlinked by the rename, closes here.
+        *db = fresh;
+        Ok(())
+    }
 }
 
 impl Storage for RedbStorage {
     fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
-        let path = &self.path;
-        let err = |e: redb::Error| db_error("read", path, e);
-        guarded(path, || {
-            let tx = self.db.begin_read().map_err(|e| err(e.into()))?;
-            let table = match tx.open_table(RECORDS) {
-                Ok(table) => table,
-                // Never committed to: no records.
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-                Err(e) => return Err(err(e.into())),
-            };
-            let len = table.len().map_err(|e| err(e.into()))?;
-            let mut records = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-            for entry in table.iter().map_err(|e| err(e.into()))? {
-                let (name, value) = entry.map_err(|e| err(e.into()))?;
-                let name = String::from_utf8(name.value().to_vec()).map_err(|_| {
-                    KmsError::StoreCorrupt {
-                        store: path.display().to_string(),
-                        reason: "a record's name is not UTF-8".to_owned(),
-                    }
-                })?;
-                records.push((name, value.value().to_vec()));
-            }
-            Ok(records)
-        })?
+        load(
+            &self.db.read().unwrap_or_else(PoisonError::into_inner),
+            &self.path,
+        )
     }
 
     fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
-        let path = &self.path;
-        let err = |e: redb::Error| db_error("write", path, e);
-        guarded(path, || {
-            // `Durability::Immediate` is redb's default: fsynced on commit.
-            let tx = self.db.begin_write().map_err(|e| err(e.into()))?;
-            {
-                let mut table = tx.open_table(RECORDS).map_err(|e| err(e.into()))?;
-                for write in writes {
-                    table
-                        .insert(write.name.as_bytes(), write.value)
-                        .map_err(|e| err(e.into()))?;
+        commit(
+            &self.db.read().unwrap_or_else(PoisonError::into_inner),
+            &self.path,
+            writes,
+        )?;
+        if writes.iter().any(|w| w.value.is_none()) {
+            self.rewrite()?;
+        }
+        Ok(())
+    }
+}
+
+/// Every record of `db` (the database file `path`).
+fn load(db: &Database, path: &Path) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
+    let err = |e: redb::Error| db_error("read", path, e);
+    guarded(path, || {
+        let tx = db.begin_read().map_err(|e| err(e.into()))?;
+        let table = match tx.open_table(RECORDS) {
+            Ok(table) => table,
+            // Never committed to: no records.
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(err(e.into())),
+        };
+        let len = table.len().map_err(|e| err(e.into()))?;
+        let mut records = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        for entry in table.iter().map_err(|e| err(e.into()))? {
+            let (name, value) = entry.map_err(|e| err(e.into()))?;
+            let name =
+                String::from_utf8(name.value().to_vec()).map_err(|_| KmsError::StoreCorrupt {
+                    store: path.display().to_string(),
+                    reason: "a record's name is not UTF-8".to_owned(),
+                })?;
+            records.push((name, value.value().to_vec()));
+        }
+        Ok(records)
+    })?
+}
+
+/// Applies `writes` to `db` (the database file `path`) in one durable
+/// write transaction.
+fn commit(db: &Database, path: &Path, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
+    let err = |e: redb::Error| db_error("write", path, e);
+    guarded(path, || {
+        // `Durability::Immediate` is redb's default: fsynced on commit.
+        let tx = db.begin_write().map_err(|e| err(e.into()))?;
+        {
+            let mut table = tx.open_table(RECORDS).map_err(|e| err(e.into()))?;
+            for write in writes {
+                match write.value {
+                    Some(value) => table
+                        .insert(write.name.as_bytes(), value)
+                        .map(drop)
+                        .map_err(|e| err(e.into()))?,
+                    None => table
+                        .remove(write.name.as_bytes())
+                        .map(drop)
+                        .map_err(|e| err(e.into()))?,
                 }
             }
-            // Dropped uncommitted on an error above: redb aborts it.
-            tx.commit().map_err(|e| err(e.into()))
-        })?
-    }
+        }
+        // Dropped uncommitted on an error above: redb aborts it.
+        tx.commit().map_err(|e| err(e.into()))
+    })?
 }
 
 /// Runs `f`, turning a panic inside it (redb on a damaged file) into

@@ -27,14 +27,14 @@ use crate::error::KmsError;
 pub(crate) use file::RedbStorage;
 
 /// One write of a commit: store `value` under `name`, replacing any record
-/// there.
+/// there, or (`value` = `None`) remove the record `name`, if there is one.
 #[derive(Debug, Clone, Copy)]
 pub struct RecordWrite<'a> {
     /// The record's name (at most 255 bytes of UTF-8).
     pub name: &'a str,
     /// The record's bytes: a sequence number and a sealed envelope,
-    /// opaque to the storage.
-    pub value: &'a [u8],
+    /// opaque to the storage; `None` removes the record.
+    pub value: Option<&'a [u8]>,
 }
 
 /// Named records, written in atomic, durable batches. One keystore uses a
@@ -52,7 +52,11 @@ pub trait Storage: Send + Sync + fmt::Debug {
 
     /// Applies every write in `writes` atomically and durably: once it
     /// returns `Ok`, all of them survive a crash; if it fails or the
-    /// process dies first, the storage holds all of them or none. Which
+    /// process dies first, the storage holds all of them or none. A record
+    /// removed (a write whose `value` is `None`: a trimmed version, a
+    /// destroyed key) must, once this returns `Ok`, no longer be readable
+    /// from the storage's files either (the file storage rewrites its
+    /// database; docs/SECURITY.md, "Destroyed keys"). Which
     /// one may be unknown after an error (a networked storage may time out
     /// after the write landed), so after a failed commit the keystore
     /// makes no further commit until it is reopened and has loaded what
