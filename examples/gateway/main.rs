@@ -112,7 +112,7 @@ fn share(text: &str) -> Result<f64, String> {
 fn main() -> ExitCode {
     // Usage errors exit 2 and `--help` 0, both by clap.
     let cli = Cli::parse();
-    logging::install();
+    logging::install(matches!(cli.command, Some(Command::Serve(_))));
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {

@@ -122,8 +122,10 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         .with_token_purposes(vec![purpose.to_owned()]);
     let handle = KmsActor::spawn(config, keystore, &Bus::new()).map_err(|e| e.to_string())?;
     let public = public_router(&handle, &key);
+    // The admin face's requests are audited (target `kms::audit`) under
+    // this principal.
     let admin = admin_router(
-        handle.client(),
+        handle.client().with_principal("gateway-admin"),
         AdminConfig {
             admin_token,
             metrics: Some(Arc::new(move || metrics.render())),

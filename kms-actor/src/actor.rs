@@ -50,6 +50,7 @@ use kms_core::{Keystore, KmsError};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use crate::audit;
 use crate::batch::{self, Verifier};
 use crate::client::KmsClient;
 use crate::coalesce::{Policy, Reason};
@@ -87,6 +88,11 @@ pub struct KmsActor {
     pending_since: Option<Instant>,
     /// Scratch for draining a topic; empty between wakes.
     drained: Vec<Request>,
+    /// Ticks every `auto_rotate_check`, the first at once.
+    rotation_check: tokio::time::Interval,
+    /// A scheduled rotation check is queued or running on the writer:
+    /// set here, cleared by the job when done, so at most one is.
+    rotation_pending: Arc<AtomicBool>,
     /// Dropped with the actor however it ends (after shutdown, on a panic,
     /// or with its task when the runtime goes, polled or not): no client
     /// keeps the keystore afterwards.
@@ -205,6 +211,12 @@ impl KmsActor {
             pending: Vec::new(),
             pending_since: None,
             drained: Vec::with_capacity(config.max_batch),
+            rotation_check: {
+                let mut check = tokio::time::interval(config.auto_rotate_check);
+                check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                check
+            },
+            rotation_pending: Arc::new(AtomicBool::new(false)),
             keystore,
             requests,
             priority,
@@ -262,6 +274,10 @@ impl KmsActor {
                     // one, so only after shutdown). Any other error: stop.
                     Err(_) => break,
                 },
+                // Before the verify lane, so a flood of verifies never
+                // delays a scheduled rotation; one tick a minute costs
+                // one poll of its timer per turn.
+                _ = self.rotation_check.tick() => self.rotate_due_keys(),
                 // A batch finished: the policy may dispatch or read again.
                 // Only awaited when that matters (requests held, or reading
                 // stopped), so an idle actor is not woken by every finished
@@ -369,9 +385,13 @@ impl KmsActor {
         );
     }
 
-    /// Queues a verify request, or serves any other request at once.
+    /// Queues a verify request, or serves any other request at once
+    /// (auditing those that change or use a secret, `crate::audit`).
     fn accept(&mut self, request: Request) {
         let ks = &self.keystore;
+        let principal = request
+            .principal
+            .unwrap_or_else(|| Arc::from(audit::UNSPECIFIED));
         match request.op {
             Op::Verify(v) => {
                 if self.pending.is_empty() {
@@ -386,7 +406,9 @@ impl KmsActor {
                 reply,
             } => {
                 if !reply.is_abandoned() {
-                    reply.send(ks.sign(&key, &message));
+                    let result = ks.sign(&key, &message);
+                    audit::record_result("sign", &key, &principal, &result, |(id, _)| Some(id));
+                    reply.send(result);
                 }
             }
             Op::SignJwt {
@@ -396,27 +418,100 @@ impl KmsActor {
                 reply,
             } => {
                 if !reply.is_abandoned() {
-                    reply.send(jwt::sign(ks, &key, alg, &claims));
+                    let result = jwt::sign(ks, &key, alg, &claims);
+                    audit::record_result("sign", &key, &principal, &result, |(id, _)| Some(id));
+                    reply.send(result.map(|(_, token)| token));
                 }
             }
-            // Create and rotate write the keystore, and a durable one
-            // fsyncs: that must not stall the actor's task (and with it
-            // every lane), so both go to the writer.
-            Op::CreateKey {
-                tenant,
-                purpose,
-                reply,
-            } => self
-                .writer
-                .submit(reply, move |ks| ks.create_ed25519(&tenant, &purpose)),
-            Op::Rotate { key, reply } => self.writer.submit(reply, move |ks| ks.rotate(&key)),
             Op::Attest { key, reply } => {
                 if !reply.is_abandoned() {
                     reply.send(ks.attest(&key));
                 }
             }
+            Op::Policy { key, reply } => {
+                if !reply.is_abandoned() {
+                    reply.send(ks.policy(&key));
+                }
+            }
+            // The writes: a durable keystore fsyncs, which must not stall
+            // the actor's task (and with it every lane), so they go to the
+            // writer, which audits each when it is done.
+            Op::CreateKey {
+                tenant,
+                purpose,
+                reply,
+            } => self.writer.submit(reply, move |ks| {
+                let result = ks.create_ed25519(&tenant, &purpose);
+                match &result {
+                    Ok(id) => audit::record_result("create_key", id, &principal, &result, |_| None),
+                    Err(e) => audit::record(
+                        "create_key",
+                        &format!("{tenant}:{purpose}"),
+                        0,
+                        &principal,
+                        Err(e),
+                    ),
+                }
+                result
+            }),
+            Op::Rotate { key, reply } => self.writer.submit(reply, move |ks| {
+                let result = ks.rotate(&key);
+                audit::record_result("rotate", &key, &principal, &result, |id| Some(id));
+                result
+            }),
+            Op::SetPolicy { key, policy, reply } => self.writer.submit(reply, move |ks| {
+                let result = ks.set_policy(&key, policy);
+                audit::record_result("set_policy", &key, &principal, &result, |_| None);
+                result
+            }),
+            Op::Trim { key, below, reply } => self.writer.submit(reply, move |ks| {
+                let result = ks.trim(&key, below);
+                audit::record_result("trim", &key, &principal, &result, |()| None);
+                result
+            }),
+            Op::Destroy { key, reply } => self.writer.submit(reply, move |ks| {
+                let result = ks.destroy(&key);
+                audit::record_result("destroy", &key, &principal, &result, |()| None);
+                result
+            }),
         }
         Counters::add(&self.shared.counters.other_requests, 1);
+    }
+
+    /// Rotates, on the writer, every key whose `auto_rotate_after` has
+    /// passed since its head was made (`KmsConfig::auto_rotate_check`).
+    /// Skipped while the previous check is still queued or running.
+    fn rotate_due_keys(&self) {
+        // Acquire pairs with the job's Release store: what that check
+        // rotated is done before another is queued.
+        if self.rotation_pending.swap(true, Ordering::Acquire) {
+            return;
+        }
+        let pending = Arc::clone(&self.rotation_pending);
+        let submitted = self.writer.submit_detached(move |ks| {
+            // Cleared however the check ends (a panic included).
+            struct Done(Arc<AtomicBool>);
+            impl Drop for Done {
+                fn drop(&mut self) {
+                    self.0.store(false, Ordering::Release);
+                }
+            }
+            let _done = Done(pending);
+            let now = std::time::SystemTime::now();
+            for head in ks.due_for_rotation(now) {
+                let result = ks.rotate_if_due(&head, now);
+                if let Ok(None) = result {
+                    continue;
+                }
+                audit::record_result("auto_rotate", &head, audit::SCHEDULER, &result, |rotated| {
+                    rotated.as_ref()
+                });
+            }
+        });
+        if !submitted {
+            // The writer has stopped (shutdown): nothing to schedule.
+            self.rotation_pending.store(false, Ordering::Release);
+        }
     }
 
     /// Hands the pending verify requests to the pool as one batch, split

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use kms_bus::{PublishError, Publisher};
-use kms_core::{Attestation, KeyId, KmsError};
+use kms_core::{Attestation, KeyId, KeyPolicy, KmsError};
 
 use crate::batch;
 use crate::coalesce::Reason;
@@ -50,11 +50,15 @@ pub struct KmsClient {
     requests: Publisher<Request>,
     priority: Publisher<Request>,
     shared: Arc<Shared>,
+    /// Who this client's requests are made for, in the audit events.
+    principal: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for KmsClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KmsClient").finish_non_exhaustive()
+        f.debug_struct("KmsClient")
+            .field("principal", &self.principal)
+            .finish_non_exhaustive()
     }
 }
 
@@ -68,6 +72,20 @@ impl KmsClient {
             requests,
             priority,
             shared,
+            principal: None,
+        }
+    }
+
+    /// A client like this one whose requests carry `principal`: the
+    /// `principal` field of every audit event they cause (target
+    /// `kms::audit`; docs/SECURITY.md, "Audit events"). A client made
+    /// without one audits as `unspecified`. The text is the caller's
+    /// (a service name, a user, a token's `sub`); it is logged as given.
+    #[must_use]
+    pub fn with_principal(&self, principal: impl Into<String>) -> KmsClient {
+        KmsClient {
+            principal: Some(Arc::from(principal.into())),
+            ..self.clone()
         }
     }
 
@@ -159,14 +177,63 @@ impl KmsClient {
         self.call(|reply| Op::Rotate { key, reply }).await
     }
 
-    /// Reports `key`'s algorithm, head and versions with creation times.
+    /// Reports `key`'s algorithm, head, policy and versions with creation
+    /// times ([`kms_core::Keystore::attest`]).
     ///
     /// # Errors
-    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`], or one of the
-    /// errors listed on [`KmsClient`].
+    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
+    /// [`KmsError::KeyDestroyed`], or one of the errors listed on
+    /// [`KmsClient`].
     pub async fn attest(&self, key: &KeyId) -> Result<Attestation, KmsError> {
         let key = key.clone();
         self.call(|reply| Op::Attest { key, reply }).await
+    }
+
+    /// The policy of `key`'s key ([`kms_core::Keystore::policy`]).
+    ///
+    /// # Errors
+    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
+    /// [`KmsError::KeyDestroyed`], or one of the errors listed on
+    /// [`KmsClient`].
+    pub async fn policy(&self, key: &KeyId) -> Result<KeyPolicy, KmsError> {
+        let key = key.clone();
+        self.call(|reply| Op::Policy { key, reply }).await
+    }
+
+    /// Replaces the policy of `key`'s key, durably, and returns it
+    /// ([`kms_core::Keystore::set_policy`]); written off the actor's task,
+    /// as rotations are. Audited as `set_policy`.
+    ///
+    /// # Errors
+    /// The errors of [`kms_core::Keystore::set_policy`] (an
+    /// [`KmsError::InvalidArgument`] naming the rule a change breaks), or
+    /// one of the errors listed on [`KmsClient`].
+    pub async fn set_policy(&self, key: &KeyId, policy: KeyPolicy) -> Result<KeyPolicy, KmsError> {
+        let key = key.clone();
+        self.call(|reply| Op::SetPolicy { key, policy, reply })
+            .await
+    }
+
+    /// Destroys the secrets of the versions of `key`'s key below `below`
+    /// ([`kms_core::Keystore::trim`]). Audited as `trim`.
+    ///
+    /// # Errors
+    /// The errors of [`kms_core::Keystore::trim`], or one of the errors
+    /// listed on [`KmsClient`].
+    pub async fn trim(&self, key: &KeyId, below: u32) -> Result<(), KmsError> {
+        let key = key.clone();
+        self.call(|reply| Op::Trim { key, below, reply }).await
+    }
+
+    /// Destroys `key`'s key, for good ([`kms_core::Keystore::destroy`]).
+    /// Audited as `destroy`.
+    ///
+    /// # Errors
+    /// The errors of [`kms_core::Keystore::destroy`], or one of the errors
+    /// listed on [`KmsClient`].
+    pub async fn destroy(&self, key: &KeyId) -> Result<(), KmsError> {
+        let key = key.clone();
+        self.call(|reply| Op::Destroy { key, reply }).await
     }
 
     pub(crate) async fn verify_by(
@@ -274,11 +341,13 @@ impl KmsClient {
     }
 
     async fn publish_and_wait<T>(&self, op: Op, answer: Answer<T>) -> Result<T, KmsError> {
-        let lane = match op {
-            Op::Verify(_) => &self.requests,
-            _ => &self.priority,
+        // Verifies use no secret, so they are not audited and carry no
+        // principal (no reference count touched on the hot path).
+        let (lane, principal) = match op {
+            Op::Verify(_) => (&self.requests, None),
+            _ => (&self.priority, self.principal.clone()),
         };
-        match lane.publish(Request { op }) {
+        match lane.publish(Request { op, principal }) {
             Ok(()) => {}
             Err(PublishError::Full(_)) => return Err(KmsError::Overloaded),
             Err(PublishError::NoSubscribers(_)) => return Err(KmsError::ShuttingDown),

@@ -20,6 +20,10 @@ pub const MAX_WAIT_LIMIT: Duration = Duration::from_secs(1);
 /// Name of the bus topic the actor takes requests from by default.
 pub const DEFAULT_REQUEST_TOPIC: &str = "kms.requests";
 
+/// The longest [`KmsConfig::auto_rotate_check`]: one minute, so a key is
+/// rotated at most a minute after it falls due.
+pub const MAX_AUTO_ROTATE_CHECK: Duration = Duration::from_secs(60);
+
 /// Configuration of a [`crate::KmsActor`].
 ///
 /// With the `serde` feature it is `Serialize` and `Deserialize`, for a
@@ -99,8 +103,9 @@ pub struct KmsConfig {
     pub queue_capacity: usize,
     /// Capacity of the priority topic (messages, ≥ 1). Default: 1024.
     pub priority_capacity: usize,
-    /// Most create and rotate requests accepted and not yet done (count,
-    /// ≥ 1): waiting to be written, or being written. They are written one
+    /// Most keystore writes (create, rotate, set_policy, trim, destroy)
+    /// accepted and not yet done (count, ≥ 1): waiting to be written, or
+    /// being written. They are written one
     /// at a time, in order, off the actor's task; one more is answered
     /// [`KmsError::Overloaded`] (retryable) at once. On a durable
     /// keystore each is one fsynced commit of two or three records,
@@ -114,6 +119,15 @@ pub struct KmsConfig {
     /// moved out of the ring, never cloned, and a burst of requests wakes
     /// the actor once.
     pub backend: Backend,
+    /// How often the actor looks for keys whose policy's
+    /// `auto_rotate_after` has passed since their head was made, and
+    /// rotates them (`kms_core::Keystore::due_for_rotation`); also once at
+    /// start. More than 0 and at most 60 s. Default: 60 s.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "auto_rotate_check_ms", with = "millis")
+    )]
+    pub auto_rotate_check: Duration,
 }
 
 impl Default for KmsConfig {
@@ -134,6 +148,7 @@ impl Default for KmsConfig {
             write_backlog: 64,
             overflow: Overflow::Reject,
             backend: Backend::Soa,
+            auto_rotate_check: MAX_AUTO_ROTATE_CHECK,
         }
     }
 }
@@ -166,6 +181,9 @@ impl KmsConfig {
             || self.write_backlog > tokio::sync::Semaphore::MAX_PERMITS
         {
             "write_backlog must be at least 1 and at most tokio::sync::Semaphore::MAX_PERMITS"
+        } else if self.auto_rotate_check.is_zero() || self.auto_rotate_check > MAX_AUTO_ROTATE_CHECK
+        {
+            "auto_rotate_check must be more than 0 and at most 60 s"
         } else {
             return Ok(());
         };
@@ -214,6 +232,7 @@ setters! {
     write_backlog / with_write_backlog: usize;
     overflow / with_overflow: Overflow;
     backend / with_backend: Backend;
+    auto_rotate_check / with_auto_rotate_check: Duration;
 }
 
 /// A [`Duration`] as whole microseconds (feature `serde`).
@@ -229,5 +248,20 @@ mod micros {
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         u64::deserialize(d).map(Duration::from_micros)
+    }
+}
+
+#[cfg(feature = "serde")]
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
     }
 }

@@ -84,20 +84,21 @@ impl TrustedKeys {
     }
 }
 
-/// Signs a JWT with the head of `key`'s key (on the actor's task).
+/// Signs a JWT with the head of `key`'s key (on the actor's task);
+/// returns the head's id and the compact JWS.
 pub(crate) fn sign(
     keystore: &Keystore,
     key: &KeyId,
     alg: Algorithm,
     claims: &[u8],
-) -> Result<String, KmsError> {
-    let (_, input, signature) = keystore.sign_naming_head(key, |head| {
+) -> Result<(KeyId, String), KmsError> {
+    let (head, input, signature) = keystore.sign_naming_head(key, |head| {
         signing_input(&Header::new(alg, Some(head.to_string())), claims).into_bytes()
     })?;
     let input = String::from_utf8(input).map_err(|_| KmsError::Internal {
         reason: "a JWS signing input was not text".to_owned(),
     })?;
-    Ok(finish_compact(input, &signature))
+    Ok((head, finish_compact(input, &signature)))
 }
 
 /// A refusal of the token itself.
@@ -184,8 +185,10 @@ impl KmsClient {
     /// [`KmsError::InvalidToken`] for every refusal of the token (its
     /// `code` says why: `jose.malformed`, `jose.unsupported_alg`,
     /// `jose.missing_kid`, `jose.unknown_kid`, `jose.alg_mismatch`,
-    /// `jose.invalid_signature`, `jose.expired`, …); or one of the errors
-    /// listed on [`KmsClient`].
+    /// `jose.invalid_signature`, `jose.expired`, …, and
+    /// `kms.version_disallowed` for a keystore version below its key's
+    /// `min_verify_version`, `kms.key_destroyed` for a destroyed key's);
+    /// or one of the errors listed on [`KmsClient`].
     pub async fn verify_jwt(
         &self,
         token: &str,
@@ -238,6 +241,14 @@ impl KmsClient {
             Err(KmsError::UnknownKey { .. } | KmsError::UnknownVersion { .. }) => {
                 return Err(unknown_kid(kid, "is not a version in the keystore"))
             }
+            // The keystore's policy refuses the version: a refusal of the
+            // token, under the KMS error's own code.
+            Err(e @ (KmsError::VersionDisallowed { .. } | KmsError::KeyDestroyed { .. })) => {
+                return Err(KmsError::InvalidToken {
+                    code: e.code(),
+                    reason: e.to_string(),
+                })
+            }
             Err(e) => return Err(e),
         }
         let claims = jws.claims().map_err(invalid)?;
@@ -247,7 +258,9 @@ impl KmsClient {
         Ok(VerifiedJwt { claims, signer })
     }
 
-    /// The JWK Set of `key`'s key: every retained version, `kid` its
+    /// The JWK Set of `key`'s key: every version that verifies (from the
+    /// key's `min_verify_version` to its head; none once it is destroyed),
+    /// `kid` its
     /// `KeyId` text form, `alg` the actor's `token_alg` (so changing
     /// `token_alg` relabels every version: verifiers that enforce a JWK's
     /// `alg` then refuse tokens issued under the old one until they
@@ -257,12 +270,18 @@ impl KmsClient {
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`], or one of
     /// the errors listed on [`KmsClient`].
     pub async fn jwks(&self, key: &KeyId) -> Result<JwkSet, KmsError> {
-        let attestation = self.attest(key).await?;
+        let attestation = match self.attest(key).await {
+            Ok(attestation) => attestation,
+            Err(KmsError::KeyDestroyed { .. }) => return Ok(JwkSet { keys: Vec::new() }),
+            Err(e) => return Err(e),
+        };
         let alg = self.shared().token_alg;
         let head = &attestation.head;
+        let min = attestation.policy.min_verify_version;
         let keys = attestation
             .versions
             .iter()
+            .filter(|v| v.version >= min)
             .map(|v| {
                 let id = KeyId::new(
                     head.tenant(),

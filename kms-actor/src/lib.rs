@@ -55,6 +55,7 @@
 #![warn(missing_debug_implementations, unreachable_pub)]
 
 mod actor;
+mod audit;
 mod batch;
 mod client;
 mod coalesce;
@@ -75,8 +76,11 @@ pub mod test_hooks;
 mod writer;
 
 pub use actor::{KmsActor, KmsHandle};
+pub use audit::AUDIT_TARGET;
 pub use client::KmsClient;
-pub use config::{KmsConfig, DEFAULT_REQUEST_TOPIC, MAX_BATCH_LIMIT, MAX_WAIT_LIMIT};
+pub use config::{
+    KmsConfig, DEFAULT_REQUEST_TOPIC, MAX_AUTO_ROTATE_CHECK, MAX_BATCH_LIMIT, MAX_WAIT_LIMIT,
+};
 pub use jwt::{JwtSigner, VerifiedJwt};
 #[cfg(feature = "tower")]
 pub use retry::RetryPolicy;

@@ -14,7 +14,8 @@
 //! `topic` is the actor's request topic ([`crate::KmsConfig::request_topic`]),
 //! so two actors in one process record apart, as the bus's `kms_bus_*`
 //! counters do.
-//! `op` is `verify`, `sign`, `create_key`, `rotate` or `attest`; `outcome`
+//! `op` is `verify`, `sign`, `create_key`, `rotate`, `attest`, `policy`,
+//! `set_policy`, `trim` or `destroy`; `outcome`
 //! is `ok` or the error's stable code without its `kms.` prefix
 //! ([`KmsError::code`]: `invalid_signature`, `overloaded`, `dropped`, …),
 //! so no label value has a dot. `kms_bisections_total` is recorded by
@@ -111,15 +112,23 @@ pub(crate) enum OpKind {
     CreateKey,
     Rotate,
     Attest,
+    Policy,
+    SetPolicy,
+    Trim,
+    Destroy,
 }
 
 impl OpKind {
-    const ALL: [OpKind; 5] = [
+    const ALL: [OpKind; 9] = [
         OpKind::Verify,
         OpKind::Sign,
         OpKind::CreateKey,
         OpKind::Rotate,
         OpKind::Attest,
+        OpKind::Policy,
+        OpKind::SetPolicy,
+        OpKind::Trim,
+        OpKind::Destroy,
     ];
 
     pub(crate) fn label(self) -> &'static str {
@@ -129,6 +138,10 @@ impl OpKind {
             OpKind::CreateKey => "create_key",
             OpKind::Rotate => "rotate",
             OpKind::Attest => "attest",
+            OpKind::Policy => "policy",
+            OpKind::SetPolicy => "set_policy",
+            OpKind::Trim => "trim",
+            OpKind::Destroy => "destroy",
         }
     }
 }
@@ -144,7 +157,7 @@ struct OpHandles {
 pub(crate) struct Metrics {
     /// The `topic` label: the actor's request topic.
     topic: String,
-    ops: [OpHandles; 5],
+    ops: [OpHandles; OpKind::ALL.len()],
     /// `verify`'s other common outcome, also cached.
     verify_invalid: Counter,
     pub(crate) batch_size: Histogram,

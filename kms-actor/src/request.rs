@@ -1,9 +1,11 @@
 //! [`Request`]: what travels on the request topic. Built only by
 //! [`crate::KmsClient`]; each carries its own [`Reply`].
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use kms_core::ed25519::VerifyingKey;
-use kms_core::{Attestation, KeyId};
+use kms_core::{Attestation, KeyId, KeyPolicy};
 use kms_jose::Algorithm;
 
 use crate::metrics::OpKind;
@@ -15,6 +17,9 @@ use crate::reply::Reply;
 #[derive(Clone)]
 pub(crate) struct Request {
     pub(crate) op: Op,
+    /// Who asked, for the audit events (`crate::audit`); `None`: the
+    /// client named no one.
+    pub(crate) principal: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Request {
@@ -55,6 +60,24 @@ pub(crate) enum Op {
         key: KeyId,
         reply: Reply<Attestation>,
     },
+    Policy {
+        key: KeyId,
+        reply: Reply<KeyPolicy>,
+    },
+    SetPolicy {
+        key: KeyId,
+        policy: KeyPolicy,
+        reply: Reply<KeyPolicy>,
+    },
+    Trim {
+        key: KeyId,
+        below: u32,
+        reply: Reply<()>,
+    },
+    Destroy {
+        key: KeyId,
+        reply: Reply<()>,
+    },
 }
 
 impl Op {
@@ -66,6 +89,10 @@ impl Op {
             Op::CreateKey { .. } => OpKind::CreateKey,
             Op::Rotate { .. } => OpKind::Rotate,
             Op::Attest { .. } => OpKind::Attest,
+            Op::Policy { .. } => OpKind::Policy,
+            Op::SetPolicy { .. } => OpKind::SetPolicy,
+            Op::Trim { .. } => OpKind::Trim,
+            Op::Destroy { .. } => OpKind::Destroy,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! [`Writer`]: runs the actor's create and rotate requests off its task,
+//! [`Writer`]: runs the actor's keystore writes (create, rotate,
+//! set_policy, trim, destroy, and its scheduled rotations) off its task,
 //! one at a time, in the order the actor took them.
 //!
 //! Create and rotate write the keystore, and a durable one fsyncs, so they
@@ -7,7 +8,7 @@
 //! writes anyway.
 //!
 //! Invariants:
-//! * Bounded: at most `backlog` requests are accepted and not done
+//! * Bounded: at most `backlog` callers' requests are accepted and not done
 //!   (waiting, or being written). Each job carries a semaphore permit,
 //!   released when it is done; with none left, [`Writer::submit`] answers
 //!   [`KmsError::Overloaded`] at once.
@@ -34,8 +35,9 @@ use crate::reply::Reply;
 /// One accepted request: the work, and its place in the backlog.
 struct Job {
     run: Box<dyn FnOnce(&Keystore) + Send>,
-    /// Released when the job is done (run or skipped).
-    _room: OwnedSemaphorePermit,
+    /// Released when the job is done (run or skipped); `None` for the
+    /// actor's own jobs ([`Writer::submit_detached`]).
+    _room: Option<OwnedSemaphorePermit>,
 }
 
 /// The actor's create and rotate queue and the thread that runs it.
@@ -88,11 +90,30 @@ impl Writer {
             });
             reply.send(result);
         });
-        if self.jobs.send(Job { run, _room: room }).is_err() {
+        if self
+            .jobs
+            .send(Job {
+                run,
+                _room: Some(room),
+            })
+            .is_err()
+        {
             answer.send(Err(KmsError::Internal {
                 reason: "the keystore writer has stopped".to_owned(),
             }));
         }
+    }
+
+    /// Queues `op`, which answers no one: the actor's own scheduled work,
+    /// which it keeps to one job at a time itself, so it takes no room
+    /// from callers' requests. Returns `false` if the writer has stopped.
+    pub(crate) fn submit_detached(&self, op: impl FnOnce(&Keystore) + Send + 'static) -> bool {
+        let run = Box::new(move |keystore: &Keystore| {
+            // A panic is caught so the writer keeps running; the next
+            // check tries again.
+            let _ = catch_unwind(AssertUnwindSafe(|| op(keystore)));
+        });
+        self.jobs.send(Job { run, _room: None }).is_ok()
     }
 
     /// Closes the queue and waits until every accepted job is done and the

@@ -27,7 +27,9 @@ pub enum KmsError {
     #[error("invalid token ({code}): {reason}")]
     InvalidToken {
         /// The stable code of the reason (kms-jose's `JoseError::code`,
-        /// e.g. `jose.expired`, or `jose.unknown_kid`).
+        /// e.g. `jose.expired`, or `jose.unknown_kid`; or, when the
+        /// keystore's policy refuses the `kid`'s version, the KMS code
+        /// `kms.version_disallowed` or `kms.key_destroyed`).
         code: &'static str,
         /// The reason, for people.
         reason: String,

@@ -3,8 +3,9 @@
 //! secret protects it).
 //!
 //! Routes: `POST /tokens` (a JSON object of claims → `{"token", "kid"}`),
-//! `POST /keys/rotate` (→ `{"kid"}` of the new head), `GET /metrics` (when
-//! a renderer is configured). Every non-2xx answer has a JSON body
+//! `POST /keys/rotate` (→ `{"kid"}` of the new head), the key lifecycle
+//! (`GET`/`POST /keys/policy`, `POST /keys/trim`, `POST /keys/destroy`;
+//! `key_admin.rs`), `GET /metrics` (when a renderer is configured). Every non-2xx answer has a JSON body
 //! `{"error": "<stable code>", "message": "<text>"}`, the code being the
 //! `KmsError` code where there is one.
 
@@ -27,6 +28,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::error_body::{error_response, kms_error_response};
+use crate::key_admin;
 
 /// Largest request body the admin router reads (bytes).
 const MAX_BODY: usize = 64 * 1024;
@@ -77,9 +79,9 @@ impl AdminConfig {
 }
 
 #[derive(Clone)]
-struct Admin {
-    client: KmsClient,
-    config: AdminConfig,
+pub(crate) struct Admin {
+    pub(crate) client: KmsClient,
+    pub(crate) config: AdminConfig,
     /// SHA-256 of `config.admin_token`, computed once.
     secret_digest: Option<[u8; 32]>,
 }
@@ -100,6 +102,12 @@ pub fn admin_router(client: KmsClient, config: AdminConfig) -> Router {
     Router::new()
         .route("/tokens", post(issue))
         .route("/keys/rotate", post(rotate))
+        .route(
+            "/keys/policy",
+            get(key_admin::policy).post(key_admin::set_policy),
+        )
+        .route("/keys/trim", post(key_admin::trim))
+        .route("/keys/destroy", post(key_admin::destroy))
         .route("/metrics", get(metrics))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -163,33 +171,9 @@ async fn issue(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => {
-            return error_response(rejection.status(), "http.bad_body", &rejection.body_text())
-        }
-    };
-    let json_or_none = match headers.get(header::CONTENT_TYPE) {
-        None => true,
-        Some(v) => v.to_str().ok().is_some_and(|v| {
-            v.split(';')
-                .next()
-                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-        }),
-    };
-    if !json_or_none {
-        return error_response(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "http.unsupported_media_type",
-            "the claims must be application/json",
-        );
-    }
-    let Ok(Value::Object(mut claims)) = serde_json::from_slice::<Value>(&body) else {
-        return error_response(
-            StatusCode::BAD_REQUEST,
-            "http.invalid_claims",
-            "the body must be a JSON object of claims",
-        );
+    let mut claims = match json_object(&headers, body, "claims") {
+        Ok(claims) => claims,
+        Err(refusal) => return *refusal,
     };
     add_times(&mut claims, admin.config.token_lifetime);
     match admin.client.sign_jwt(&admin.config.key, &claims).await {
@@ -201,6 +185,49 @@ async fn issue(
             Json(json!({"token": token, "kid": kid})).into_response()
         }
         Err(e) => kms_error_response(&e),
+    }
+}
+
+/// A request body that must be a JSON object (`Content-Type:
+/// application/json` or none); `what` names it in the refusals: 415 for
+/// another type, 400 for a body that is not a JSON object.
+pub(crate) fn json_object(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    what: &str,
+) -> Result<Map<String, Value>, Box<Response>> {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            return Err(Box::new(error_response(
+                rejection.status(),
+                "http.bad_body",
+                &rejection.body_text(),
+            )))
+        }
+    };
+    let json_or_none = match headers.get(header::CONTENT_TYPE) {
+        None => true,
+        Some(v) => v.to_str().ok().is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        }),
+    };
+    if !json_or_none {
+        return Err(Box::new(error_response(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "http.unsupported_media_type",
+            &format!("the {what} must be application/json"),
+        )));
+    }
+    match serde_json::from_slice::<Value>(&body) {
+        Ok(Value::Object(object)) => Ok(object),
+        _ => Err(Box::new(error_response(
+            StatusCode::BAD_REQUEST,
+            &format!("http.invalid_{what}"),
+            &format!("the body must be a JSON object of {what}"),
+        ))),
     }
 }
 

@@ -6,7 +6,9 @@ use axum::response::{IntoResponse, Response};
 use kms_core::KmsError;
 
 /// The HTTP status for a KMS error: 400 for a bad request (an argument, a
-/// key id, a token), 404 for an unknown key or version, 503 (retryable)
+/// key id, a token), 404 for an unknown key or version, 409 when the key's
+/// state refuses the operation (disabled, destroyed, a version trimmed or
+/// below `min_verify_version`, not exportable, no version left), 503 (retryable)
 /// for `Overloaded`, `Dropped`, `ShuttingDown` and a failing entropy
 /// source, 500 otherwise.
 pub(crate) fn status_of(error: &KmsError) -> StatusCode {
@@ -16,7 +18,13 @@ pub(crate) fn status_of(error: &KmsError) -> StatusCode {
         | KmsError::InvalidToken { .. }
         | KmsError::InvalidSignature(_) => StatusCode::BAD_REQUEST,
         KmsError::UnknownKey { .. } | KmsError::UnknownVersion { .. } => StatusCode::NOT_FOUND,
-        KmsError::VersionsExhausted { .. } => StatusCode::CONFLICT,
+        // The key's state refuses the operation.
+        KmsError::VersionsExhausted { .. }
+        | KmsError::KeyDisabled { .. }
+        | KmsError::KeyDestroyed { .. }
+        | KmsError::NotExportable { .. }
+        | KmsError::VersionDisallowed { .. }
+        | KmsError::VersionTrimmed { .. } => StatusCode::CONFLICT,
         e if e.is_retryable() || matches!(e, KmsError::ShuttingDown) => {
             StatusCode::SERVICE_UNAVAILABLE
         }

@@ -27,6 +27,7 @@ mod admin;
 mod bearer;
 mod error_body;
 mod jwks;
+mod key_admin;
 
 pub use admin::{admin_router, AdminConfig};
 pub use bearer::{BearerLayer, BearerService, VerifiedClaims};

@@ -306,3 +306,129 @@ async fn concurrent_requests_coalesce_into_batches() {
     assert!(stats.batches <= 2, "{stats:?}");
     handle.shutdown().await;
 }
+
+/// `POST path` with a JSON `body`: the status and the JSON answer.
+async fn post_json(router: &Router, path: &str, body: Value) -> (StatusCode, Value) {
+    let request = Request::post(path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .expect("request");
+    let (status, _, body) = send(router, request).await;
+    (status, serde_json::from_slice(&body).expect("json"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_face_reads_and_changes_the_policy_trims_and_destroys() {
+    let (handle, key) = spawn(KmsConfig::default());
+    let admin = admin_router(handle.client(), AdminConfig::new(key.clone()));
+    let public = public(&handle, &key);
+    let old = issue(&admin, json!({"sub": "a"})).await;
+    let (status, _) = post_json(&admin, "/keys/rotate", json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, body) = send(&admin, get_with("/keys/policy", &[])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).expect("json"),
+        json!({"min_verify_version": 1, "enabled": true, "exportable": false,
+               "auto_rotate_after_s": null})
+    );
+    let jwks_len = |body: &[u8]| {
+        serde_json::from_slice::<Value>(body).expect("json")["keys"]
+            .as_array()
+            .map(Vec::len)
+    };
+    let (_, _, body) = send(&public, get_with(JWKS_PATH, &[])).await;
+    assert_eq!(jwks_len(&body), Some(2));
+
+    // Raise min_verify_version: v1 leaves the JWKS and its tokens fail.
+    let (status, policy) = post_json(
+        &admin,
+        "/keys/policy",
+        json!({"min_verify_version": 2, "auto_rotate_after_s": 86400}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{policy}");
+    assert_eq!(policy["min_verify_version"], 2);
+    assert_eq!(policy["auto_rotate_after_s"], 86400);
+    let (_, _, body) = send(&public, get_with(JWKS_PATH, &[])).await;
+    assert_eq!(jwks_len(&body), Some(1));
+    let (status, headers, _) =
+        send(&public, get_with("/whoami", &[&format!("Bearer {old}")])).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(challenge(&headers).contains("kms.version_disallowed"));
+    let new = issue(&admin, json!({"sub": "b"})).await;
+    let (status, _, _) = send(&public, get_with("/whoami", &[&format!("Bearer {new}")])).await;
+    assert_eq!(status, StatusCode::OK);
+
+    for (path, body, status, code) in [
+        (
+            "/keys/policy",
+            json!({"min_verify_version": 9}),
+            StatusCode::BAD_REQUEST,
+            "kms.invalid_argument",
+        ),
+        (
+            "/keys/policy",
+            json!({"colour": "red"}),
+            StatusCode::BAD_REQUEST,
+            "http.invalid_policy",
+        ),
+        (
+            "/keys/policy",
+            json!({"enabled": "yes"}),
+            StatusCode::BAD_REQUEST,
+            "http.invalid_policy",
+        ),
+        (
+            "/keys/trim",
+            json!({"below": 3}),
+            StatusCode::BAD_REQUEST,
+            "kms.invalid_argument",
+        ),
+        (
+            "/keys/trim",
+            json!({}),
+            StatusCode::BAD_REQUEST,
+            "http.invalid_trim",
+        ),
+    ] {
+        let (got, answer) = post_json(&admin, path, body.clone()).await;
+        assert_eq!(
+            (got, answer["error"].as_str()),
+            (status, Some(code)),
+            "{body}"
+        );
+    }
+    let (status, answer) = post_json(&admin, "/keys/trim", json!({"below": 2})).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["min_available_version"], 2);
+
+    // Disabled: no tokens issued (409); enabled again: issued.
+    let (status, _) = post_json(&admin, "/keys/policy", json!({"enabled": false})).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, answer) = post_json(&admin, "/tokens", json!({"sub": "c"})).await;
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (StatusCode::CONFLICT, Some("kms.key_disabled"))
+    );
+    let (status, _) = post_json(&admin, "/keys/policy", json!({"enabled": true})).await;
+    assert_eq!(status, StatusCode::OK);
+
+    let (status, answer) = post_json(&admin, "/keys/destroy", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let (status, answer) = post_json(&admin, "/tokens", json!({"sub": "d"})).await;
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (StatusCode::CONFLICT, Some("kms.key_destroyed"))
+    );
+    let (status, _, body) = send(&public, get_with(JWKS_PATH, &[])).await;
+    assert_eq!((status, jwks_len(&body)), (StatusCode::OK, Some(0)));
+    let (status, _, _) = send(&public, get_with("/whoami", &[&format!("Bearer {new}")])).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, answer) = post_json(&admin, "/keys/destroy", json!({})).await;
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (StatusCode::CONFLICT, Some("kms.key_destroyed"))
+    );
+    handle.shutdown().await;
+}

@@ -1,0 +1,85 @@
+//! Audit events: one `tracing` event per operation that changes or uses a
+//! secret (create, rotate, sign, policy change, trim, destroy, and the
+//! actor's scheduled rotations), emitted when its outcome is known.
+//!
+//! The target is [`AUDIT_TARGET`] (`kms::audit`), the level `INFO`, and
+//! the fields are stable (docs/SECURITY.md, "Audit events"):
+//! * `operation`: `create_key`, `rotate`, `auto_rotate`, `sign`,
+//!   `set_policy`, `trim`, `destroy`;
+//! * `key`: the key id in its text form (for a success, the version the
+//!   operation made or used: the new head of a rotation, the head that
+//!   signed); for a failure, the id the caller gave; `tenant:purpose` for
+//!   a create that failed;
+//! * `version`: that id's version (0 when there is none);
+//! * `outcome`: `ok`, or the error's code without its `kms.` prefix
+//!   (`key_disabled`, `unknown_key`, …), as the metrics' `outcome` label;
+//! * `principal`: who asked ([`crate::KmsClient::with_principal`]),
+//!   `unspecified` when the client named no one, `kms` for the actor's own
+//!   scheduled rotations.
+//!
+//! An event never carries a secret, a message or a signature.
+
+use kms_core::{KeyId, KmsError};
+
+/// The target of every audit event.
+pub const AUDIT_TARGET: &str = "kms::audit";
+
+/// The principal of a client that named none.
+pub(crate) const UNSPECIFIED: &str = "unspecified";
+
+/// The principal of the actor's own scheduled rotations.
+pub(crate) const SCHEDULER: &str = "kms";
+
+/// Emits the audit event of `operation` on `key` (the text and version
+/// the event names) by `principal` with `outcome`.
+pub(crate) fn record(
+    operation: &'static str,
+    key: &str,
+    version: u32,
+    principal: &str,
+    outcome: Result<(), &KmsError>,
+) {
+    let outcome = match outcome {
+        Ok(()) => "ok",
+        Err(e) => e.code().trim_start_matches("kms."),
+    };
+    tracing::info!(
+        target: AUDIT_TARGET,
+        operation,
+        key,
+        version,
+        outcome,
+        principal,
+        "audit"
+    );
+}
+
+/// Emits the audit event of an operation on `asked` whose success names
+/// the key version `ok_key` returns.
+pub(crate) fn record_result<T>(
+    operation: &'static str,
+    asked: &KeyId,
+    principal: &str,
+    result: &Result<T, KmsError>,
+    ok_key: impl FnOnce(&T) -> Option<&KeyId>,
+) {
+    match result {
+        Ok(value) => {
+            let key = ok_key(value).unwrap_or(asked);
+            record(
+                operation,
+                &key.to_string(),
+                key.version(),
+                principal,
+                Ok(()),
+            );
+        }
+        Err(e) => record(
+            operation,
+            &asked.to_string(),
+            asked.version(),
+            principal,
+            Err(e),
+        ),
+    }
+}

@@ -1,0 +1,154 @@
+//! The admin face's key lifecycle routes, all on the signing key
+//! ([`crate::AdminConfig::key`]):
+//!
+//! * `GET /keys/policy` → 200 with the whole policy:
+//!   `{"min_verify_version", "enabled", "exportable", "auto_rotate_after_s"}`
+//!   (`auto_rotate_after_s` in whole seconds, or `null`);
+//! * `POST /keys/policy` with a JSON object of any of those four fields →
+//!   200 with the whole policy after the change; another field, or a field
+//!   of the wrong type, → 400 `http.invalid_policy`; a change the key
+//!   refuses (`kms_core::Keystore::set_policy`) → 400 `kms.invalid_argument`;
+//! * `POST /keys/trim` with `{"below": N}` → 200
+//!   `{"min_available_version": M}` (the lowest version that keeps its
+//!   secret afterwards);
+//! * `POST /keys/destroy` (no body needed) → 200 `{"destroyed": "<the
+//!   signing key id>"}`;
+//!   afterwards `POST /tokens` answers 409 `kms.key_destroyed` and the JWK
+//!   Set is empty.
+//!
+//! Refusals have the admin face's JSON error body; the key's state
+//! refusing an operation (destroyed, disabled) is 409.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use kms_core::KeyPolicy;
+use serde_json::{json, Map, Value};
+
+use crate::admin::{json_object, Admin};
+use crate::error_body::{error_response, kms_error_response};
+
+/// `GET /keys/policy`.
+pub(crate) async fn policy(State(admin): State<Admin>) -> Response {
+    match admin.client.policy(&admin.config.key).await {
+        Ok(policy) => Json(policy_json(&policy)).into_response(),
+        Err(e) => kms_error_response(&e),
+    }
+}
+
+/// `POST /keys/policy`.
+pub(crate) async fn set_policy(
+    State(admin): State<Admin>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let changes = match json_object(&headers, body, "policy") {
+        Ok(changes) => changes,
+        Err(refusal) => return *refusal,
+    };
+    let key = &admin.config.key;
+    let current = match admin.client.policy(key).await {
+        Ok(policy) => policy,
+        Err(e) => return kms_error_response(&e),
+    };
+    let policy = match apply(current, &changes) {
+        Ok(policy) => policy,
+        Err(reason) => {
+            return error_response(StatusCode::BAD_REQUEST, "http.invalid_policy", &reason)
+        }
+    };
+    match admin.client.set_policy(key, policy).await {
+        Ok(policy) => Json(policy_json(&policy)).into_response(),
+        Err(e) => kms_error_response(&e),
+    }
+}
+
+/// `POST /keys/trim`.
+pub(crate) async fn trim(
+    State(admin): State<Admin>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let request = match json_object(&headers, body, "trim") {
+        Ok(request) => request,
+        Err(refusal) => return *refusal,
+    };
+    let below = match (request.get("below").and_then(Value::as_u64), request.len()) {
+        (Some(below), 1) => u32::try_from(below).unwrap_or(u32::MAX),
+        _ => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                "http.invalid_trim",
+                "the body must be {\"below\": <version number>}",
+            )
+        }
+    };
+    let key = &admin.config.key;
+    if let Err(e) = admin.client.trim(key, below).await {
+        return kms_error_response(&e);
+    }
+    match admin.client.attest(key).await {
+        Ok(attestation) => {
+            Json(json!({"min_available_version": attestation.min_available_version}))
+                .into_response()
+        }
+        Err(e) => kms_error_response(&e),
+    }
+}
+
+/// `POST /keys/destroy`.
+pub(crate) async fn destroy(State(admin): State<Admin>) -> Response {
+    let key = &admin.config.key;
+    match admin.client.destroy(key).await {
+        Ok(()) => Json(json!({"destroyed": key.to_string()})).into_response(),
+        Err(e) => kms_error_response(&e),
+    }
+}
+
+/// The policy as the routes show it.
+fn policy_json(policy: &KeyPolicy) -> Value {
+    json!({
+        "min_verify_version": policy.min_verify_version,
+        "enabled": policy.enabled,
+        "exportable": policy.exportable,
+        "auto_rotate_after_s": policy.auto_rotate_after.map(|d| d.as_secs()),
+    })
+}
+
+/// `policy` with the fields of `changes` applied.
+///
+/// # Errors
+/// A reason, for an unknown field or a field of the wrong type.
+fn apply(mut policy: KeyPolicy, changes: &Map<String, Value>) -> Result<KeyPolicy, String> {
+    for (field, value) in changes {
+        let wrong = || format!("{field}: {value} is not a valid value");
+        match field.as_str() {
+            "min_verify_version" => {
+                policy.min_verify_version = value
+                    .as_u64()
+                    .and_then(|v| u32::try_from(v).ok())
+                    .ok_or_else(wrong)?;
+            }
+            "enabled" => policy.enabled = value.as_bool().ok_or_else(wrong)?,
+            "exportable" => policy.exportable = value.as_bool().ok_or_else(wrong)?,
+            "auto_rotate_after_s" => {
+                policy.auto_rotate_after = match value {
+                    Value::Null => None,
+                    _ => Some(Duration::from_secs(value.as_u64().ok_or_else(wrong)?)),
+                };
+            }
+            _ => {
+                return Err(format!(
+                    "unknown field {field:?}: the policy has min_verify_version, enabled, \
+                     exportable and auto_rotate_after_s"
+                ))
+            }
+        }
+    }
+    Ok(policy)
+}
