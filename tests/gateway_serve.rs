@@ -409,3 +409,104 @@ fn start_up_refusals_exit_1_and_usage_errors_2() {
         "--store needs --master-key-file"
     );
 }
+
+#[test]
+fn the_admin_face_runs_the_key_lifecycle_durably_and_audits_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key_file = dir.path().join("master.hex");
+    std::fs::write(&key_file, format!("{}\n", "cd".repeat(32))).expect("write key");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let store = dir.path().join("store");
+    let args = [
+        "--store",
+        store.to_str().expect("utf-8"),
+        "--master-key-file",
+        key_file.to_str().expect("utf-8"),
+    ];
+    let kids = |s: &Serving| -> Vec<String> {
+        let (status, body) = http(s.public, "GET", "/.well-known/jwks.json", &[], "");
+        assert_eq!(status, 200);
+        json(&body)["keys"]
+            .as_array()
+            .expect("keys")
+            .iter()
+            .map(|k| k["kid"].as_str().expect("kid").to_owned())
+            .collect()
+    };
+    let ct = [("Content-Type", "application/json")];
+    let first = Serving::start(&args);
+    let (_, body) = http(first.admin, "POST", "/tokens", &ct, r#"{"sub":"old"}"#);
+    let old_token = json(&body)["token"].as_str().expect("token").to_owned();
+    let (status, _) = http(first.admin, "POST", "/keys/rotate", &[], "");
+    assert_eq!(status, 200);
+    let (status, body) = http(
+        first.admin,
+        "POST",
+        "/keys/policy",
+        &ct,
+        r#"{"min_verify_version": 2}"#,
+    );
+    assert_eq!(
+        (status, json(&body)["min_verify_version"].as_u64()),
+        (200, Some(2))
+    );
+    let (status, body) = http(first.admin, "POST", "/keys/trim", &ct, r#"{"below": 2}"#);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(kids(&first).len(), 1, "v1 left the JWKS");
+    let bearer = format!("Bearer {old_token}");
+    let (status, _) = http(
+        first.public,
+        "GET",
+        "/whoami",
+        &[("Authorization", &bearer)],
+        "",
+    );
+    assert_eq!(status, 401, "a v1 token is refused");
+    let audit: Vec<String> = {
+        let mut audit = Vec::new();
+        while let Ok(line) = first.lines.recv_timeout(Duration::from_millis(200)) {
+            if line.contains("kms::audit") {
+                audit.push(line);
+            }
+        }
+        audit
+    };
+    for operation in ["sign", "rotate", "set_policy", "trim"] {
+        assert!(
+            audit
+                .iter()
+                .any(|l| l.contains(&format!("operation=\"{operation}\""))
+                    && l.contains("principal=\"gateway-admin\"")
+                    && l.contains("outcome=\"ok\"")),
+            "no {operation} audit event in {audit:?}"
+        );
+    }
+    assert_eq!(first.stop(), 0);
+
+    // Durable: the policy and the trim are there after a restart.
+    let second = Serving::start(&args);
+    let (_, body) = http(second.admin, "GET", "/keys/policy", &[], "");
+    assert_eq!(json(&body)["min_verify_version"], 2);
+    let kept = kids(&second);
+    assert_eq!(kept.len(), 1);
+    let (status, body) = http(second.admin, "POST", "/keys/destroy", &[], "");
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = http(second.admin, "POST", "/tokens", &ct, r#"{"sub":"x"}"#);
+    assert_eq!(
+        (status, json(&body)["error"].as_str()),
+        (409, Some("kms.key_destroyed"))
+    );
+    assert!(kids(&second).is_empty());
+    assert_eq!(second.stop(), 0);
+
+    // A destroyed key is not the store's key any more: a restart makes a
+    // new one, and the old one stays a tombstone.
+    let third = Serving::start(&args);
+    let fresh = kids(&third);
+    assert_eq!(fresh.len(), 1);
+    assert_ne!(fresh, kept);
+    let (status, _) = http(third.admin, "POST", "/tokens", &ct, r#"{"sub":"new"}"#);
+    assert_eq!(status, 200);
+    assert_eq!(third.stop(), 0);
+}
