@@ -433,6 +433,13 @@ impl KmsActor {
                     reply.send(ks.policy(&key));
                 }
             }
+            Op::Export { key, to, reply } => {
+                if !reply.is_abandoned() {
+                    let result = ks.export_sealed(&key, &to);
+                    audit::record_result("export", &key, &principal, &result, |_| None);
+                    reply.send(result);
+                }
+            }
             // The writes: a durable keystore fsyncs, which must not stall
             // the actor's task (and with it every lane), so they go to the
             // writer, which audits each when it is done.
@@ -446,6 +453,26 @@ impl KmsActor {
                     Ok(id) => audit::record_result("create_key", id, &principal, &result, |_| None),
                     Err(e) => audit::record(
                         "create_key",
+                        &format!("{tenant}:{purpose}"),
+                        0,
+                        &principal,
+                        Err(e),
+                    ),
+                }
+                result
+            }),
+            Op::Import {
+                tenant,
+                purpose,
+                from,
+                envelope,
+                reply,
+            } => self.writer.submit(reply, move |ks| {
+                let result = ks.import_sealed(&tenant, &purpose, &from, &envelope);
+                match &result {
+                    Ok(id) => audit::record_result("import", id, &principal, &result, |_| None),
+                    Err(e) => audit::record(
+                        "import",
                         &format!("{tenant}:{purpose}"),
                         0,
                         &principal,

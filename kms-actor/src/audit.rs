@@ -1,15 +1,16 @@
 //! Audit events: one `tracing` event per operation that changes or uses a
-//! secret (create, rotate, sign, policy change, trim, destroy, and the
-//! actor's scheduled rotations), emitted when its outcome is known.
+//! secret (create, rotate, sign, export, import, policy change, trim,
+//! destroy, and the actor's scheduled rotations), emitted when its outcome
+//! is known.
 //!
 //! The target is [`AUDIT_TARGET`] (`kms::audit`), the level `INFO`, and
 //! the fields are stable (docs/SECURITY.md, "Audit events"):
-//! * `operation`: `create_key`, `rotate`, `auto_rotate`, `sign`,
-//!   `set_policy`, `trim`, `destroy`;
+//! * `operation`: `create_key`, `rotate`, `auto_rotate`, `sign`, `export`,
+//!   `import`, `set_policy`, `trim`, `destroy`;
 //! * `key`: the key id in its text form (for a success, the version the
 //!   operation made or used: the new head of a rotation, the head that
-//!   signed); for a failure, the id the caller gave; `tenant:purpose` for
-//!   a create that failed;
+//!   signed, an import's new key); for a failure, the id the caller gave;
+//!   `tenant:purpose` for a create or import that failed;
 //! * `version`: that id's version (0 when there is none);
 //! * `outcome`: `ok`, or the error's code without its `kms.` prefix
 //!   (`key_disabled`, `unknown_key`, …), as the metrics' `outcome` label;

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use kms_bus::{PublishError, Publisher};
+use kms_core::seal::{Envelope, SealKey};
 use kms_core::{Attestation, KeyId, KeyPolicy, KmsError};
 
 use crate::batch;
@@ -234,6 +235,43 @@ impl KmsClient {
     pub async fn destroy(&self, key: &KeyId) -> Result<(), KmsError> {
         let key = key.clone();
         self.call(|reply| Op::Destroy { key, reply }).await
+    }
+
+    /// Exports the version `key` names sealed under `to`
+    /// ([`kms_core::Keystore::export_sealed`]). Audited as `export`.
+    ///
+    /// # Errors
+    /// The errors of [`kms_core::Keystore::export_sealed`]
+    /// ([`KmsError::NotExportable`] unless the key's policy allows it), or
+    /// one of the errors listed on [`KmsClient`].
+    pub async fn export_sealed(&self, key: &KeyId, to: Arc<SealKey>) -> Result<Envelope, KmsError> {
+        let key = key.clone();
+        self.call(|reply| Op::Export { key, to, reply }).await
+    }
+
+    /// Imports the key in `envelope`, sealed under `from`, as a new key of
+    /// `tenant` and `purpose` ([`kms_core::Keystore::import_sealed`]);
+    /// written off the actor's task, as creates are. Audited as `import`.
+    ///
+    /// # Errors
+    /// The errors of [`kms_core::Keystore::import_sealed`], or one of the
+    /// errors listed on [`KmsClient`].
+    pub async fn import_sealed(
+        &self,
+        tenant: &str,
+        purpose: &str,
+        from: Arc<SealKey>,
+        envelope: Envelope,
+    ) -> Result<KeyId, KmsError> {
+        let (tenant, purpose) = (tenant.to_owned(), purpose.to_owned());
+        self.call(|reply| Op::Import {
+            tenant,
+            purpose,
+            from,
+            envelope,
+            reply,
+        })
+        .await
     }
 
     pub(crate) async fn verify_by(

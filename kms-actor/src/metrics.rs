@@ -15,7 +15,7 @@
 //! so two actors in one process record apart, as the bus's `kms_bus_*`
 //! counters do.
 //! `op` is `verify`, `sign`, `create_key`, `rotate`, `attest`, `policy`,
-//! `set_policy`, `trim` or `destroy`; `outcome`
+//! `set_policy`, `trim`, `destroy`, `export` or `import`; `outcome`
 //! is `ok` or the error's stable code without its `kms.` prefix
 //! ([`KmsError::code`]: `invalid_signature`, `overloaded`, `dropped`, …),
 //! so no label value has a dot. `kms_bisections_total` is recorded by
@@ -116,10 +116,12 @@ pub(crate) enum OpKind {
     SetPolicy,
     Trim,
     Destroy,
+    Export,
+    Import,
 }
 
 impl OpKind {
-    const ALL: [OpKind; 9] = [
+    const ALL: [OpKind; 11] = [
         OpKind::Verify,
         OpKind::Sign,
         OpKind::CreateKey,
@@ -129,6 +131,8 @@ impl OpKind {
         OpKind::SetPolicy,
         OpKind::Trim,
         OpKind::Destroy,
+        OpKind::Export,
+        OpKind::Import,
     ];
 
     pub(crate) fn label(self) -> &'static str {
@@ -142,6 +146,8 @@ impl OpKind {
             OpKind::SetPolicy => "set_policy",
             OpKind::Trim => "trim",
             OpKind::Destroy => "destroy",
+            OpKind::Export => "export",
+            OpKind::Import => "import",
         }
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use kms_core::ed25519::VerifyingKey;
+use kms_core::seal::{Envelope, SealKey};
 use kms_core::{Attestation, KeyId, KeyPolicy};
 use kms_jose::Algorithm;
 
@@ -78,6 +79,18 @@ pub(crate) enum Op {
         key: KeyId,
         reply: Reply<()>,
     },
+    Export {
+        key: KeyId,
+        to: Arc<SealKey>,
+        reply: Reply<Envelope>,
+    },
+    Import {
+        tenant: String,
+        purpose: String,
+        from: Arc<SealKey>,
+        envelope: Envelope,
+        reply: Reply<KeyId>,
+    },
 }
 
 impl Op {
@@ -93,6 +106,8 @@ impl Op {
             Op::SetPolicy { .. } => OpKind::SetPolicy,
             Op::Trim { .. } => OpKind::Trim,
             Op::Destroy { .. } => OpKind::Destroy,
+            Op::Export { .. } => OpKind::Export,
+            Op::Import { .. } => OpKind::Import,
         }
     }
 }

@@ -304,3 +304,52 @@ fn auto_rotate_check_is_validated() {
             .is_err());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_follows_the_policy_and_export_and_import_are_audited() {
+    let ks = Keystore::new();
+    let key = ks.create_ed25519("gateway", "tokens").expect("create");
+    let handle = spawn(&ks, KmsConfig::default());
+    let kms = handle.client().with_principal("migrator");
+    let transport = Arc::new(kms_core::seal::SealKey::from_bytes("t", 1, &[7; 32]).expect("key"));
+    assert!(matches!(
+        kms.export_sealed(&key, Arc::clone(&transport)).await,
+        Err(KmsError::NotExportable { .. })
+    ));
+    let mut policy = kms.policy(&key).await.expect("policy");
+    policy.exportable = true;
+    kms.set_policy(&key, policy).await.expect("set");
+    let envelope = kms
+        .export_sealed(&key, Arc::clone(&transport))
+        .await
+        .expect("export");
+    let imported = kms
+        .import_sealed("gateway", "copied", transport, envelope)
+        .await
+        .expect("import");
+    assert_eq!(
+        ks.public_key(&imported).expect("pk"),
+        ks.public_key(&key).expect("pk")
+    );
+    let ops: Vec<(String, String)> = audits()
+        .of(&key)
+        .into_iter()
+        .map(|a| (a.operation, a.outcome))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("export", "not_exportable"),
+            ("set_policy", "ok"),
+            ("export", "ok")
+        ]
+        .map(|(o, r)| (o.to_owned(), r.to_owned()))
+    );
+    let import = audits().of(&imported);
+    assert_eq!(import.len(), 1, "{import:?}");
+    assert_eq!(
+        (import[0].operation.as_str(), import[0].principal.as_str()),
+        ("import", "migrator")
+    );
+    handle.shutdown().await;
+}
