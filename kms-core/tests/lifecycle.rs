@@ -258,11 +258,14 @@ fn rotation_falls_due_when_the_head_is_older_than_auto_rotate_after() {
     assert_eq!(ks.attest(&other).expect("attest").head.version(), 1);
 }
 
-/// Every file under `dir` holding `needle`, by name.
+/// Every file in `dir` holding `needle`, by name.
 fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir).expect("read dir") {
         let path = entry.expect("entry").path();
+        if path.is_dir() {
+            continue;
+        }
         let bytes = std::fs::read(&path).expect("read");
         if bytes.windows(needle.len()).any(|w| w == needle) {
             found.push(path.display().to_string());
@@ -290,6 +293,19 @@ fn records(dir: &Path) -> Vec<(String, Vec<u8>)> {
             )
         })
         .collect()
+}
+
+/// Whether the closed store's database is marked "purge pending".
+fn purge_marked(dir: &Path) -> bool {
+    use redb::{ReadableDatabase, TableDefinition};
+    const PURGE: TableDefinition<'static, &str, u64> = TableDefinition::new("purge_pending");
+    let db = redb::Database::open(dir.join(STORE_FILE)).expect("open the database");
+    let tx = db.begin_read().expect("read");
+    match tx.open_table(PURGE) {
+        Ok(table) => table.get("pending").expect("get").is_some(),
+        Err(redb::TableError::TableDoesNotExist(_)) => false,
+        Err(e) => panic!("{e}"),
+    }
 }
 
 /// The sealed record of version `version` (its ciphertext and tag: the
@@ -354,4 +370,62 @@ fn trimmed_and_destroyed_secrets_are_not_in_the_store_files() {
         "no version record is left: {:?}",
         after.iter().map(|(n, _)| n).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn a_purge_that_fails_is_retried_at_the_next_commit_and_at_open() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("store");
+    let ids = {
+        let ks = Keystore::create(&store, master()).expect("create");
+        three_versions(&ks)
+    };
+    let before = records(&store);
+    let sealed: Vec<Vec<u8>> = (1..=2).map(|v| sealed_version(&before, v)).collect();
+    // A directory where the purge builds its copy: the purge fails.
+    let blocker = store.join("keystore.redb.tmp");
+    assert!(!purge_marked(&store));
+    std::fs::create_dir(&blocker).expect("block the purge");
+    std::fs::write(blocker.join("x"), b"x").expect("non-empty");
+    {
+        let ks = Keystore::open(&store, master()).expect("open");
+        let mut policy = ks.policy(&ids[0]).expect("policy");
+        policy.min_verify_version = 2;
+        ks.set_policy(&ids[0], policy.clone()).expect("set");
+        ks.trim(&ids[0], 2)
+            .expect("the trim stands though the purge failed");
+        assert!(matches!(
+            ks.verify(&ids[0], b"m", &[0; 64]),
+            Err(KmsError::VersionDisallowed { .. })
+        ));
+        assert_eq!(
+            ks.attest(&ids[0]).expect("attest").min_available_version,
+            2,
+            "applied in memory"
+        );
+        // Unblocked: the next commit purges.
+        std::fs::remove_dir_all(&blocker).expect("unblock");
+        policy.enabled = false;
+        ks.set_policy(&ids[0], policy).expect("another commit");
+        assert_eq!(files_holding(&store, &sealed[0]), Vec::<String>::new());
+    }
+    // The same at open: block, destroy, unblock, reopen.
+    let kept = sealed_version(&records(&store), 3);
+    std::fs::create_dir(&blocker).expect("block the purge");
+    std::fs::write(blocker.join("x"), b"x").expect("non-empty");
+    {
+        let ks = Keystore::open(&store, master()).expect("open");
+        ks.destroy(&ids[0]).expect("destroy stands");
+    }
+    assert!(purge_marked(&store), "the failed purge is remembered");
+    std::fs::remove_dir_all(&blocker).expect("unblock");
+    let ks = Keystore::open(&store, master()).expect("reopen purges");
+    drop(ks);
+    assert!(!purge_marked(&store), "purged at open");
+    assert_eq!(files_holding(&store, &kept), Vec::<String>::new());
+    let ks = Keystore::open(&store, master()).expect("reopen");
+    assert!(matches!(
+        ks.attest(&ids[0]),
+        Err(KmsError::KeyDestroyed { .. })
+    ));
 }

@@ -23,12 +23,18 @@
 //! * **Removed records leave the file:** redb writes copy-on-write, so a
 //!   record removed or replaced stays in the file's freed pages until they
 //!   are reused. A commit that removes a record (a trimmed version, a
-//!   destroyed key) is therefore followed by a rewrite: the live records
-//!   are copied into a new database, `keystore.redb.tmp`, committed and
-//!   renamed over [`STORE_FILE`], so no file of the store holds the
-//!   removed record's bytes. A crash before the rename leaves the old
-//!   file (with the commit) and a temporary file that the next rewrite,
-//!   create or migration removes.
+//!   destroyed key) therefore also marks the database "purge pending" (a
+//!   second table, in the same transaction), and is followed by a purge:
+//!   the live records are copied into a new database,
+//!   `keystore.redb.tmp`, committed and renamed over [`STORE_FILE`] (the
+//!   old database closed first), so no file of the store holds the
+//!   removed record's bytes, and the new file has no mark. If the purge
+//!   fails (no room for the copy, say) or the process dies before the
+//!   rename, the commit still stands and the mark stays: the purge is
+//!   retried after every later commit and at every open until it is done,
+//!   and the gauge [`PURGE_PENDING`] is 1 meanwhile. If the database
+//!   cannot be reopened after the rename, the storage refuses every later
+//!   call until the store is opened again.
 //! * **Hostile files:** record names are read as bytes and checked as
 //!   UTF-8 here; a panic inside redb while opening or reading a damaged
 //!   file is caught and reported as [`KmsError::StoreCorrupt`].
@@ -49,14 +55,23 @@ pub const STORE_FILE: &str = "keystore.redb";
 pub(crate) const TMP_FILE: &str = "keystore.redb.tmp";
 /// Held locked by the store's one writer; empty, never removed.
 const LOCK_FILE: &str = "keystore.kms.lock";
-/// The one table: record name to record bytes.
+/// The one table of records: record name to record bytes.
 const RECORDS: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("records");
+/// Holds [`PURGE_KEY`] while removed records may still be in the file's
+/// freed pages (module docs).
+const PURGE: TableDefinition<'static, &str, u64> = TableDefinition::new("purge_pending");
+const PURGE_KEY: &str = "pending";
+/// Gauge (through the `metrics` facade): 1 while a store's removed records
+/// may still be readable in its database file (a purge failed and waits
+/// for a retry), else 0.
+pub const PURGE_PENDING: &str = "kms_store_purge_pending";
 
 /// A redb database in a directory, held with an exclusive lock.
 pub(crate) struct RedbStorage {
     /// Declared first: closed before the lock is released. Replaced, under
-    /// the write lock, by [`RedbStorage::rewrite`].
-    db: RwLock<Database>,
+    /// the write lock, by [`RedbStorage::purge`]; `None` if it could not
+    /// be reopened then (every call fails until the store is reopened).
+    db: RwLock<Option<Database>>,
     path: PathBuf,
     lock: LockedDir,
 }
@@ -142,11 +157,38 @@ impl RedbStorage {
         let db = guarded(&path, || Database::create(&path))?
             .map_err(|e| db_error("open", &path, e.into()))?;
         sync_dir(&lock.dir).map_err(|e| io("fsync the directory", &lock.dir, &e))?;
-        Ok(RedbStorage {
-            db: RwLock::new(db),
+        let storage = RedbStorage {
+            db: RwLock::new(Some(db)),
             path,
             lock,
-        })
+        };
+        // A purge a crash or an error left undone (module docs). If it
+        // fails again the store still opens; the next commit retries.
+        let _ = storage.purge_if_pending();
+        Ok(storage)
+    }
+
+    /// Runs `f` on the open database (under the read lock).
+    ///
+    /// # Errors
+    /// [`KmsError::Internal`] if it could not be reopened after a purge;
+    /// `f`'s.
+    fn with_db<R>(&self, f: impl FnOnce(&Database) -> Result<R, KmsError>) -> Result<R, KmsError> {
+        let db = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        f(db.as_ref().ok_or_else(|| closed(&self.path))?)
+    }
+
+    /// Purges the file (module docs) if the database is marked "purge
+    /// pending", and sets the [`PURGE_PENDING`] gauge.
+    ///
+    /// # Errors
+    /// The purge's: [`KmsError::Io`] for I/O errors, and the errors of
+    /// [`Storage::load`] and [`Storage::commit`].
+    fn purge_if_pending(&self) -> Result<(), KmsError> {
+        let pending = self.with_db(|db| purge_pending(db, &self.path))?;
+        let purged = if pending { self.purge() } else { Ok(()) };
+        metrics::gauge!(PURGE_PENDING).set(if purged.is_ok() { 0.0 } else { 1.0 });
+        purged
     }
 
     /// Closes the database and gives the directory's lock back.
@@ -156,15 +198,16 @@ impl RedbStorage {
         lock
     }
 
-    /// Copies the live records into a new database and renames it over
-    /// this one (module docs: removed records leave the file).
+    /// Copies the live records into a new database (without the purge
+    /// mark) and renames it over this one, which it closes first.
     ///
     /// # Errors
     /// [`KmsError::Io`] for I/O errors; the errors of [`Storage::load`]
-    /// and [`Storage::commit`].
-    fn rewrite(&self) -> Result<(), KmsError> {
-        let mut db = self.db.write().unwrap_or_else(PoisonError::into_inner);
-        let records = load(&db, &self.path)?;
+    /// and [`Storage::commit`]. After a failure before the rename the old
+    /// database is kept (reopened); after one in reopening the new file,
+    /// the storage is closed.
+    fn purge(&self) -> Result<(), KmsError> {
+        let records = self.with_db(|db| load(db, &self.path))?;
         let dir = self.lock.dir();
         let name = self
             .path
@@ -183,34 +226,61 @@ impl RedbStorage {
                     value: Some(value),
                 })
                 .collect();
-            commit(&tmp, &tmp_path, &writes)?;
+            commit(&tmp, &tmp_path, &writes, false)?;
         }
-        self.lock.rename(TMP_FILE, name)?;
-        let fresh = guarded(&self.path, || Database::create(&self.path))?
-            .map_err(|e| db_error("open", &self.path, e.into()))?;
-        // The old file, unlinked by the rename, closes here.
-        *db = fresh;
+        let mut db = self.db.write().unwrap_or_else(PoisonError::into_inner);
+        // Closed before the rename: a file may not be renamed over while
+        // open on every platform.
+        drop(db.take());
+        let renamed = self.lock.rename(TMP_FILE, name);
+        // The new file after a rename, else the old one again.
+        *db = guarded(&self.path, || Database::create(&self.path))
+            .ok()
+            .and_then(Result::ok);
+        renamed?;
+        if db.is_none() {
+            return Err(closed(&self.path));
+        }
         Ok(())
     }
 }
 
+/// The error of a storage whose database could not be reopened.
+fn closed(path: &Path) -> KmsError {
+    KmsError::Internal {
+        reason: format!(
+            "keystore: the database {} could not be reopened after a purge; reopen the store",
+            path.display()
+        ),
+    }
+}
+
+/// Whether `db` is marked "purge pending".
+fn purge_pending(db: &Database, path: &Path) -> Result<bool, KmsError> {
+    let err = |e: redb::Error| db_error("read", path, e);
+    guarded(path, || {
+        let tx = db.begin_read().map_err(|e| err(e.into()))?;
+        match tx.open_table(PURGE) {
+            Ok(table) => Ok(table.get(PURGE_KEY).map_err(|e| err(e.into()))?.is_some()),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(false),
+            Err(e) => Err(err(e.into())),
+        }
+    })?
+}
+
 impl Storage for RedbStorage {
     fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
-        load(
-            &self.db.read().unwrap_or_else(PoisonError::into_inner),
-            &self.path,
-        )
+        self.with_db(|db| load(db, &self.path))
     }
 
+    /// Commits `writes`; then, if this commit removed a record or an
+    /// earlier purge is still pending, purges the file. A failed purge
+    /// does not fail the commit, which stands: it is retried after the
+    /// next commit and at open (module docs).
     fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
-        commit(
-            &self.db.read().unwrap_or_else(PoisonError::into_inner),
-            &self.path,
-            writes,
-        )?;
-        if writes.iter().any(|w| w.value.is_none()) {
-            self.rewrite()?;
-        }
+        let removes = writes.iter().any(|w| w.value.is_none());
+        self.with_db(|db| commit(db, &self.path, writes, removes))?;
+        let _ = self.purge_if_pending();
         Ok(())
     }
 }
@@ -242,8 +312,13 @@ fn load(db: &Database, path: &Path) -> Result<Vec<(String, Vec<u8>)>, KmsError> 
 }
 
 /// Applies `writes` to `db` (the database file `path`) in one durable
-/// write transaction.
-fn commit(db: &Database, path: &Path, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
+/// write transaction, marking it "purge pending" too if `mark_purge`.
+fn commit(
+    db: &Database,
+    path: &Path,
+    writes: &[RecordWrite<'_>],
+    mark_purge: bool,
+) -> Result<(), KmsError> {
     let err = |e: redb::Error| db_error("write", path, e);
     guarded(path, || {
         // `Durability::Immediate` is redb's default: fsynced on commit.
@@ -262,6 +337,10 @@ fn commit(db: &Database, path: &Path, writes: &[RecordWrite<'_>]) -> Result<(), 
                         .map_err(|e| err(e.into()))?,
                 }
             }
+        }
+        if mark_purge {
+            let mut purge = tx.open_table(PURGE).map_err(|e| err(e.into()))?;
+            purge.insert(PURGE_KEY, 1).map_err(|e| err(e.into()))?;
         }
         // Dropped uncommitted on an error above: redb aborts it.
         tx.commit().map_err(|e| err(e.into()))

@@ -25,6 +25,7 @@ use std::fmt;
 use crate::error::KmsError;
 
 pub(crate) use file::RedbStorage;
+pub use file::PURGE_PENDING;
 
 /// One write of a commit: store `value` under `name`, replacing any record
 /// there, or (`value` = `None`) remove the record `name`, if there is one.
@@ -54,9 +55,12 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// returns `Ok`, all of them survive a crash; if it fails or the
     /// process dies first, the storage holds all of them or none. A record
     /// removed (a write whose `value` is `None`: a trimmed version, a
-    /// destroyed key) must, once this returns `Ok`, no longer be readable
-    /// from the storage's files either (the file storage rewrites its
-    /// database; docs/SECURITY.md, "Destroyed keys"). Which
+    /// destroyed key) must then no longer be readable from the storage's
+    /// files either: at once, or, if that fails after the commit stood,
+    /// as soon as the storage can (the file storage purges its database,
+    /// retries after each commit and at open, and says so with the
+    /// `kms_store_purge_pending` gauge; docs/SECURITY.md, "Destroyed
+    /// keys"). Which
     /// one may be unknown after an error (a networked storage may time out
     /// after the write landed), so after a failed commit the keystore
     /// makes no further commit until it is reopened and has loaded what
