@@ -429,3 +429,27 @@ fn a_purge_that_fails_is_retried_at_the_next_commit_and_at_open() {
         Err(KmsError::KeyDestroyed { .. })
     ));
 }
+
+#[test]
+fn concurrent_checks_that_saw_the_same_head_rotate_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let durable = Keystore::create(dir.path().join("store"), master()).expect("create");
+    for ks in [Keystore::new(), durable] {
+        let key = ks.create_ed25519("acme", "tokens").expect("create");
+        let mut policy = ks.policy(&key).expect("policy");
+        policy.auto_rotate_after = Some(Duration::from_secs(1));
+        ks.set_policy(&key, policy).expect("set");
+        let later = SystemTime::now() + Duration::from_secs(5);
+        let rotated: usize = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| ks.rotate_if_due(&key, later).expect("rotate")))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| usize::from(h.join().expect("thread").is_some()))
+                .sum()
+        });
+        assert_eq!(rotated, 1);
+        assert_eq!(ks.attest(&key).expect("attest").head.version(), 2);
+    }
+}

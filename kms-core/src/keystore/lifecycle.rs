@@ -177,19 +177,20 @@ impl Keystore {
             .collect()
     }
 
-    /// Rotates `key`'s key if it is still due at `now`
+    /// Rotates `key`'s key if it is due at `now`
     /// ([`Keystore::due_for_rotation`]) and its head is still the version
-    /// `key` names, so two checks that saw the same head rotate it once.
-    /// Returns the new head's id, or `None` if there was nothing to do.
+    /// `key` names when the rotation takes the locks that order writes, so
+    /// two checks that saw the same head rotate it once, whichever threads
+    /// run them. Returns the new head's id, or `None` if there was nothing
+    /// to do.
     ///
     /// # Errors
     /// As [`Keystore::rotate`].
     pub fn rotate_if_due(&self, key: &KeyId, now: SystemTime) -> Result<Option<KeyId>, KmsError> {
-        let record = self.record(key)?;
-        if record.versions().head() != key.version() || !self.is_due(key, now) {
+        if !self.is_due(key, now) {
             return Ok(None);
         }
-        self.rotate(key).map(Some)
+        self.rotate_from(key, Some(key.version()))
     }
 
     /// Whether `key`'s key is due for rotation at `now`.

@@ -545,6 +545,20 @@ impl Keystore {
     /// [`KmsError::KeyDestroyed`], [`KmsError::EntropyUnavailable`]; on a
     /// durable store the write errors of [`Keystore::create_ed25519`].
     pub fn rotate(&self, key: &KeyId) -> Result<KeyId, KmsError> {
+        self.rotate_from(key, None)?
+            .ok_or_else(|| KmsError::Internal {
+                reason: "keystore: a rotation without a condition did not rotate".to_owned(),
+            })
+    }
+
+    /// [`Keystore::rotate`], if `expected_head` is `None` or still the
+    /// head under the locks that order writes; `Ok(None)` if it is not.
+    fn rotate_from(
+        &self,
+        key: &KeyId,
+        expected_head: Option<u32>,
+    ) -> Result<Option<KeyId>, KmsError> {
+        let moved_on = |versions: &KeyVersions| expected_head.is_some_and(|h| versions.head() != h);
         let record = self.record(key)?;
         record.versions().get(key)?;
         // Generate outside the locks; the version number is fixed under them.
@@ -563,6 +577,9 @@ impl Keystore {
             // read here is still so under the write lock below.
             let versions = record.versions();
             versions.get(key)?;
+            if moved_on(&versions) {
+                return Ok(None);
+            }
             fresh.info.version = next_after(versions.list.len())?;
             durable.add_version(sequences, &record.id, &fresh, &versions.state)?;
         }
@@ -573,10 +590,13 @@ impl Keystore {
         // Destroyed meanwhile (in memory; a durable store was checked
         // under its lock above).
         versions.get(key)?;
+        if moved_on(&versions) {
+            return Ok(None);
+        }
         let next = next_after(versions.list.len())?;
         fresh.info.version = next;
         versions.list.push(Arc::new(fresh));
-        Ok(record.id.with_version(next))
+        Ok(Some(record.id.with_version(next)))
     }
 
     /// Reports the key's algorithm, head, policy, and every version with
