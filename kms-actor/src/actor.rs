@@ -9,7 +9,7 @@
 //! `max_wait` timer. Priority requests are served on the actor task at
 //! once, so they never wait behind verify batches, nor for the verify
 //! topic's backlog (at most behind one short verification of rule 0,
-//! `coalesce.rs`, which runs on this task); create and rotate, which may fsync, are handed to the
+//! `coalesce.rs`, which runs on this task); the keystore writes, which may fsync, are handed to the
 //! [`Writer`] (one thread of tokio's blocking pool, a bounded backlog).
 //! (Under a flood of priority requests, reading new verify requests waits;
 //! dispatching those already read does not.)
@@ -26,7 +26,7 @@
 //! * A request lost to a lagging topic: its reply handle is dropped with it,
 //!   so its caller gets [`KmsError::Dropped`].
 //! * Shutdown: intake stops; everything already on the topics is answered;
-//!   in-flight batches finish; every create and rotate accepted is written
+//!   in-flight batches finish; every keystore write accepted is done
 //!   (or skipped, if its caller has gone) and the writer's thread exits;
 //!   the pool's threads are joined. A request that
 //!   reaches a topic after the final drain is released when the actor's
@@ -37,7 +37,7 @@
 //!   running batch is skipped, as are sign and attest, and create and
 //!   rotate whose write has not started. The request itself is freed with
 //!   its batch.
-//! * More create and rotate requests than `write_backlog` accepted and not
+//! * More keystore writes than `write_backlog` accepted and not
 //!   done: the next is answered [`KmsError::Overloaded`] (retryable) at
 //!   once.
 
@@ -78,7 +78,7 @@ pub struct KmsActor {
     requests: Subscriber<Request>,
     priority: Subscriber<Request>,
     pool: VerifyPool,
-    /// Runs create and rotate, one at a time, off this task.
+    /// Runs the keystore writes, one at a time, off this task.
     writer: Writer,
     verifier: Verifier,
     shared: Arc<Shared>,
@@ -457,6 +457,7 @@ impl KmsActor {
                         0,
                         &principal,
                         Err(e),
+                        "",
                     ),
                 }
                 result
@@ -477,6 +478,7 @@ impl KmsActor {
                         0,
                         &principal,
                         Err(e),
+                        "",
                     ),
                 }
                 result
@@ -487,13 +489,15 @@ impl KmsActor {
                 result
             }),
             Op::SetPolicy { key, policy, reply } => self.writer.submit(reply, move |ks| {
+                let detail = audit::policy_detail(&policy);
                 let result = ks.set_policy(&key, policy);
-                audit::record_result("set_policy", &key, &principal, &result, |_| None);
+                audit::record_detailed("set_policy", &key, &principal, &result, |_| None, &detail);
                 result
             }),
             Op::Trim { key, below, reply } => self.writer.submit(reply, move |ks| {
                 let result = ks.trim(&key, below);
-                audit::record_result("trim", &key, &principal, &result, |()| None);
+                let detail = format!("below={below}");
+                audit::record_detailed("trim", &key, &principal, &result, |()| None, &detail);
                 result
             }),
             Op::Destroy { key, reply } => self.writer.submit(reply, move |ks| {
@@ -606,7 +610,7 @@ impl KmsActor {
         drop(self.requests);
         drop(self.priority);
         self.pool.wait_below(1).await;
-        // Every create and rotate accepted is done when this returns.
+        // Every keystore write accepted is done when this returns.
         self.writer.finish().await;
         let pool = self.pool;
         // Joining blocks until rayon's threads exit; keep it off the runtime.
@@ -670,7 +674,7 @@ impl KmsHandle {
     }
 
     /// Stops intake, answers every request already queued, finishes
-    /// in-flight batches and every create and rotate accepted (so none is
+    /// in-flight batches and every keystore write accepted (so none is
     /// still writing when this returns, and the actor's keystore clones
     /// are dropped), and joins the pool. Requests made after this is
     /// called get [`KmsError::ShuttingDown`].

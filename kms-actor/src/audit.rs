@@ -16,7 +16,10 @@
 //!   (`key_disabled`, `unknown_key`, …), as the metrics' `outcome` label;
 //! * `principal`: who asked ([`crate::KmsClient::with_principal`]),
 //!   `unspecified` when the client named no one, `kms` for the actor's own
-//!   scheduled rotations.
+//!   scheduled rotations;
+//! * `detail`: what a change asked for, empty for the other operations:
+//!   the policy written (`min_verify_version=2 enabled=true
+//!   exportable=false auto_rotate_after=none`) or the trim's `below=N`.
 //!
 //! An event never carries a secret, a message or a signature.
 
@@ -32,13 +35,14 @@ pub(crate) const UNSPECIFIED: &str = "unspecified";
 pub(crate) const SCHEDULER: &str = "kms";
 
 /// Emits the audit event of `operation` on `key` (the text and version
-/// the event names) by `principal` with `outcome`.
+/// the event names) by `principal` with `outcome` and `detail`.
 pub(crate) fn record(
     operation: &'static str,
     key: &str,
     version: u32,
     principal: &str,
     outcome: Result<(), &KmsError>,
+    detail: &str,
 ) {
     let outcome = match outcome {
         Ok(()) => "ok",
@@ -51,18 +55,44 @@ pub(crate) fn record(
         version,
         outcome,
         principal,
+        detail,
         "audit"
     );
 }
 
-/// Emits the audit event of an operation on `asked` whose success names
-/// the key version `ok_key` returns.
+/// The `detail` of a policy change.
+pub(crate) fn policy_detail(policy: &kms_core::KeyPolicy) -> String {
+    format!(
+        "min_verify_version={} enabled={} exportable={} auto_rotate_after={}",
+        policy.min_verify_version,
+        policy.enabled,
+        policy.exportable,
+        policy
+            .auto_rotate_after
+            .map_or_else(|| "none".to_owned(), |d| format!("{}s", d.as_secs_f64()))
+    )
+}
+
+/// Emits the audit event (with no `detail`) of an operation on `asked`
+/// whose success names the key version `ok_key` returns.
 pub(crate) fn record_result<T>(
     operation: &'static str,
     asked: &KeyId,
     principal: &str,
     result: &Result<T, KmsError>,
     ok_key: impl FnOnce(&T) -> Option<&KeyId>,
+) {
+    record_detailed(operation, asked, principal, result, ok_key, "");
+}
+
+/// [`record_result`] with a `detail`.
+pub(crate) fn record_detailed<T>(
+    operation: &'static str,
+    asked: &KeyId,
+    principal: &str,
+    result: &Result<T, KmsError>,
+    ok_key: impl FnOnce(&T) -> Option<&KeyId>,
+    detail: &str,
 ) {
     match result {
         Ok(value) => {
@@ -73,6 +103,7 @@ pub(crate) fn record_result<T>(
                 key.version(),
                 principal,
                 Ok(()),
+                detail,
             );
         }
         Err(e) => record(
@@ -81,6 +112,7 @@ pub(crate) fn record_result<T>(
             asked.version(),
             principal,
             Err(e),
+            detail,
         ),
     }
 }

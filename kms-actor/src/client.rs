@@ -34,7 +34,8 @@ use crate::stats::Counters;
 /// # Errors (all methods)
 /// Besides the operation's own errors:
 /// * [`KmsError::Overloaded`] (retryable): the request topic is full, or
-///   (create and rotate) `write_backlog` of them are already waiting or
+///   (the keystore writes: create, rotate, set_policy, trim, destroy,
+///   import) `write_backlog` of them are already waiting or
 ///   being written ([`crate::KmsConfig::write_backlog`]).
 /// * [`KmsError::Dropped`] (retryable): the request was lost on a lagging
 ///   topic before the actor read it.
@@ -109,13 +110,15 @@ impl KmsClient {
     }
 
     /// Verifies a 64-byte `signature` on `message` under the key version
-    /// `key` names (any retained version): in a batch, or on this task when
+    /// `key` names (any version from the key's `min_verify_version` to its
+    /// head): in a batch, or on this task when
     /// the node is quiet ([`crate::KmsConfig::verify_on_caller_when_idle`]).
     ///
     /// # Errors
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
-    /// [`KmsError::InvalidSignature`], or one of the errors listed on
-    /// [`KmsClient`].
+    /// [`KmsError::VersionDisallowed`] below the key's `min_verify_version`,
+    /// [`KmsError::KeyDestroyed`], [`KmsError::InvalidSignature`], or one
+    /// of the errors listed on [`KmsClient`].
     pub async fn verify(
         &self,
         key: &KeyId,

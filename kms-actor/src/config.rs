@@ -103,13 +103,15 @@ pub struct KmsConfig {
     pub queue_capacity: usize,
     /// Capacity of the priority topic (messages, ≥ 1). Default: 1024.
     pub priority_capacity: usize,
-    /// Most keystore writes (create, rotate, set_policy, trim, destroy)
+    /// Most keystore writes (create, rotate, set_policy, trim, destroy,
+    /// import)
     /// accepted and not yet done (count, ≥ 1): waiting to be written, or
     /// being written. They are written one
     /// at a time, in order, off the actor's task; one more is answered
     /// [`KmsError::Overloaded`] (retryable) at once. On a durable
-    /// keystore each is one fsynced commit of two or three records,
-    /// whatever the store's size. Default: 64.
+    /// keystore each is one fsynced commit of a few records, whatever the
+    /// store's size, except that a trim or destroy then copies the whole
+    /// store (the purge, docs/SECURITY.md). Default: 64.
     pub write_backlog: usize,
     /// What a full request or priority topic does. Default: [`Overflow::Reject`], so a
     /// caller gets a retryable [`KmsError::Overloaded`] instead of waiting.

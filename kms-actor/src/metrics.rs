@@ -101,6 +101,7 @@ pub fn describe() {
         "Verify batches running or queued on the pool"
     );
     kms_core::ed25519::describe_metrics();
+    kms_core::storage::describe_metrics();
     kms_bus::describe_metrics();
 }
 

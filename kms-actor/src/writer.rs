@@ -40,7 +40,7 @@ struct Job {
     _room: Option<OwnedSemaphorePermit>,
 }
 
-/// The actor's create and rotate queue and the thread that runs it.
+/// The actor's queue of keystore writes and the thread that runs it.
 pub(crate) struct Writer {
     jobs: mpsc::UnboundedSender<Job>,
     /// Permits left in the backlog.

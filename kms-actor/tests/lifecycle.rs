@@ -20,6 +20,7 @@ struct Audit {
     version: u64,
     outcome: String,
     principal: String,
+    detail: String,
 }
 
 #[derive(Clone, Default)]
@@ -60,6 +61,7 @@ impl tracing::field::Visit for Audit {
             "key" => &mut self.key,
             "outcome" => &mut self.outcome,
             "principal" => &mut self.principal,
+            "detail" => &mut self.detail,
             _ => return,
         };
         *slot = value.to_owned();
@@ -204,6 +206,21 @@ async fn trim_disable_and_destroy_through_the_actor_each_audited_once() {
         Err(KmsError::KeyDestroyed { .. })
     ));
 
+    let details: Vec<String> = audits()
+        .of(&v1)
+        .into_iter()
+        .filter(|a| a.operation == "set_policy" || a.operation == "trim")
+        .map(|a| a.detail)
+        .collect();
+    assert_eq!(
+        details,
+        [
+            "min_verify_version=2 enabled=false exportable=false auto_rotate_after=none",
+            "min_verify_version=2 enabled=true exportable=false auto_rotate_after=none",
+            "below=3",
+            "below=2"
+        ]
+    );
     let events: Vec<(String, u64, String)> = audits()
         .of(&v1)
         .into_iter()

@@ -84,6 +84,9 @@ pub(crate) struct Admin {
     pub(crate) config: AdminConfig,
     /// SHA-256 of `config.admin_token`, computed once.
     secret_digest: Option<[u8; 32]>,
+    /// Held across a policy change's read, change and write back, so two
+    /// concurrent `POST /keys/policy` cannot lose one's fields.
+    pub(crate) policy_change: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// The admin router (module docs).
@@ -96,6 +99,7 @@ pub fn admin_router(client: KmsClient, config: AdminConfig) -> Router {
         client,
         config,
         secret_digest,
+        policy_change: Arc::default(),
     };
     // `layer`, not `route_layer`: the secret is checked before routing,
     // so without it every path (the fallbacks included) answers 401 alike.

@@ -20,8 +20,9 @@ struct Jwks {
     key: KeyId,
 }
 
-/// A router serving `GET` [`JWKS_PATH`]: every retained version of `key`'s
-/// key ([`KmsClient::jwks`]), `Content-Type: application/json`. A KMS error
+/// A router serving `GET` [`JWKS_PATH`]: every version of `key`'s key that
+/// verifies, from its `min_verify_version` to its head, none once it is
+/// destroyed ([`KmsClient::jwks`]), `Content-Type: application/json`. A KMS error
 /// is a JSON error body (`error_response`).
 pub fn jwks_router(client: KmsClient, key: KeyId) -> Router {
     Router::new()

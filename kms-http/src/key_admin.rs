@@ -3,9 +3,12 @@
 //!
 //! * `GET /keys/policy` → 200 with the whole policy:
 //!   `{"min_verify_version", "enabled", "exportable", "auto_rotate_after_s"}`
-//!   (`auto_rotate_after_s` in whole seconds, or `null`);
+//!   (`auto_rotate_after_s` in whole seconds, rounded up, or `null`);
 //! * `POST /keys/policy` with a JSON object of any of those four fields →
-//!   200 with the whole policy after the change; another field, or a field
+//!   200 with the whole policy after the change (changes through this
+//!   router are applied one at a time, so none loses another's fields; a
+//!   change made meanwhile through another client of the KMS may be
+//!   written over); another field, or a field
 //!   of the wrong type, → 400 `http.invalid_policy`; a change the key
 //!   refuses (`kms_core::Keystore::set_policy`) → 400 `kms.invalid_argument`;
 //! * `POST /keys/trim` with `{"below": N}` → 200
@@ -52,6 +55,9 @@ pub(crate) async fn set_policy(
         Err(refusal) => return *refusal,
     };
     let key = &admin.config.key;
+    // One change at a time through this face: the read below and the
+    // write back are not interleaved with another's.
+    let _one_at_a_time = admin.policy_change.lock().await;
     let current = match admin.client.policy(key).await {
         Ok(policy) => policy,
         Err(e) => return kms_error_response(&e),
@@ -78,8 +84,12 @@ pub(crate) async fn trim(
         Ok(request) => request,
         Err(refusal) => return *refusal,
     };
-    let below = match (request.get("below").and_then(Value::as_u64), request.len()) {
-        (Some(below), 1) => u32::try_from(below).unwrap_or(u32::MAX),
+    let below = request
+        .get("below")
+        .and_then(Value::as_u64)
+        .and_then(|below| u32::try_from(below).ok());
+    let below = match (below, request.len()) {
+        (Some(below), 1) => below,
         _ => {
             return error_response(
                 StatusCode::BAD_REQUEST,
@@ -116,7 +126,11 @@ fn policy_json(policy: &KeyPolicy) -> Value {
         "min_verify_version": policy.min_verify_version,
         "enabled": policy.enabled,
         "exportable": policy.exportable,
-        "auto_rotate_after_s": policy.auto_rotate_after.map(|d| d.as_secs()),
+        // Whole seconds, rounded up (a period set through the Rust API may
+        // have a fraction).
+        "auto_rotate_after_s": policy
+            .auto_rotate_after
+            .map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0)),
     })
 }
 

@@ -13,7 +13,7 @@
 //!   was refused; 400 with `Bearer error="invalid_request"` for more than
 //!   one `Authorization` header; 503 with `Retry-After` when the KMS is
 //!   overloaded or shutting down; 500 for an internal error.
-//! * [`jwks_router`]: `GET /.well-known/jwks.json`, every retained version
+//! * [`jwks_router`]: `GET /.well-known/jwks.json`, every verifying version
 //!   of the signing key as a JWK Set.
 //! * [`admin_router`]: token issuance and rotation, for a listener the
 //!   public cannot reach; every non-2xx answer is a JSON body

@@ -3,7 +3,10 @@
 //!
 //! * **A write costs one record's worth:** creating a key writes its
 //!   version 1, its head and the index (a count of keys); a rotation
-//!   writes the new version and the key's head. Each mutation is one
+//!   writes the new version and the key's head; a policy change the head.
+//!   Trimming and destroying write the head and the retired record and
+//!   remove the records they destroy (after which the file storage purges
+//!   its database: a copy of the whole store). Each mutation is one
 //!   atomic, durable [`Storage::commit`], made before memory changes; if
 //!   it fails, the call fails and nothing changed in memory. A failed
 //!   commit may still have landed (a storage cannot always tell), so after

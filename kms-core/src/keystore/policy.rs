@@ -30,7 +30,9 @@ pub struct KeyPolicy {
     /// default: every version verifies) to the head.
     pub min_verify_version: u32,
     /// Whether the key signs (default on). A disabled key answers
-    /// [`KmsError::KeyDisabled`] to signing; it still verifies and rotates.
+    /// [`KmsError::KeyDisabled`] to signing; it still verifies, rotates
+    /// and (if `exportable`) exports, as in Vault: to keep a suspect key
+    /// from leaving, leave `exportable` off, or trim or destroy it.
     pub enabled: bool,
     /// Whether `export_sealed` may export it (default off for keys created
     /// from now on; keys of stores written before policies existed load

@@ -30,16 +30,18 @@
 //!               epoch ‖ u8 origin (0 generated, 1 imported); if imported:
 //!               u8 length ‖ source key id, u8 length ‖ sealing key `id@vN`
 //! retired       (name "keys/<tenant>/<purpose>/<uuid>/retired"; seq = the
-//!                key's sequence at its last trim; only while
-//!                min_available_version > 1 and the key is not destroyed)
-//!               per trimmed version 1..min_available_version, in order,
-//!               the layout of a version with its 32-byte public key where
-//!               the seed was
+//!                key's sequence at its last trim or its destruction;
+//!                present iff min_available_version > 1 or the key is
+//!                destroyed)
+//!               per trimmed version (1..min_available_version; every
+//!               version 1..=head once destroyed), in order, the layout of
+//!               a version with its 32-byte public key where the seed was
 //! ```
 //!
 //! Trimming removes the trimmed versions' records and writes the retired
-//! record in the same commit; destroying removes every version record and
-//! the retired record, and writes a head that says so (the tombstone).
+//! record in the same commit; destroying removes every version record
+//! left, writes the retired record with every version, and a head that
+//! says so (the tombstone).
 //!
 //! Invariants: a record opens only under its own store, name and sequence
 //! (a record moved to another name or from another store sealed under the

@@ -27,6 +27,17 @@ use crate::error::KmsError;
 pub(crate) use file::RedbStorage;
 pub use file::PURGE_PENDING;
 
+/// Registers the unit and help text of [`PURGE_PENDING`] with the
+/// installed `metrics` recorder. The gauge itself appears when a durable
+/// store opens (0, or 1 while a purge waits for a retry).
+pub fn describe_metrics() {
+    metrics::describe_gauge!(
+        PURGE_PENDING,
+        metrics::Unit::Count,
+        "1 while a store's removed records may still be in its database file (a purge waits for a retry)"
+    );
+}
+
 /// One write of a commit: store `value` under `name`, replacing any record
 /// there, or (`value` = `None`) remove the record `name`, if there is one.
 #[derive(Debug, Clone, Copy)]
