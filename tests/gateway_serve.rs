@@ -245,20 +245,27 @@ fn rust_log_turns_on_the_actor_events() {
     assert_eq!(s.stop(), 0);
 }
 
+/// `serve`'s flags for a durable store in `dir`: `--store` and a
+/// `--master-key-file` of 32 bytes of `byte` (two hex digits), mode 0600.
+fn durable_store(dir: &std::path::Path, byte: &str) -> [String; 4] {
+    use std::os::unix::fs::PermissionsExt;
+    let key_file = dir.join("master.hex");
+    std::fs::write(&key_file, format!("{}\n", byte.repeat(32))).expect("write key");
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let path = |p: std::path::PathBuf| p.to_str().expect("utf-8").to_owned();
+    [
+        "--store".to_owned(),
+        path(dir.join("store")),
+        "--master-key-file".to_owned(),
+        path(key_file),
+    ]
+}
+
 #[test]
 fn a_durable_store_keeps_the_signing_key_across_restarts() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let key_file = dir.path().join("master.hex");
-    std::fs::write(&key_file, format!("{}\n", "ab".repeat(32))).expect("write key");
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    let store = dir.path().join("store");
-    let args = [
-        "--store",
-        store.to_str().expect("utf-8"),
-        "--master-key-file",
-        key_file.to_str().expect("utf-8"),
-    ];
+    let args = durable_store(dir.path(), "ab");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let kid = |s: &Serving| {
         let (_, body) = http(s.public, "GET", "/.well-known/jwks.json", &[], "");
         json(&body)["keys"][0]["kid"].clone()
@@ -413,17 +420,8 @@ fn start_up_refusals_exit_1_and_usage_errors_2() {
 #[test]
 fn the_admin_face_runs_the_key_lifecycle_durably_and_audits_it() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let key_file = dir.path().join("master.hex");
-    std::fs::write(&key_file, format!("{}\n", "cd".repeat(32))).expect("write key");
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    let store = dir.path().join("store");
-    let args = [
-        "--store",
-        store.to_str().expect("utf-8"),
-        "--master-key-file",
-        key_file.to_str().expect("utf-8"),
-    ];
+    let args = durable_store(dir.path(), "cd");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let kids = |s: &Serving| -> Vec<String> {
         let (status, body) = http(s.public, "GET", "/.well-known/jwks.json", &[], "");
         assert_eq!(status, 200);

@@ -485,56 +485,26 @@ impl Durable {
         self.update_key(sequences, id, head, state, None, &[])
     }
 
-    /// Trims key `id` (head `head`) to `state.min_available_version`: the
-    /// records of versions `from..state.min_available_version` are removed
-    /// and `retired`, every trimmed version's public part, is written in
-    /// the same commit. Call with `sequences` from [`Durable::begin`].
+    /// Retires versions of key `id` (head `head`), for a trim or a
+    /// destroy: the records of the versions in `removed` are removed, and
+    /// `retired` (the public parts of every version retired so far: those
+    /// below `state.min_available_version`, or all once `state.destroyed`)
+    /// is written as the retired record, with the key's new head
+    /// (`state`), in one commit. Call with `sequences` from
+    /// [`Durable::begin`].
     ///
     /// # Errors
     /// As [`Durable::add_version`].
-    pub(crate) fn trim(
+    pub(crate) fn retire(
         &self,
         sequences: &mut Sequences,
         id: &KeyId,
         head: u32,
         state: &KeyState,
-        from: u32,
+        removed: std::ops::RangeInclusive<u32>,
         retired: &[RetiredVersion],
     ) -> Result<(), KmsError> {
-        let removes: Vec<String> = (from..state.min_available_version)
-            .map(|v| version_name(id, v))
-            .collect();
-        let name = retired_name(id);
-        let plaintext = encode_retired(retired)?;
-        self.update_key(
-            sequences,
-            id,
-            head,
-            state,
-            Some((&name, &plaintext)),
-            &removes,
-        )
-    }
-
-    /// Destroys key `id` (head `head`): every version record left
-    /// (`state.min_available_version..=head`) is removed, the retired
-    /// record then holds every version's public part (`retired`), and the
-    /// head becomes the key's tombstone (`state.destroyed`). Call with
-    /// `sequences` from [`Durable::begin`].
-    ///
-    /// # Errors
-    /// As [`Durable::add_version`].
-    pub(crate) fn destroy(
-        &self,
-        sequences: &mut Sequences,
-        id: &KeyId,
-        head: u32,
-        state: &KeyState,
-        retired: &[RetiredVersion],
-    ) -> Result<(), KmsError> {
-        let removes: Vec<String> = (state.min_available_version..=head)
-            .map(|v| version_name(id, v))
-            .collect();
+        let removes: Vec<String> = removed.map(|v| version_name(id, v)).collect();
         let name = retired_name(id);
         let plaintext = encode_retired(retired)?;
         self.update_key(

@@ -110,12 +110,12 @@ impl Keystore {
             plan,
             |durable, sequences, record, versions, state| match state {
                 None => Ok(()),
-                Some(state) => durable.trim(
+                Some(state) => durable.retire(
                     sequences,
                     &record.id,
                     versions.head(),
                     state,
-                    versions.state.min_available_version,
+                    versions.state.min_available_version..=below - 1,
                     &retired(&versions.list[..index(below)]),
                 ),
             },
@@ -152,11 +152,12 @@ impl Keystore {
             key,
             plan,
             |durable, sequences, record, versions, state| {
-                durable.destroy(
+                durable.retire(
                     sequences,
                     &record.id,
                     versions.head(),
                     state,
+                    versions.state.min_available_version..=versions.head(),
                     &retired(&versions.list),
                 )
             },
