@@ -22,6 +22,7 @@
 //! Refusals have the admin face's JSON error body; the key's state
 //! refusing an operation (destroyed, disabled) is 409.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -54,24 +55,34 @@ pub(crate) async fn set_policy(
         Ok(changes) => changes,
         Err(refusal) => return *refusal,
     };
-    let key = &admin.config.key;
-    // One change at a time through this face: the read below and the
-    // write back are not interleaved with another's.
-    let _one_at_a_time = admin.policy_change.lock().await;
-    let current = match admin.client.policy(key).await {
-        Ok(policy) => policy,
-        Err(e) => return kms_error_response(&e),
-    };
-    let policy = match apply(current, &changes) {
-        Ok(policy) => policy,
-        Err(reason) => {
-            return error_response(StatusCode::BAD_REQUEST, "http.invalid_policy", &reason)
+    // One change at a time through this face: the read and the write
+    // back are not interleaved with another's. On a task of its own that
+    // holds the lock to the end, so a client that disconnects cannot
+    // release it while its write is still on its way.
+    let one_at_a_time = Arc::clone(&admin.policy_change).lock_owned().await;
+    let change = tokio::spawn(async move {
+        let _held = one_at_a_time;
+        let key = &admin.config.key;
+        let current = match admin.client.policy(key).await {
+            Ok(policy) => policy,
+            Err(e) => return kms_error_response(&e),
+        };
+        let policy = match apply(current, &changes) {
+            Ok(policy) => policy,
+            Err(reason) => {
+                return error_response(StatusCode::BAD_REQUEST, "http.invalid_policy", &reason)
+            }
+        };
+        match admin.client.set_policy(key, policy).await {
+            Ok(policy) => Json(policy_json(&policy)).into_response(),
+            Err(e) => kms_error_response(&e),
         }
-    };
-    match admin.client.set_policy(key, policy).await {
-        Ok(policy) => Json(policy_json(&policy)).into_response(),
-        Err(e) => kms_error_response(&e),
-    }
+    });
+    change.await.unwrap_or_else(|e| {
+        kms_error_response(&kms_core::KmsError::Internal {
+            reason: format!("the policy change failed: {e}"),
+        })
+    })
 }
 
 /// `POST /keys/trim`.
@@ -130,7 +141,7 @@ fn policy_json(policy: &KeyPolicy) -> Value {
         // have a fraction).
         "auto_rotate_after_s": policy
             .auto_rotate_after
-            .map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0)),
+            .map(|d| d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))),
     })
 }
 

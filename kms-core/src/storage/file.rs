@@ -61,9 +61,10 @@ const RECORDS: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("re
 /// freed pages (module docs).
 const PURGE: TableDefinition<'static, &str, u64> = TableDefinition::new("purge_pending");
 const PURGE_KEY: &str = "pending";
-/// Gauge (through the `metrics` facade): 1 while a store's removed records
-/// may still be readable in its database file (a purge failed and waits
-/// for a retry), else 0.
+/// Gauge (through the `metrics` facade), labelled `store` (the store's
+/// directory): 1 while the store's removed records may still be readable
+/// in its database file (a purge failed and waits for a retry, or the
+/// database could not be reopened after one), else 0.
 pub const PURGE_PENDING: &str = "kms_store_purge_pending";
 
 /// A redb database in a directory, held with an exclusive lock.
@@ -185,9 +186,20 @@ impl RedbStorage {
     /// The purge's: [`KmsError::Io`] for I/O errors, and the errors of
     /// [`Storage::load`] and [`Storage::commit`].
     fn purge_if_pending(&self) -> Result<(), KmsError> {
+        // Only the store's database is purged (a database being built,
+        // `TMP_FILE`, never holds a removal).
+        if self.path.file_name().and_then(|n| n.to_str()) != Some(STORE_FILE) {
+            return Ok(());
+        }
         let pending = self.with_db(|db| purge_pending(db, &self.path))?;
         let purged = if pending { self.purge() } else { Ok(()) };
-        metrics::gauge!(PURGE_PENDING).set(if purged.is_ok() { 0.0 } else { 1.0 });
+        // From the file itself: the mark is gone only with a purged file.
+        // A database that could not be reopened counts as pending.
+        let still = self
+            .with_db(|db| purge_pending(db, &self.path))
+            .unwrap_or(true);
+        let store = self.lock.dir().display().to_string();
+        metrics::gauge!(PURGE_PENDING, "store" => store).set(if still { 1.0 } else { 0.0 });
         purged
     }
 
@@ -207,7 +219,10 @@ impl RedbStorage {
     /// database is kept (reopened); after one in reopening the new file,
     /// the storage is closed.
     fn purge(&self) -> Result<(), KmsError> {
-        let records = self.with_db(|db| load(db, &self.path))?;
+        // The write lock for the whole purge: no commit may land in the
+        // old file between the copy and the rename.
+        let mut db = self.db.write().unwrap_or_else(PoisonError::into_inner);
+        let records = load(db.as_ref().ok_or_else(|| closed(&self.path))?, &self.path)?;
         let dir = self.lock.dir();
         let name = self
             .path
@@ -228,7 +243,6 @@ impl RedbStorage {
                 .collect();
             commit(&tmp, &tmp_path, &writes, false)?;
         }
-        let mut db = self.db.write().unwrap_or_else(PoisonError::into_inner);
         // Closed before the rename: a file may not be renamed over while
         // open on every platform.
         drop(db.take());

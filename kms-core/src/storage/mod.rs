@@ -28,8 +28,9 @@ pub(crate) use file::RedbStorage;
 pub use file::PURGE_PENDING;
 
 /// Registers the unit and help text of [`PURGE_PENDING`] with the
-/// installed `metrics` recorder. The gauge itself appears when a durable
-/// store opens (0, or 1 while a purge waits for a retry).
+/// installed `metrics` recorder. The gauge itself appears, labelled with
+/// the store's directory, when a durable store opens (0, or 1 while a
+/// purge waits for a retry).
 pub fn describe_metrics() {
     metrics::describe_gauge!(
         PURGE_PENDING,
