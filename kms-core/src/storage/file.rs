@@ -69,10 +69,9 @@ pub const PURGE_PENDING: &str = "kms_store_purge_pending";
 
 /// A redb database in a directory, held with an exclusive lock.
 pub(crate) struct RedbStorage {
-    /// Declared first: closed before the lock is released. Replaced, under
-    /// the write lock, by [`RedbStorage::purge`]; `None` if it could not
-    /// be reopened then (every call fails until the store is reopened).
-    db: RwLock<Option<Database>>,
+    /// Declared first: closed before the lock is released. Commits take
+    /// the read lock, a purge the write lock.
+    db: RwLock<Open>,
     path: PathBuf,
     lock: LockedDir,
 }
@@ -144,6 +143,16 @@ impl LockedDir {
     }
 }
 
+/// The database and what is known of its purge mark.
+struct Open {
+    /// Replaced by [`RedbStorage::purge`]; `None` if it could not be
+    /// reopened then (every call fails until the store is reopened).
+    db: Option<Database>,
+    /// The file's purge mark as of the last look: read at open and after
+    /// each purge, set by a commit that removes (which writes the mark).
+    purge_pending: bool,
+}
+
 impl RedbStorage {
     /// Opens the database `name` in the locked directory, creating it if
     /// there is none, and fsyncs the directory so a new file's entry is
@@ -158,48 +167,58 @@ impl RedbStorage {
         let db = guarded(&path, || Database::create(&path))?
             .map_err(|e| db_error("open", &path, e.into()))?;
         sync_dir(&lock.dir).map_err(|e| io("fsync the directory", &lock.dir, &e))?;
+        let purge_pending = purge_pending(&db, &path)?;
         let storage = RedbStorage {
-            db: RwLock::new(Some(db)),
+            db: RwLock::new(Open {
+                db: Some(db),
+                purge_pending,
+            }),
             path,
             lock,
         };
         // A purge a crash or an error left undone (module docs). If it
         // fails again the store still opens; the next commit retries.
-        let _ = storage.purge_if_pending();
+        let _ = storage.purge_now(purge_pending);
         Ok(storage)
     }
 
-    /// Runs `f` on the open database (under the read lock).
+    /// Runs `f` on the open database (under the read lock), and says
+    /// whether a purge is pending afterwards.
     ///
     /// # Errors
     /// [`KmsError::Internal`] if it could not be reopened after a purge;
     /// `f`'s.
-    fn with_db<R>(&self, f: impl FnOnce(&Database) -> Result<R, KmsError>) -> Result<R, KmsError> {
-        let db = self.db.read().unwrap_or_else(PoisonError::into_inner);
-        f(db.as_ref().ok_or_else(|| closed(&self.path))?)
+    fn with_db<R>(
+        &self,
+        f: impl FnOnce(&Database) -> Result<R, KmsError>,
+    ) -> Result<(R, bool), KmsError> {
+        let open = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        let db = open.db.as_ref().ok_or_else(|| closed(&self.path))?;
+        Ok((f(db)?, open.purge_pending))
     }
 
-    /// Purges the file (module docs) if the database is marked "purge
-    /// pending", and sets the [`PURGE_PENDING`] gauge.
+    /// Purges the file (module docs) if `pending`, then reads the mark
+    /// back from the file and sets the [`PURGE_PENDING`] gauge from it.
     ///
     /// # Errors
     /// The purge's: [`KmsError::Io`] for I/O errors, and the errors of
     /// [`Storage::load`] and [`Storage::commit`].
-    fn purge_if_pending(&self) -> Result<(), KmsError> {
-        // Only the store's database is purged (a database being built,
-        // `TMP_FILE`, never holds a removal).
-        if self.path.file_name().and_then(|n| n.to_str()) != Some(STORE_FILE) {
-            return Ok(());
-        }
-        let pending = self.with_db(|db| purge_pending(db, &self.path))?;
-        let purged = if pending { self.purge() } else { Ok(()) };
-        // From the file itself: the mark is gone only with a purged file.
-        // A database that could not be reopened counts as pending.
-        let still = self
-            .with_db(|db| purge_pending(db, &self.path))
-            .unwrap_or(true);
+    fn purge_now(&self, pending: bool) -> Result<(), KmsError> {
+        let mut open = self.db.write().unwrap_or_else(PoisonError::into_inner);
+        let purged = if pending {
+            self.purge(&mut open.db)
+        } else {
+            Ok(())
+        };
+        // The mark is gone only with a purged file; a database that could
+        // not be reopened counts as pending.
+        open.purge_pending = open
+            .db
+            .as_ref()
+            .is_none_or(|db| purge_pending(db, &self.path).unwrap_or(true));
         let store = self.lock.dir().display().to_string();
-        metrics::gauge!(PURGE_PENDING, "store" => store).set(if still { 1.0 } else { 0.0 });
+        metrics::gauge!(PURGE_PENDING, "store" => store)
+            .set(f64::from(u8::from(open.purge_pending)));
         purged
     }
 
@@ -218,10 +237,10 @@ impl RedbStorage {
     /// and [`Storage::commit`]. After a failure before the rename the old
     /// database is kept (reopened); after one in reopening the new file,
     /// the storage is closed.
-    fn purge(&self) -> Result<(), KmsError> {
-        // The write lock for the whole purge: no commit may land in the
-        // old file between the copy and the rename.
-        let mut db = self.db.write().unwrap_or_else(PoisonError::into_inner);
+    /// Call with the write lock held (`db` is under it) for the whole
+    /// purge: no commit may land in the old file between the copy and the
+    /// rename.
+    fn purge(&self, db: &mut Option<Database>) -> Result<(), KmsError> {
         let records = load(db.as_ref().ok_or_else(|| closed(&self.path))?, &self.path)?;
         let dir = self.lock.dir();
         let name = self
@@ -285,6 +304,7 @@ fn purge_pending(db: &Database, path: &Path) -> Result<bool, KmsError> {
 impl Storage for RedbStorage {
     fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
         self.with_db(|db| load(db, &self.path))
+            .map(|(records, _)| records)
     }
 
     /// Commits `writes`; then, if this commit removed a record or an
@@ -293,8 +313,10 @@ impl Storage for RedbStorage {
     /// next commit and at open (module docs).
     fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
         let removes = writes.iter().any(|w| w.value.is_none());
-        self.with_db(|db| commit(db, &self.path, writes, removes))?;
-        let _ = self.purge_if_pending();
+        let ((), pending) = self.with_db(|db| commit(db, &self.path, writes, removes))?;
+        if removes || pending {
+            let _ = self.purge_now(true);
+        }
         Ok(())
     }
 }
