@@ -389,9 +389,9 @@ impl KmsActor {
     /// (auditing those that change or use a secret, `crate::audit`).
     fn accept(&mut self, request: Request) {
         let ks = &self.keystore;
-        let principal = request
-            .principal
-            .unwrap_or_else(|| Arc::from(audit::UNSPECIFIED));
+        // `None` for every verify request (and a client without one).
+        let principal = request.principal;
+        let who = principal.as_deref();
         match request.op {
             Op::Verify(v) => {
                 if self.pending.is_empty() {
@@ -407,7 +407,7 @@ impl KmsActor {
             } => {
                 if !reply.is_abandoned() {
                     let result = ks.sign(&key, &message);
-                    audit::record_result("sign", &key, &principal, &result, |(id, _)| Some(id));
+                    audit::key_op("sign", &key, who, &result, |(id, _)| Some(id), "");
                     reply.send(result);
                 }
             }
@@ -419,7 +419,7 @@ impl KmsActor {
             } => {
                 if !reply.is_abandoned() {
                     let result = jwt::sign(ks, &key, alg, &claims);
-                    audit::record_result("sign", &key, &principal, &result, |(id, _)| Some(id));
+                    audit::key_op("sign", &key, who, &result, |(id, _)| Some(id), "");
                     reply.send(result.map(|(_, token)| token));
                 }
             }
@@ -436,7 +436,7 @@ impl KmsActor {
             Op::Export { key, to, reply } => {
                 if !reply.is_abandoned() {
                     let result = ks.export_sealed(&key, &to);
-                    audit::record_result("export", &key, &principal, &result, |_| None);
+                    audit::key_op("export", &key, who, &result, |_| None, "");
                     reply.send(result);
                 }
             }
@@ -449,17 +449,13 @@ impl KmsActor {
                 reply,
             } => self.writer.submit(reply, move |ks| {
                 let result = ks.create_ed25519(&tenant, &purpose);
-                match &result {
-                    Ok(id) => audit::record_result("create_key", id, &principal, &result, |_| None),
-                    Err(e) => audit::record(
-                        "create_key",
-                        &format!("{tenant}:{purpose}"),
-                        0,
-                        &principal,
-                        Err(e),
-                        "",
-                    ),
-                }
+                audit::new_key(
+                    "create_key",
+                    &tenant,
+                    &purpose,
+                    principal.as_deref(),
+                    &result,
+                );
                 result
             }),
             Op::Import {
@@ -470,39 +466,57 @@ impl KmsActor {
                 reply,
             } => self.writer.submit(reply, move |ks| {
                 let result = ks.import_sealed(&tenant, &purpose, &from, &envelope);
-                match &result {
-                    Ok(id) => audit::record_result("import", id, &principal, &result, |_| None),
-                    Err(e) => audit::record(
-                        "import",
-                        &format!("{tenant}:{purpose}"),
-                        0,
-                        &principal,
-                        Err(e),
-                        "",
-                    ),
-                }
+                audit::new_key("import", &tenant, &purpose, principal.as_deref(), &result);
                 result
             }),
             Op::Rotate { key, reply } => self.writer.submit(reply, move |ks| {
                 let result = ks.rotate(&key);
-                audit::record_result("rotate", &key, &principal, &result, |id| Some(id));
+                audit::key_op(
+                    "rotate",
+                    &key,
+                    principal.as_deref(),
+                    &result,
+                    |id| Some(id),
+                    "",
+                );
                 result
             }),
             Op::SetPolicy { key, policy, reply } => self.writer.submit(reply, move |ks| {
                 let detail = audit::policy_detail(&policy);
                 let result = ks.set_policy(&key, policy);
-                audit::record_detailed("set_policy", &key, &principal, &result, |_| None, &detail);
+                audit::key_op(
+                    "set_policy",
+                    &key,
+                    principal.as_deref(),
+                    &result,
+                    |_| None,
+                    &detail,
+                );
                 result
             }),
             Op::Trim { key, below, reply } => self.writer.submit(reply, move |ks| {
                 let result = ks.trim(&key, below);
                 let detail = format!("below={below}");
-                audit::record_detailed("trim", &key, &principal, &result, |()| None, &detail);
+                audit::key_op(
+                    "trim",
+                    &key,
+                    principal.as_deref(),
+                    &result,
+                    |_| None,
+                    &detail,
+                );
                 result
             }),
             Op::Destroy { key, reply } => self.writer.submit(reply, move |ks| {
                 let result = ks.destroy(&key);
-                audit::record_result("destroy", &key, &principal, &result, |()| None);
+                audit::key_op(
+                    "destroy",
+                    &key,
+                    principal.as_deref(),
+                    &result,
+                    |()| None,
+                    "",
+                );
                 result
             }),
         }
@@ -534,9 +548,8 @@ impl KmsActor {
                 if let Ok(None) = result {
                     continue;
                 }
-                audit::record_result("auto_rotate", &head, audit::SCHEDULER, &result, |rotated| {
-                    rotated.as_ref()
-                });
+                let scheduler = Some(audit::SCHEDULER);
+                audit::key_op("auto_rotate", &head, scheduler, &result, Option::as_ref, "");
             }
         });
         if !submitted {

@@ -25,39 +25,83 @@
 
 use kms_core::{KeyId, KmsError};
 
+use crate::metrics::outcome;
+
 /// The target of every audit event.
 pub const AUDIT_TARGET: &str = "kms::audit";
-
-/// The principal of a client that named none.
-pub(crate) const UNSPECIFIED: &str = "unspecified";
 
 /// The principal of the actor's own scheduled rotations.
 pub(crate) const SCHEDULER: &str = "kms";
 
 /// Emits the audit event of `operation` on `key` (the text and version
-/// the event names) by `principal` with `outcome` and `detail`.
-pub(crate) fn record(
+/// the event names) by `principal` (`None`: the client named no one) with
+/// `outcome` and `detail`.
+fn record(
     operation: &'static str,
     key: &str,
     version: u32,
-    principal: &str,
-    outcome: Result<(), &KmsError>,
+    principal: Option<&str>,
+    outcome_of: Result<(), &KmsError>,
     detail: &str,
 ) {
-    let outcome = match outcome {
-        Ok(()) => "ok",
-        Err(e) => e.code().trim_start_matches("kms."),
-    };
+    let outcome = outcome_of.map_or_else(outcome, |()| "ok");
     tracing::info!(
         target: AUDIT_TARGET,
         operation,
         key,
         version,
         outcome,
-        principal,
+        principal = principal.unwrap_or("unspecified"),
         detail,
         "audit"
     );
+}
+
+/// Emits the audit event of an operation on `asked`: a success names the
+/// key version `ok_key` returns (or `asked`), a failure `asked`.
+pub(crate) fn key_op<T>(
+    operation: &'static str,
+    asked: &KeyId,
+    principal: Option<&str>,
+    result: &Result<T, KmsError>,
+    ok_key: impl FnOnce(&T) -> Option<&KeyId>,
+    detail: &str,
+) {
+    let (key, outcome) = match result {
+        Ok(value) => (ok_key(value).unwrap_or(asked), Ok(())),
+        Err(e) => (asked, Err(e)),
+    };
+    record(
+        operation,
+        &key.to_string(),
+        key.version(),
+        principal,
+        outcome,
+        detail,
+    );
+}
+
+/// Emits the audit event of an operation that makes a key for `tenant`
+/// and `purpose` (a create or an import): its version 1, or, for a
+/// failure, `tenant:purpose` at version 0.
+pub(crate) fn new_key(
+    operation: &'static str,
+    tenant: &str,
+    purpose: &str,
+    principal: Option<&str>,
+    result: &Result<KeyId, KmsError>,
+) {
+    match result {
+        Ok(id) => key_op(operation, id, principal, result, |_| None, ""),
+        Err(e) => record(
+            operation,
+            &format!("{tenant}:{purpose}"),
+            0,
+            principal,
+            Err(e),
+            "",
+        ),
+    }
 }
 
 /// The `detail` of a policy change.
@@ -71,48 +115,4 @@ pub(crate) fn policy_detail(policy: &kms_core::KeyPolicy) -> String {
             .auto_rotate_after
             .map_or_else(|| "none".to_owned(), |d| format!("{}s", d.as_secs_f64()))
     )
-}
-
-/// Emits the audit event (with no `detail`) of an operation on `asked`
-/// whose success names the key version `ok_key` returns.
-pub(crate) fn record_result<T>(
-    operation: &'static str,
-    asked: &KeyId,
-    principal: &str,
-    result: &Result<T, KmsError>,
-    ok_key: impl FnOnce(&T) -> Option<&KeyId>,
-) {
-    record_detailed(operation, asked, principal, result, ok_key, "");
-}
-
-/// [`record_result`] with a `detail`.
-pub(crate) fn record_detailed<T>(
-    operation: &'static str,
-    asked: &KeyId,
-    principal: &str,
-    result: &Result<T, KmsError>,
-    ok_key: impl FnOnce(&T) -> Option<&KeyId>,
-    detail: &str,
-) {
-    match result {
-        Ok(value) => {
-            let key = ok_key(value).unwrap_or(asked);
-            record(
-                operation,
-                &key.to_string(),
-                key.version(),
-                principal,
-                Ok(()),
-                detail,
-            );
-        }
-        Err(e) => record(
-            operation,
-            &asked.to_string(),
-            asked.version(),
-            principal,
-            Err(e),
-            detail,
-        ),
-    }
 }

@@ -127,7 +127,7 @@ pub struct KmsConfig {
     /// start. More than 0 and at most 60 s. Default: 60 s.
     #[cfg_attr(
         feature = "serde",
-        serde(rename = "auto_rotate_check_ms", with = "millis")
+        serde(rename = "auto_rotate_check_us", with = "micros")
     )]
     pub auto_rotate_check: Duration,
 }
@@ -250,20 +250,5 @@ mod micros {
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         u64::deserialize(d).map(Duration::from_micros)
-    }
-}
-
-#[cfg(feature = "serde")]
-mod millis {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        u64::deserialize(d).map(Duration::from_millis)
     }
 }

@@ -224,8 +224,9 @@ impl Metrics {
     }
 }
 
-/// The `outcome` label of an error: its code without the `kms.` prefix.
-fn outcome(e: &KmsError) -> &'static str {
+/// The `outcome` label of an error: its code without the `kms.` prefix
+/// (also the `outcome` field of the audit events).
+pub(crate) fn outcome(e: &KmsError) -> &'static str {
     let code = e.code();
     code.strip_prefix("kms.").unwrap_or(code)
 }
