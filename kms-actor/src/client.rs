@@ -219,12 +219,13 @@ impl KmsClient {
     }
 
     /// Destroys the secrets of the versions of `key`'s key below `below`
-    /// ([`kms_core::Keystore::trim`]). Audited as `trim`.
+    /// ([`kms_core::Keystore::trim`]); returns the key's
+    /// `min_available_version` afterwards. Audited as `trim`.
     ///
     /// # Errors
     /// The errors of [`kms_core::Keystore::trim`], or one of the errors
     /// listed on [`KmsClient`].
-    pub async fn trim(&self, key: &KeyId, below: u32) -> Result<(), KmsError> {
+    pub async fn trim(&self, key: &KeyId, below: u32) -> Result<u32, KmsError> {
         let key = key.clone();
         self.call(|reply| Op::Trim { key, below, reply }).await
     }

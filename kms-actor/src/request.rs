@@ -73,7 +73,7 @@ pub(crate) enum Op {
     Trim {
         key: KeyId,
         below: u32,
-        reply: Reply<()>,
+        reply: Reply<u32>,
     },
     Destroy {
         key: KeyId,

@@ -27,7 +27,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::error_body::{error_response, kms_error_response};
+use crate::error_body::{error_response, json_answer, kms_error_response};
 use crate::key_admin;
 
 /// Largest request body the admin router reads (bytes).
@@ -248,10 +248,10 @@ fn add_times(claims: &mut Map<String, Value>, lifetime: Duration) {
 
 /// `POST /keys/rotate`.
 async fn rotate(State(admin): State<Admin>) -> Response {
-    match admin.client.rotate(&admin.config.key).await {
-        Ok(head) => Json(json!({"kid": head.to_string()})).into_response(),
-        Err(e) => kms_error_response(&e),
-    }
+    json_answer(
+        admin.client.rotate(&admin.config.key).await,
+        |head| json!({ "kid": head.to_string() }),
+    )
 }
 
 /// `GET /metrics`.

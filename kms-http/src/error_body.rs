@@ -53,6 +53,18 @@ pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response
     response
 }
 
+/// A KMS call's answer: 200 with the JSON `to_json` makes of its value, or
+/// [`kms_error_response`] for its error.
+pub(crate) fn json_answer<T>(
+    result: Result<T, KmsError>,
+    to_json: impl FnOnce(T) -> serde_json::Value,
+) -> Response {
+    match result {
+        Ok(value) => axum::Json(to_json(value)).into_response(),
+        Err(e) => kms_error_response(&e),
+    }
+}
+
 /// [`error_response`] for a KMS error, with its code.
 pub(crate) fn kms_error_response(error: &KmsError) -> Response {
     error_response(status_of(error), error.code(), &error.to_string())

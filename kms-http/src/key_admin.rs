@@ -29,20 +29,18 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::response::Response;
 use kms_core::KeyPolicy;
 use serde_json::{json, Map, Value};
 
 use crate::admin::{json_object, Admin};
-use crate::error_body::{error_response, kms_error_response};
+use crate::error_body::{error_response, json_answer, kms_error_response};
 
 /// `GET /keys/policy`.
 pub(crate) async fn policy(State(admin): State<Admin>) -> Response {
-    match admin.client.policy(&admin.config.key).await {
-        Ok(policy) => Json(policy_json(&policy)).into_response(),
-        Err(e) => kms_error_response(&e),
-    }
+    json_answer(admin.client.policy(&admin.config.key).await, |p| {
+        policy_json(&p)
+    })
 }
 
 /// `POST /keys/policy`.
@@ -73,10 +71,9 @@ pub(crate) async fn set_policy(
                 return error_response(StatusCode::BAD_REQUEST, "http.invalid_policy", &reason)
             }
         };
-        match admin.client.set_policy(key, policy).await {
-            Ok(policy) => Json(policy_json(&policy)).into_response(),
-            Err(e) => kms_error_response(&e),
-        }
+        json_answer(admin.client.set_policy(key, policy).await, |p| {
+            policy_json(&p)
+        })
     });
     change.await.unwrap_or_else(|e| {
         kms_error_response(&kms_core::KmsError::Internal {
@@ -109,26 +106,19 @@ pub(crate) async fn trim(
             )
         }
     };
-    let key = &admin.config.key;
-    if let Err(e) = admin.client.trim(key, below).await {
-        return kms_error_response(&e);
-    }
-    match admin.client.attest(key).await {
-        Ok(attestation) => {
-            Json(json!({"min_available_version": attestation.min_available_version}))
-                .into_response()
-        }
-        Err(e) => kms_error_response(&e),
-    }
+    json_answer(
+        admin.client.trim(&admin.config.key, below).await,
+        |min| json!({ "min_available_version": min }),
+    )
 }
 
 /// `POST /keys/destroy`.
 pub(crate) async fn destroy(State(admin): State<Admin>) -> Response {
     let key = &admin.config.key;
-    match admin.client.destroy(key).await {
-        Ok(()) => Json(json!({"destroyed": key.to_string()})).into_response(),
-        Err(e) => kms_error_response(&e),
-    }
+    json_answer(
+        admin.client.destroy(key).await,
+        |()| json!({ "destroyed": key.to_string() }),
+    )
 }
 
 /// The policy as the routes show it.

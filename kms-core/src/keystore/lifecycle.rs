@@ -75,7 +75,9 @@ impl Keystore {
     /// readable from its files. Their public keys stay, for
     /// [`Keystore::attest`]; signatures under them were already refused
     /// (they are below `min_verify_version`). A `below` at or under the
-    /// versions already trimmed changes nothing.
+    /// versions already trimmed changes nothing. Returns the key's
+    /// `min_available_version` afterwards: its lowest version that keeps
+    /// its secret.
     ///
     /// # Errors
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
@@ -83,7 +85,7 @@ impl Keystore {
     /// exceeds the key's `min_verify_version` (raise that first) or its
     /// head; on a durable store the write errors of
     /// [`Keystore::create_ed25519`].
-    pub fn trim(&self, key: &KeyId, below: u32) -> Result<(), KmsError> {
+    pub fn trim(&self, key: &KeyId, below: u32) -> Result<u32, KmsError> {
         let plan = |versions: &KeyVersions| -> Result<Option<KeyState>, KmsError> {
             versions.get(key)?;
             let state = &versions.state;
@@ -125,6 +127,7 @@ impl Keystore {
                     retire(&mut versions.list[from..index(state.min_available_version)]);
                     versions.state = state;
                 }
+                versions.state.min_available_version
             },
         )
     }
@@ -214,8 +217,8 @@ impl Keystore {
 
     /// Runs one change to `key`'s key (module docs): `plan` decides it from
     /// the key as it is, `write` commits it to a durable store, `apply`
-    /// makes it in memory.
-    fn change<P>(
+    /// makes it in memory and returns what the call answers.
+    fn change<P, R>(
         &self,
         key: &KeyId,
         plan: impl Fn(&KeyVersions) -> Result<P, KmsError>,
@@ -226,8 +229,8 @@ impl Keystore {
             &KeyVersions,
             &P,
         ) -> Result<(), KmsError>,
-        apply: impl FnOnce(&mut RwLockWriteGuard<'_, KeyVersions>, P),
-    ) -> Result<(), KmsError> {
+        apply: impl FnOnce(&mut RwLockWriteGuard<'_, KeyVersions>, P) -> R,
+    ) -> Result<R, KmsError> {
         let record = self.record(key)?;
         let mut mutation = self.begin_mutation();
         if let Some((durable, sequences)) = &mut mutation {
@@ -242,8 +245,7 @@ impl Keystore {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let planned = plan(&versions)?;
-        apply(&mut versions, planned);
-        Ok(())
+        Ok(apply(&mut versions, planned))
     }
 }
 
