@@ -83,8 +83,10 @@ impl<T> Publisher<T> {
     /// never runs inside the ring's protocol. Returns the number of messages
     /// published (a count; 0 for an empty batch). On a
     /// [`Backend::Soa`](crate::Backend::Soa) topic the batch takes
-    /// consecutive sequence numbers with one compare-and-swap; on a Classic
-    /// topic, one lock acquisition.
+    /// consecutive sequence numbers with one compare-and-swap and each
+    /// message becomes readable as its slot is written, so a reader may
+    /// see the first messages of a batch before the rest; on a Classic
+    /// topic, one lock acquisition, so a reader sees all of it or none.
     ///
     /// # Errors
     ///
