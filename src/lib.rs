@@ -16,3 +16,7 @@ pub use kms_jose as jose;
 
 /// HTTP faces: the bearer-token tower layer, the JWKS, the admin router.
 pub use kms_http as http;
+
+/// A fleet's shared keystore on etcd v3 (feature `etcd`).
+#[cfg(feature = "etcd")]
+pub use kms_etcd as etcd;

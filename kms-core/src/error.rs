@@ -188,6 +188,28 @@ pub enum KmsError {
         /// The operation, the path and the system's message.
         reason: String,
     },
+    /// Another keystore sharing the store (a fleet node) changed the same
+    /// record at the same time, `attempts` times in a row: each time the
+    /// change was planned again on the other's result, and lost the race
+    /// again. Nothing of this call was written. Retryable.
+    #[error("conflict on record {record}: another writer changed it first ({attempts} attempts)")]
+    Conflict {
+        /// The record that changed under the write (`keys/<tenant>/<purpose>/<uuid>/head`, `index`).
+        record: String,
+        /// How many times the change was tried (counts).
+        attempts: u32,
+    },
+    /// The shared store could not be reached, or did not answer within its
+    /// deadline. A change may or may not have landed: the keystore learns
+    /// which from the store, and a read after it shows it. Reads, signing
+    /// and verification go on from memory. Retryable.
+    #[error("the store {store} is unavailable: {reason}")]
+    Unavailable {
+        /// The store (its endpoints).
+        store: String,
+        /// What failed.
+        reason: String,
+    },
     /// A bug or an unexpected failure inside the KMS (e.g. a panic in a
     /// verify batch). Not retryable.
     #[error("internal error: {reason}")]
@@ -225,13 +247,16 @@ impl KmsError {
             KmsError::StoreInUse { .. } => "kms.store_in_use",
             KmsError::StoreCorrupt { .. } => "kms.store_corrupt",
             KmsError::Io { .. } => "kms.io",
+            KmsError::Conflict { .. } => "kms.conflict",
+            KmsError::Unavailable { .. } => "kms.unavailable",
             KmsError::Internal { .. } => "kms.internal",
         }
     }
 
     /// Whether the same request may succeed if sent again later:
-    /// [`KmsError::Overloaded`], [`KmsError::Dropped`] and an unavailable
-    /// random source. Tower's retry layer can use it through
+    /// [`KmsError::Overloaded`], [`KmsError::Dropped`], an unavailable
+    /// random source, and a shared store's [`KmsError::Conflict`] and
+    /// [`KmsError::Unavailable`]. Tower's retry layer can use it through
     /// `kms_actor::RetryPolicy` (feature `tower`).
     pub fn is_retryable(&self) -> bool {
         matches!(
@@ -239,6 +264,8 @@ impl KmsError {
             KmsError::EntropyUnavailable
                 | KmsError::Overloaded
                 | KmsError::Dropped
+                | KmsError::Conflict { .. }
+                | KmsError::Unavailable { .. }
                 | KmsError::Seal(SealError::EntropyUnavailable)
         )
     }

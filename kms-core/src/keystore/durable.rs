@@ -94,8 +94,8 @@ pub(crate) struct Durable {
 pub(crate) enum Opened {
     /// A store, and its keys.
     Store(Durable, Vec<StoredKey>),
-    /// No store (no index record).
-    Empty,
+    /// No store (no index record): the storage and keyring, handed back.
+    Empty(Box<dyn Storage>, Keyring),
 }
 
 impl Opened {
@@ -107,7 +107,7 @@ impl Opened {
     pub(crate) fn written(self, label: &str) -> Result<(Durable, Vec<StoredKey>), KmsError> {
         match self {
             Opened::Store(durable, keys) => Ok((durable, keys)),
-            Opened::Empty => Err(KmsError::StoreCorrupt {
+            Opened::Empty(..) => Err(KmsError::StoreCorrupt {
                 store: label.to_owned(),
                 reason: "the storage holds no index after the commit that wrote it".to_owned(),
             }),
@@ -186,6 +186,31 @@ impl Durable {
         Ok(durable)
     }
 
+    /// Opens the store in `storage`, or starts an empty one there if it
+    /// holds none; if another writer of a shared storage started one
+    /// meanwhile (the start's commit answers [`KmsError::Conflict`]),
+    /// opens that one.
+    ///
+    /// # Errors
+    /// As [`Durable::open`] and [`Durable::create`].
+    pub(crate) fn open_or_create(
+        storage: Box<dyn Storage>,
+        keyring: Keyring,
+        label: String,
+    ) -> Result<(Durable, Vec<StoredKey>), KmsError> {
+        match Durable::open(storage, keyring, label.clone())? {
+            Opened::Store(durable, keys) => Ok((durable, keys)),
+            Opened::Empty(storage, keyring) => {
+                let records = Durable::initial_records(&keyring, &[])?;
+                match commit_all(storage.as_ref(), &records, &[]) {
+                    Ok(()) | Err(KmsError::Conflict { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+                Durable::open(storage, keyring, label.clone())?.written(&label)
+            }
+        }
+    }
+
     /// Loads and checks the store in `storage` (module docs).
     ///
     /// # Errors
@@ -203,37 +228,16 @@ impl Durable {
     ) -> Result<Opened, KmsError> {
         let mut loaded: HashMap<String, Vec<u8>> = storage.load()?.into_iter().collect();
         let Some(index) = loaded.remove(INDEX) else {
-            return Ok(Opened::Empty);
+            return Ok(Opened::Empty(storage, keyring));
         };
-        let corrupt = |reason: String| KmsError::StoreCorrupt {
-            store: label.clone(),
-            reason,
+        let mut loader = Loader {
+            keyring: &keyring,
+            label: &label,
+            counters: HashMap::new(),
         };
-        // The newest counter seen per master-key version, to continue.
-        let mut counters: HashMap<u32, u64> = HashMap::new();
-        let master_id = keyring.newest().id().to_owned();
-        let mut open = |store: &StoreId, name: &str, bytes: &[u8]| -> Result<_, KmsError> {
-            let (seq, envelope) = parse_value(bytes)
-                .map_err(|e| corrupt(format!("record {name} does not parse: {e}")))?;
-            let header = &envelope.header;
-            let newest = counters.entry(header.key_version).or_default();
-            *newest = (*newest).max(header.counter);
-            match keyring.open(&aad(store, name, seq), &envelope) {
-                Ok(plaintext) => Ok((seq, plaintext)),
-                // The index's failure is the master key's.
-                Err(e) if name == INDEX => Err(KmsError::Seal(e)),
-                // A version of the master key the keyring lacks: the
-                // keyring's fault (an unfinished rewrap), not the record's.
-                // Another key id, in a store whose index opened, is damage.
-                Err(e @ SealError::WrongKey { .. }) if header.key_id == master_id => {
-                    Err(KmsError::Seal(e))
-                }
-                Err(e) => Err(corrupt(format!("record {name} does not open: {e}"))),
-            }
-        };
-        let (index_seq, index) = open(&[0; 16], INDEX, &index)?;
-        let (store, count) =
-            decode_index(&index).ok_or_else(|| corrupt("the index does not decode".into()))?;
+        let (index_seq, index) = loader.open(&[0; 16], INDEX, &index)?;
+        let (store, count) = decode_index(&index)
+            .ok_or_else(|| loader.corrupt("the index does not decode".into()))?;
         let head_names: Vec<String> = loaded
             .keys()
             .filter(|name| matches!(parse_name(name), Some(Name::Head(_))))
@@ -248,97 +252,11 @@ impl Durable {
         // Keys by ordinal, so they load in creation order.
         let mut keys: Vec<(u64, StoredKey)> = Vec::with_capacity(head_names.len());
         for name in head_names {
-            let bytes = loaded.remove(&name).unwrap_or_default();
-            let (key_seq, head) = open(&store, &name, &bytes)?;
-            let (id, head, ordinal, state) = match decode_head(&head) {
-                Some((id, head, ordinal, state)) if head >= 1 && head_name(&id) == name => {
-                    (id, head, ordinal, state)
-                }
-                _ => return Err(corrupt(format!("record {name} does not decode"))),
-            };
-            if !(1..=count).contains(&ordinal) {
-                return Err(corrupt(format!(
-                    "key {id} has creation ordinal {ordinal}, but the index counts {count} keys"
-                )));
-            }
-            let policy = &state.policy;
-            if !(1 <= state.min_available_version
-                && state.min_available_version <= policy.min_verify_version
-                && policy.min_verify_version <= head)
-            {
-                return Err(corrupt(format!(
-                    "key {id} has min_available_version {}, min_verify_version {} and head {head}",
-                    state.min_available_version, policy.min_verify_version
-                )));
-            }
-            sequences.keys.insert(id.uuid(), (key_seq, ordinal));
-            // A destroyed key (a tombstone) keeps only its retired record,
-            // with every version; a version record left over is refused
-            // below.
-            let first = if state.destroyed {
-                head.checked_add(1).ok_or_else(too_many)?
-            } else {
-                state.min_available_version
-            };
-            let retired = if first > 1 {
-                let name = retired_name(&id);
-                let bytes = loaded.remove(&name).ok_or_else(|| {
-                    corrupt(format!(
-                        "the record of key {id}'s trimmed versions (below v{first}) is missing"
-                    ))
-                })?;
-                let (seq, plaintext) = open(&store, &name, &bytes)?;
-                if seq > key_seq {
-                    return Err(corrupt(format!(
-                        "record {name} is out of sequence (written at {seq}, key at {key_seq})"
-                    )));
-                }
-                let count = usize::try_from(first - 1).map_err(|_| too_many())?;
-                decode_retired(&plaintext, count)
-                    .ok_or_else(|| corrupt(format!("record {name} does not decode")))?
-            } else {
-                Vec::new()
-            };
-            // Sized once, never grown: it holds seeds. An authentic head
-            // has a record for each version; one that claims more runs out
-            // of records before it outgrows the buffer.
-            let capacity = usize::try_from(u64::from(head) + 1 - u64::from(first))
-                .map_or(usize::MAX, |h| h.min(loaded.len()));
-            let mut versions: Vec<StoredVersion> = Vec::with_capacity(capacity);
-            let mut previous = 0;
-            for version in first..=head {
-                let name = version_name(&id, version);
-                let bytes = loaded.remove(&name).ok_or_else(|| {
-                    corrupt(format!(
-                        "version {version} of key {id} (head v{head}) is missing"
-                    ))
-                })?;
-                let (seq, plaintext) = open(&store, &name, &bytes)?;
-                if seq <= previous || seq > key_seq {
-                    return Err(corrupt(format!(
-                        "record {name} is out of sequence (written at {seq}, after {previous}, key at {key_seq})"
-                    )));
-                }
-                previous = seq;
-                let mut r = Reader::new(&plaintext);
-                let stored = read_version(&mut r)
-                    .filter(|_| r.rest().is_empty())
-                    .ok_or_else(|| corrupt(format!("record {name} does not decode")))?;
-                if versions.len() == versions.capacity() {
-                    return Err(corrupt(format!("key {id} has more versions than records")));
-                }
-                versions.push(stored);
-            }
-            keys.push((
-                ordinal,
-                StoredKey {
-                    id,
-                    state,
-                    retired,
-                    versions,
-                },
-            ));
+            let (key, key_seq, ordinal) = loader.load_key(&store, &mut loaded, &name, count)?;
+            sequences.keys.insert(key.id.uuid(), (key_seq, ordinal));
+            keys.push((ordinal, key));
         }
+        let corrupt = |reason: String| loader.corrupt(reason);
         keys.sort_unstable_by_key(|(ordinal, _)| *ordinal);
         // Ordinals in 1..=count, sorted: all there, once each, iff they
         // are exactly 1, 2, ..., count.
@@ -363,6 +281,7 @@ impl Durable {
             };
             return Err(corrupt(format!("record {name} {what}")));
         }
+        let counters = loader.counters;
         let keyring = keyring.continue_counters(|v| counters.get(&v).copied().unwrap_or(0));
         Ok(Opened::Store(
             Durable {
@@ -398,16 +317,108 @@ impl Durable {
         removes: &[String],
     ) -> Result<(), KmsError> {
         if sequences.failed {
-            return Err(KmsError::Internal {
-                reason: format!(
-                    "keystore: an earlier write to {} failed; reopen the store to go on",
-                    self.label
-                ),
-            });
+            return Err(self.refused());
         }
         let committed = commit_all(self.storage.as_ref(), records, removes);
-        sequences.failed = committed.is_err();
+        // A shared storage reports what landed through `changes`, so only
+        // a storage with one writer stops here.
+        sequences.failed = committed.is_err() && !self.storage.is_shared();
         committed
+    }
+
+    /// Whether other keystores commit to the storage too
+    /// ([`Storage::is_shared`]).
+    pub(crate) fn is_shared(&self) -> bool {
+        self.storage.is_shared()
+    }
+
+    /// Reads what other writers changed ([`Storage::changes`]) and returns
+    /// the keys they changed, each whole, checked as on open; the
+    /// sequences follow. A key's sequence, its ordinal and the index's may
+    /// not go back. Call with `sequences` from [`Durable::begin`] and
+    /// apply the keys in memory before releasing it. If the changes do not
+    /// load, the store refuses further writes until it is reopened: its
+    /// storage has moved on, and memory could not follow.
+    ///
+    /// # Errors
+    /// [`KmsError::StoreCorrupt`] if a changed record does not open, does
+    /// not decode, is out of sequence, goes back, or belongs to no key;
+    /// [`KmsError::Seal`] as on open; the errors of [`Storage::changes`];
+    /// [`KmsError::Internal`] after an earlier failure.
+    pub(crate) fn refresh(&self, sequences: &mut Sequences) -> Result<Vec<StoredKey>, KmsError> {
+        if sequences.failed {
+            return Err(self.refused());
+        }
+        let changes = self.storage.changes()?;
+        if changes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let loaded = self.load_changes(sequences, changes);
+        sequences.failed = loaded.is_err();
+        loaded
+    }
+
+    fn load_changes(
+        &self,
+        sequences: &mut Sequences,
+        changes: Vec<(String, Vec<u8>)>,
+    ) -> Result<Vec<StoredKey>, KmsError> {
+        let mut loaded: HashMap<String, Vec<u8>> = changes.into_iter().collect();
+        let mut loader = Loader {
+            keyring: &self.keyring,
+            label: &self.label,
+            counters: HashMap::new(),
+        };
+        let (mut index_seq, mut count) = (sequences.index, sequences.count);
+        if let Some(bytes) = loaded.remove(INDEX) {
+            let (seq, index) = loader.open(&[0; 16], INDEX, &bytes)?;
+            let (_, n) = decode_index(&index)
+                .filter(|(store, _)| *store == self.store)
+                .ok_or_else(|| loader.corrupt("the index does not decode".into()))?;
+            if seq < index_seq || n < count {
+                return Err(loader.corrupt(format!(
+                    "the index went back (sequence {seq} after {index_seq}, {n} keys after {count})"
+                )));
+            }
+            (index_seq, count) = (seq, n);
+        }
+        let head_names: Vec<String> = loaded
+            .keys()
+            .filter(|name| matches!(parse_name(name), Some(Name::Head(_))))
+            .cloned()
+            .collect();
+        let mut keys = Vec::with_capacity(head_names.len());
+        let mut seqs = Vec::with_capacity(head_names.len());
+        for name in head_names {
+            let (key, seq, ordinal) = loader.load_key(&self.store, &mut loaded, &name, count)?;
+            if let Some(&(known, known_ordinal)) = sequences.keys.get(&key.id.uuid()) {
+                if seq < known || ordinal != known_ordinal {
+                    return Err(loader.corrupt(format!(
+                        "key {} went back (sequence {seq} after {known}, ordinal {ordinal} after {known_ordinal})",
+                        key.id
+                    )));
+                }
+            }
+            seqs.push((key.id.uuid(), (seq, ordinal)));
+            keys.push(key);
+        }
+        if let Some(name) = loaded.keys().next() {
+            return Err(loader.corrupt(format!("changed record {name} belongs to no key")));
+        }
+        sequences.index = index_seq;
+        sequences.count = count;
+        sequences.keys.extend(seqs);
+        Ok(keys)
+    }
+
+    /// The error of a store that refuses writes until it is reopened.
+    fn refused(&self) -> KmsError {
+        KmsError::Internal {
+            reason: format!(
+                "keystore: an earlier write to {} failed; reopen the store to go on",
+                self.label
+            ),
+        }
     }
 
     /// Writes a new key `id` whose version 1 is `version`, and the index's
@@ -594,6 +605,165 @@ impl Durable {
             resealed += batch.len();
         }
         Ok(Rewrapped { records, resealed })
+    }
+}
+
+/// Opens and checks records: what [`Durable::open`] does for a whole store
+/// and [`Durable::refresh`] for the keys another writer changed.
+struct Loader<'a> {
+    keyring: &'a Keyring,
+    /// How errors name the store.
+    label: &'a str,
+    /// The newest envelope counter seen per master-key version, to
+    /// continue from.
+    counters: HashMap<u32, u64>,
+}
+
+impl Loader<'_> {
+    fn corrupt(&self, reason: String) -> KmsError {
+        KmsError::StoreCorrupt {
+            store: self.label.to_owned(),
+            reason,
+        }
+    }
+
+    /// Opens record `name` of store `store` (`bytes`: its sequence and
+    /// envelope); returns its sequence and plaintext.
+    ///
+    /// # Errors
+    /// [`KmsError::Seal`] for the index's failure, or a master-key version
+    /// the keyring lacks; [`KmsError::StoreCorrupt`] for any other record
+    /// that does not parse or open.
+    fn open(
+        &mut self,
+        store: &StoreId,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<(u64, crate::seal::Plaintext), KmsError> {
+        let (seq, envelope) = parse_value(bytes)
+            .map_err(|e| self.corrupt(format!("record {name} does not parse: {e}")))?;
+        let header = &envelope.header;
+        let newest = self.counters.entry(header.key_version).or_default();
+        *newest = (*newest).max(header.counter);
+        match self.keyring.open(&aad(store, name, seq), &envelope) {
+            Ok(plaintext) => Ok((seq, plaintext)),
+            // The index's failure is the master key's.
+            Err(e) if name == INDEX => Err(KmsError::Seal(e)),
+            // A version of the master key the keyring lacks: the
+            // keyring's fault (an unfinished rewrap), not the record's.
+            // Another key id, in a store whose index opened, is damage.
+            Err(e @ SealError::WrongKey { .. }) if header.key_id == self.keyring.newest().id() => {
+                Err(KmsError::Seal(e))
+            }
+            Err(e) => Err(self.corrupt(format!("record {name} does not open: {e}"))),
+        }
+    }
+
+    /// Loads the key whose head is record `name`, taking its records out
+    /// of `loaded`, in a store of `count` keys; returns it with its
+    /// sequence and creation ordinal.
+    ///
+    /// # Errors
+    /// As [`Loader::open`]; [`KmsError::StoreCorrupt`] if the head does
+    /// not decode, breaks the state's invariants, or a record the head
+    /// names is missing, out of sequence or does not decode.
+    fn load_key(
+        &mut self,
+        store: &StoreId,
+        loaded: &mut HashMap<String, Vec<u8>>,
+        name: &str,
+        count: u64,
+    ) -> Result<(StoredKey, u64, u64), KmsError> {
+        let bytes = loaded.remove(name).unwrap_or_default();
+        let (key_seq, head) = self.open(store, name, &bytes)?;
+        let (id, head, ordinal, state) = match decode_head(&head) {
+            Some((id, head, ordinal, state)) if head >= 1 && head_name(&id) == name => {
+                (id, head, ordinal, state)
+            }
+            _ => return Err(self.corrupt(format!("record {name} does not decode"))),
+        };
+        if !(1..=count).contains(&ordinal) {
+            return Err(self.corrupt(format!(
+                "key {id} has creation ordinal {ordinal}, but the index counts {count} keys"
+            )));
+        }
+        let policy = &state.policy;
+        if !(1 <= state.min_available_version
+            && state.min_available_version <= policy.min_verify_version
+            && policy.min_verify_version <= head)
+        {
+            return Err(self.corrupt(format!(
+                "key {id} has min_available_version {}, min_verify_version {} and head {head}",
+                state.min_available_version, policy.min_verify_version
+            )));
+        }
+        // A destroyed key (a tombstone) keeps only its retired record,
+        // with every version; a version record left over is refused by the
+        // caller.
+        let first = if state.destroyed {
+            head.checked_add(1).ok_or_else(too_many)?
+        } else {
+            state.min_available_version
+        };
+        let retired = if first > 1 {
+            let name = retired_name(&id);
+            let bytes = loaded.remove(&name).ok_or_else(|| {
+                self.corrupt(format!(
+                    "the record of key {id}'s trimmed versions (below v{first}) is missing"
+                ))
+            })?;
+            let (seq, plaintext) = self.open(store, &name, &bytes)?;
+            if seq > key_seq {
+                return Err(self.corrupt(format!(
+                    "record {name} is out of sequence (written at {seq}, key at {key_seq})"
+                )));
+            }
+            let count = usize::try_from(first - 1).map_err(|_| too_many())?;
+            decode_retired(&plaintext, count)
+                .ok_or_else(|| self.corrupt(format!("record {name} does not decode")))?
+        } else {
+            Vec::new()
+        };
+        // Sized once, never grown: it holds seeds. An authentic head has a
+        // record for each version; one that claims more runs out of
+        // records before it outgrows the buffer.
+        let capacity = usize::try_from(u64::from(head) + 1 - u64::from(first))
+            .map_or(usize::MAX, |h| h.min(loaded.len()));
+        let mut versions: Vec<StoredVersion> = Vec::with_capacity(capacity);
+        let mut previous = 0;
+        for version in first..=head {
+            let name = version_name(&id, version);
+            let bytes = loaded.remove(&name).ok_or_else(|| {
+                self.corrupt(format!(
+                    "version {version} of key {id} (head v{head}) is missing"
+                ))
+            })?;
+            let (seq, plaintext) = self.open(store, &name, &bytes)?;
+            if seq <= previous || seq > key_seq {
+                return Err(self.corrupt(format!(
+                    "record {name} is out of sequence (written at {seq}, after {previous}, key at {key_seq})"
+                )));
+            }
+            previous = seq;
+            let mut r = Reader::new(&plaintext);
+            let stored = read_version(&mut r)
+                .filter(|_| r.rest().is_empty())
+                .ok_or_else(|| self.corrupt(format!("record {name} does not decode")))?;
+            if versions.len() == versions.capacity() {
+                return Err(self.corrupt(format!("key {id} has more versions than records")));
+            }
+            versions.push(stored);
+        }
+        Ok((
+            StoredKey {
+                id,
+                state,
+                retired,
+                versions,
+            },
+            key_seq,
+            ordinal,
+        ))
     }
 }
 

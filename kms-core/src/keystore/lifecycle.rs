@@ -194,7 +194,7 @@ impl Keystore {
         if !self.is_due(key, now) {
             return Ok(None);
         }
-        self.rotate_from(key, Some(key.version()))
+        self.retrying(|| self.rotate_from(key, Some(key.version())))
     }
 
     /// Whether `key`'s key is due for rotation at `now`.
@@ -222,7 +222,7 @@ impl Keystore {
         &self,
         key: &KeyId,
         plan: impl Fn(&KeyVersions) -> Result<P, KmsError>,
-        write: impl FnOnce(
+        write: impl Fn(
             &super::Durable,
             &mut super::Sequences,
             &KeyRecord,
@@ -232,14 +232,20 @@ impl Keystore {
         apply: impl FnOnce(&mut RwLockWriteGuard<'_, KeyVersions>, P) -> R,
     ) -> Result<R, KmsError> {
         let record = self.record(key)?;
-        let mut mutation = self.begin_mutation();
-        if let Some((durable, sequences)) = &mut mutation {
-            // Mutations are serialised by the store's lock, so the plan
-            // made here is the plan made again under the write lock below.
-            let versions = record.versions();
-            let planned = plan(&versions)?;
-            write(durable, sequences, &record, &versions, &planned)?;
-        }
+        // Planned and committed until no other writer of a shared store
+        // changed the key first; the lock stays held until memory has it.
+        let _mutation = self.retrying(|| {
+            let mut mutation = self.begin_mutation()?;
+            if let Some((durable, sequences)) = &mut mutation {
+                // Mutations are serialised by the store's lock, so the
+                // plan made here is the plan made again under the write
+                // lock below.
+                let versions = record.versions();
+                let planned = plan(&versions)?;
+                write(durable, sequences, &record, &versions, &planned)?;
+            }
+            Ok(mutation)
+        })?;
         let mut versions = record
             .versions
             .write()

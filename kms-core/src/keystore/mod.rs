@@ -51,6 +51,7 @@ use std::sync::PoisonError;
 use std::time::SystemTime;
 
 use ed25519_dalek::{Signer, SigningKey};
+use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
 use crate::ed25519;
@@ -343,49 +344,109 @@ impl Keystore {
         let label = format!("{storage:?}");
         match Durable::open(storage, keyring, label.clone())? {
             Opened::Store(durable, stored) => Keystore::with_durable(durable, stored),
-            Opened::Empty => Err(KmsError::StoreNotFound { dir: label }),
+            Opened::Empty(..) => Err(KmsError::StoreNotFound { dir: label }),
         }
+    }
+
+    /// Opens the durable keystore in `storage` under `keyring`, as
+    /// [`Keystore::open_with_storage`]; if `storage` holds none, starts an
+    /// empty one sealed under the keyring's newest key. Nodes of a fleet
+    /// starting at once on one shared storage ([`Storage::is_shared`]) end
+    /// up with one store: a start that loses the race opens the winner's.
+    ///
+    /// # Errors
+    /// As [`Keystore::open_with_storage`] (but never
+    /// [`KmsError::StoreNotFound`]) and [`Keystore::create_with_storage`].
+    pub fn open_or_create_with_storage(
+        storage: Box<dyn Storage>,
+        keyring: Keyring,
+    ) -> Result<Keystore, KmsError> {
+        let label = format!("{storage:?}");
+        let (durable, stored) = Durable::open_or_create(storage, keyring, label)?;
+        Keystore::with_durable(durable, stored)
     }
 
     /// A keystore over `durable` holding `stored`.
     fn with_durable(durable: Durable, stored: Vec<StoredKey>) -> Result<Keystore, KmsError> {
-        let mut keys = HashMap::with_capacity(stored.len());
+        let keystore = Keystore {
+            keys: Arc::new(RwLock::new(HashMap::with_capacity(stored.len()))),
+            durable: Some(std::sync::Arc::new(durable)),
+        };
+        keystore.apply_stored(stored)?;
+        Ok(keystore)
+    }
+
+    /// Puts `stored` keys in memory, as loaded from the store: a key not
+    /// yet here is added, one here takes the stored versions and state
+    /// (each version kept as it is when the store agrees with it, so its
+    /// secret is not derived again). Returns the head id of each.
+    fn apply_stored(&self, stored: Vec<StoredKey>) -> Result<Vec<KeyId>, KmsError> {
+        let mut heads = Vec::with_capacity(stored.len());
         for key in stored {
-            let mut list = Vec::with_capacity(key.retired.len() + key.versions.len());
-            for (version, v) in (1u32..).zip(&key.retired) {
-                list.push(Arc::new(lifecycle::retired_version(&key.id, version, v)?));
-            }
-            let first = u32::try_from(list.len() + 1).map_err(|_| KmsError::Internal {
-                reason: "keystore: too many versions".to_owned(),
-            })?;
-            for (version, v) in (first..).zip(&key.versions) {
-                list.push(Arc::new(version_from_seed(
-                    version,
-                    &v.seed,
-                    v.created_at,
-                    v.origin.clone(),
-                )));
-            }
-            if list.is_empty() {
-                return Err(KmsError::Internal {
-                    reason: format!("keystore: key {} has no version", key.id),
-                });
-            }
-            keys.insert(
-                key.id.uuid(),
-                Arc::new(KeyRecord {
-                    id: key.id.with_version(1),
-                    versions: RwLock::new(KeyVersions {
+            let existing = self
+                .keys
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&key.id.uuid())
+                .cloned();
+            match existing {
+                Some(record) => {
+                    let mut versions = record
+                        .versions
+                        .write()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    let list = stored_versions(&key, &versions.list)?;
+                    *versions = KeyVersions {
                         list,
                         state: key.state,
-                    }),
-                }),
-            );
+                    };
+                    heads.push(record.id.with_version(versions.head()));
+                }
+                None => {
+                    let list = stored_versions(&key, &[])?;
+                    let head = key
+                        .id
+                        .with_version(u32::try_from(list.len()).unwrap_or(u32::MAX));
+                    let record = Arc::new(KeyRecord {
+                        id: key.id.with_version(1),
+                        versions: RwLock::new(KeyVersions {
+                            list,
+                            state: key.state,
+                        }),
+                    });
+                    self.keys
+                        .write()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(key.id.uuid(), record);
+                    heads.push(head);
+                }
+            }
         }
-        Ok(Keystore {
-            keys: Arc::new(RwLock::new(keys)),
-            durable: Some(std::sync::Arc::new(durable)),
-        })
+        Ok(heads)
+    }
+
+    /// Applies what other keystores sharing this one's store (fleet nodes
+    /// on one etcd, [`Storage::is_shared`]) changed since the last call:
+    /// new keys, rotations, policy changes, trims and destroys, each key
+    /// whole, checked as on open. Returns the head id of each key changed
+    /// (empty for a store with one writer, or an in-memory keystore).
+    /// Every mutation does this first, under the mutation lock, so it
+    /// builds on the newest state this keystore has seen; the storage's
+    /// owner calls it when the store reports a change.
+    ///
+    /// # Errors
+    /// [`KmsError::StoreCorrupt`] if a changed record does not open,
+    /// decode or check, or a key or the index went back (its sequence
+    /// is lower than one already seen); [`KmsError::Seal`] as on open;
+    /// the errors of the storage. After such an error the keystore's
+    /// memory stays as it was, and it refuses writes until reopened.
+    pub fn refresh(&self) -> Result<Vec<KeyId>, KmsError> {
+        let Some(durable) = self.durable.as_deref() else {
+            return Ok(Vec::new());
+        };
+        let mut sequences = durable.begin();
+        let changed = durable.refresh(&mut sequences)?;
+        self.apply_stored(changed)
     }
 
     /// Re-seals every record of a durable store that is not sealed under
@@ -405,7 +466,7 @@ impl Keystore {
     /// [`KmsError::Io`] for I/O errors (after which writes wait for a
     /// reopen). Records re-sealed before an error stay re-sealed.
     pub fn rewrap(&self) -> Result<Rewrapped, KmsError> {
-        match self.begin_mutation() {
+        match self.begin_mutation()? {
             Some((durable, mut sequences)) => durable.rewrap(&mut sequences),
             None => Ok(Rewrapped {
                 records: 0,
@@ -423,10 +484,62 @@ impl Keystore {
     /// sequences), held until the returned guard drops (mutations are
     /// serialised; storage and memory change in the same order). `None`
     /// for an in-memory keystore.
-    fn begin_mutation(&self) -> Option<(&Durable, std::sync::MutexGuard<'_, Sequences>)> {
-        self.durable
-            .as_deref()
-            .map(|durable| (durable, durable.begin()))
+    ///
+    /// On a shared store, it first applies what other writers changed
+    /// ([`Keystore::refresh`]), under the lock.
+    ///
+    /// # Errors
+    /// The errors of [`Keystore::refresh`].
+    fn begin_mutation(
+        &self,
+    ) -> Result<Option<(&Durable, std::sync::MutexGuard<'_, Sequences>)>, KmsError> {
+        let Some(durable) = self.durable.as_deref() else {
+            return Ok(None);
+        };
+        let mut sequences = durable.begin();
+        if durable.is_shared() {
+            let changed = durable.refresh(&mut sequences)?;
+            self.apply_stored(changed)?;
+        }
+        Ok(Some((durable, sequences)))
+    }
+
+    /// Runs `mutation` until it does not lose a race with another writer
+    /// of a shared store ([`KmsError::Conflict`]), at most
+    /// [`CONFLICT_ATTEMPTS`] times, with a random pause before each retry
+    /// (up to 2, 4, …, 64 ms): each attempt plans again on what the other
+    /// wrote, which the conflicted storage reports.
+    ///
+    /// # Errors
+    /// Those of `mutation`; [`KmsError::Conflict`] with the attempts made
+    /// when every attempt lost.
+    fn retrying<T>(
+        &self,
+        mut mutation: impl FnMut() -> Result<T, KmsError>,
+    ) -> Result<T, KmsError> {
+        let mut attempt = 1;
+        loop {
+            match mutation() {
+                Err(KmsError::Conflict { record, .. }) => {
+                    if attempt >= CONFLICT_ATTEMPTS {
+                        return Err(KmsError::Conflict {
+                            record,
+                            attempts: attempt,
+                        });
+                    }
+                    // Two nodes that lost to each other must not meet
+                    // again in step: a random pause, up to 2^attempt ms
+                    // (at most 64 ms), before planning again.
+                    let cap_ms = 1u64 << attempt.min(6);
+                    let mut jitter = [0u8; 8];
+                    crate::random::fill(&mut jitter)?;
+                    let pause_us = u64::from_le_bytes(jitter) % (cap_ms * 1000);
+                    std::thread::sleep(std::time::Duration::from_micros(pause_us));
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Creates an Ed25519 key for `tenant` and `purpose`; returns the id of
@@ -448,10 +561,14 @@ impl Keystore {
     /// Adds a key whose only version is `version`: on disk first for a
     /// durable store, then in memory. Returns its id.
     fn insert_new_key(&self, id: KeyId, version: KeyVersion) -> Result<KeyId, KmsError> {
-        let mut mutation = self.begin_mutation();
-        if let Some((durable, sequences)) = &mut mutation {
-            durable.add_key(sequences, &id, &version)?;
-        }
+        // The lock stays held until memory has the key.
+        let _mutation = self.retrying(|| {
+            let mut mutation = self.begin_mutation()?;
+            if let Some((durable, sequences)) = &mut mutation {
+                durable.add_key(sequences, &id, &version)?;
+            }
+            Ok(mutation)
+        })?;
         let record = Arc::new(KeyRecord {
             id: id.clone(),
             versions: RwLock::new(KeyVersions {
@@ -545,7 +662,7 @@ impl Keystore {
     /// [`KmsError::KeyDestroyed`], [`KmsError::EntropyUnavailable`]; on a
     /// durable store the write errors of [`Keystore::create_ed25519`].
     pub fn rotate(&self, key: &KeyId) -> Result<KeyId, KmsError> {
-        self.rotate_from(key, None)?
+        self.retrying(|| self.rotate_from(key, None))?
             .ok_or_else(|| KmsError::Internal {
                 reason: "keystore: a rotation without a condition did not rotate".to_owned(),
             })
@@ -571,7 +688,7 @@ impl Keystore {
                     key: key.to_string(),
                 })
         };
-        let mut mutation = self.begin_mutation();
+        let mut mutation = self.begin_mutation()?;
         if let Some((durable, sequences)) = &mut mutation {
             // Mutations are serialised by the store's lock, so what is
             // read here is still so under the write lock below.
@@ -690,6 +807,64 @@ impl Keystore {
                 key: key.to_string(),
             })
     }
+}
+
+/// Mutations retried after losing a race on a shared store
+/// ([`KmsError::Conflict`]) before the conflict is answered (counts).
+pub const CONFLICT_ATTEMPTS: u32 = 8;
+
+/// A stored key's versions, oldest first: trimmed ones from their public
+/// parts, the others from their seeds. A version of `existing` (the key as
+/// in memory) that the store agrees with (same public key, and a secret
+/// iff the store keeps one) is kept as it is.
+///
+/// # Errors
+/// [`KmsError::Internal`] for a key without versions, more than 2^32 - 1,
+/// or a stored public key that does not decode.
+fn stored_versions(
+    key: &StoredKey,
+    existing: &[Arc<KeyVersion>],
+) -> Result<Vec<Arc<KeyVersion>>, KmsError> {
+    let too_many = || KmsError::Internal {
+        reason: "keystore: too many versions".to_owned(),
+    };
+    // Sized once, never grown.
+    let mut list = Vec::with_capacity(key.retired.len() + key.versions.len());
+    let kept = |version: u32, same: &dyn Fn(&KeyVersion) -> bool| {
+        let index = usize::try_from(version.checked_sub(1)?).ok()?;
+        existing.get(index).filter(|v| same(v)).cloned()
+    };
+    for (version, v) in (1u32..).zip(&key.retired) {
+        let same = |k: &KeyVersion| k.signing_key.is_none() && k.info.public_key == v.public_key;
+        list.push(match kept(version, &same) {
+            Some(kept) => kept,
+            None => Arc::new(lifecycle::retired_version(&key.id, version, v)?),
+        });
+    }
+    let first = u32::try_from(list.len() + 1).map_err(|_| too_many())?;
+    for (version, v) in (first..).zip(&key.versions) {
+        // Compared in place: no copy of either seed.
+        let same = |k: &KeyVersion| {
+            k.signing_key
+                .as_ref()
+                .is_some_and(|s| bool::from(s.as_bytes().ct_eq(&*v.seed)))
+        };
+        list.push(match kept(version, &same) {
+            Some(kept) => kept,
+            None => Arc::new(version_from_seed(
+                version,
+                &v.seed,
+                v.created_at,
+                v.origin.clone(),
+            )),
+        });
+    }
+    if list.is_empty() {
+        return Err(KmsError::Internal {
+            reason: format!("keystore: key {} has no version", key.id),
+        });
+    }
+    Ok(list)
 }
 
 fn version_of<'a>(

@@ -83,4 +83,37 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// [`KmsError::Internal`] for any other failure to make the writes
     /// durable.
     fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError>;
+
+    /// Whether keystores in other processes commit to this storage too (a
+    /// fleet's shared store, such as the `kms-etcd` crate's). A shared
+    /// storage:
+    /// * commits a batch only if every record it writes or removes is
+    ///   still as this storage last reported it (by [`Storage::load`],
+    ///   [`Storage::changes`] or its own commits); otherwise it writes
+    ///   nothing and answers [`KmsError::Conflict`], and the next
+    ///   [`Storage::changes`] reports what changed;
+    /// * may fail a commit whose outcome it cannot know (a deadline
+    ///   passed: [`KmsError::Unavailable`]); what landed shows in
+    ///   [`Storage::changes`], so the keystore goes on writing after one.
+    ///
+    /// Default `false`: one writer, and a failed commit stops the
+    /// keystore's writes until it is reopened.
+    fn is_shared(&self) -> bool {
+        false
+    }
+
+    /// What other writers changed since [`Storage::load`] or the last call,
+    /// as `(name, value)` records: for each group of records changed (the
+    /// records whose names agree up to the last `/`; `index` is a group of
+    /// its own), every record of the group, as of one state of the store
+    /// no older than any change this storage has reported before. A record
+    /// removed is absent from its group. The keystore calls it under its
+    /// mutation lock, before each change and when the storage's owner asks
+    /// ([`crate::Keystore::refresh`]). Default: nothing (one writer).
+    ///
+    /// # Errors
+    /// As [`Storage::load`].
+    fn changes(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
+        Ok(Vec::new())
+    }
 }

@@ -1,0 +1,62 @@
+//! A shared store on etcd v3 for the embedded KMS: the nodes of a fleet
+//! keep one keystore in etcd and agree on its keys.
+//!
+//! * [`EtcdStorage`] is a [`kms_core::storage::Storage`] whose records live
+//!   under a prefix in etcd (default `/kms`), each change one transaction
+//!   that compares every record it touches, so two nodes changing one key
+//!   at once serialise: one lands, the other plans again on its result
+//!   (bounded, then [`kms_core::KmsError::Conflict`]).
+//! * Every node serves reads, signing and verification from memory; a
+//!   [`Follower`] watches the prefix and applies what other nodes write
+//!   ([`kms_core::Keystore::refresh`]).
+//! * [`open`] does both: connects, opens the keystore (or starts it, once
+//!   for the whole fleet), and starts following.
+//!
+//! Invariants:
+//! * Private keys reach etcd only sealed under the master key every node
+//!   holds (XChaCha20-Poly1305, `kms_core::seal`), bound to their record's
+//!   name and per-key sequence; ordering and rollback protection come from
+//!   that sequence, checked on every load and every change applied.
+//! * A node whose master key does not open the records refuses to start
+//!   ([`kms_core::KmsError::Seal`]) and writes nothing.
+//! * Each change is one etcd transaction: all of it lands or none.
+//!
+//! Build needs `protoc` (etcd-client compiles etcd's protocol files).
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_debug_implementations, unreachable_pub)]
+
+mod config;
+mod follow;
+pub mod metrics;
+mod mirror;
+mod storage;
+
+use kms_core::seal::Keyring;
+use kms_core::{Keystore, KmsError};
+
+pub use config::{EtcdConfig, DEFAULT_PREFIX, MAX_REQUEST_TIMEOUT};
+pub use follow::Follower;
+pub use storage::EtcdStorage;
+
+/// Joins the fleet whose store `config` names: connects, opens the
+/// keystore under `keyring` (starting an empty one if the prefix holds
+/// none; nodes starting at once end up with one), and follows it. Keep the
+/// [`Follower`] as long as the keystore is used: dropping it stops
+/// following (the keystore then serves what it has, and its changes answer
+/// [`KmsError::Conflict`] once another node has moved on).
+///
+/// # Errors
+/// [`KmsError::InvalidConfig`] for an invalid `config`;
+/// [`KmsError::Unavailable`] if etcd does not answer within the request
+/// timeout; [`KmsError::Seal`] if the keyring does not open the store (a
+/// wrong master key: nothing is written); [`KmsError::StoreCorrupt`] if
+/// the records do not form one whole store.
+pub fn open(config: EtcdConfig, keyring: Keyring) -> Result<(Keystore, Follower), KmsError> {
+    let storage = EtcdStorage::connect(config)?;
+    let keystore = Keystore::open_or_create_with_storage(Box::new(storage.clone()), keyring)?;
+    let follower = Follower::start(storage, keystore.clone())?;
+    Ok((keystore, follower))
+}

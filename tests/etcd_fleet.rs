@@ -1,0 +1,326 @@
+//! A fleet on a real etcd (feature `etcd`): nodes of one process, each
+//! with its own connection, mirror and watch, as separate processes would
+//! have. Every wait is bounded; an etcd the test starts is killed when the
+//! test ends.
+
+#[path = "support/etcd_cluster.rs"]
+mod etcd_cluster;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use etcd_cluster::EtcdCluster;
+use kms::core::seal::{Keyring, SealKey};
+use kms::core::{KeyId, Keystore, KmsError};
+use kms::etcd::{EtcdConfig, EtcdStorage, Follower};
+
+const MASTER: [u8; 32] = [7; 32];
+
+fn keyring(bytes: &[u8; 32]) -> Keyring {
+    Keyring::from(SealKey::from_bytes("fleet-master", 1, bytes).unwrap())
+}
+
+fn config(endpoints: Vec<String>) -> EtcdConfig {
+    EtcdConfig::new(endpoints).with_request_timeout(Duration::from_secs(2))
+}
+
+/// A node: its keystore and follower.
+fn node(cluster: &EtcdCluster) -> (Keystore, Follower) {
+    kms::etcd::open(config(cluster.endpoints()), keyring(&MASTER)).unwrap()
+}
+
+/// Waits until `done` holds, at most `limit`; panics with `what` if not.
+fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "not within {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn head(keystore: &Keystore, key: &KeyId) -> Option<u32> {
+    keystore.attest(key).ok().map(|a| a.head.version())
+}
+
+fn etcdctl(endpoint: &str, args: &[&str]) -> String {
+    let out = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", endpoint])
+        .args(args)
+        .output()
+        .expect("etcdctl runs (Debian: etcd-client)");
+    assert!(
+        out.status.success(),
+        "etcdctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The store's revision and the number of keys under /kms.
+fn store_state(endpoint: &str) -> (u64, u64) {
+    let json = etcdctl(endpoint, &["get", "--prefix", "/kms/", "-w", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    (
+        v["header"]["revision"].as_u64().unwrap(),
+        v["count"].as_u64().unwrap_or(0),
+    )
+}
+
+#[test]
+fn changes_on_one_node_reach_the_other() {
+    let cluster = EtcdCluster::start(1).unwrap();
+    let (a, _fa) = node(&cluster);
+    let (b, _fb) = node(&cluster);
+    let key = a.create_ed25519("acme", "tokens").unwrap();
+    wait_until(Duration::from_secs(5), "B sees A's key", || {
+        head(&b, &key) == Some(1)
+    });
+    // A token signed on A verifies on B, and the other way round.
+    let (signer, signature) = a.sign(&key, b"on a").unwrap();
+    b.verify(&signer, b"on a", &signature).unwrap();
+    let (signer, signature) = b.sign(&key, b"on b").unwrap();
+    a.verify(&signer, b"on b", &signature).unwrap();
+    // A rotation on A becomes B's signing head.
+    let v2 = a.rotate(&key).unwrap();
+    wait_until(Duration::from_secs(5), "B sees the rotation", || {
+        head(&b, &key) == Some(2)
+    });
+    let (signer, signature) = b.sign(&key, b"after").unwrap();
+    assert_eq!(signer, v2);
+    a.verify(&signer, b"after", &signature).unwrap();
+    // A policy change on B reaches A.
+    let mut policy = b.policy(&key).unwrap();
+    policy.min_verify_version = 2;
+    b.set_policy(&key, policy.clone()).unwrap();
+    wait_until(Duration::from_secs(5), "A sees the policy", || {
+        a.policy(&key).ok() == Some(policy.clone())
+    });
+    assert!(matches!(
+        a.verify(&key, b"on a", &[0; 64]),
+        Err(KmsError::VersionDisallowed { .. })
+    ));
+    // A trim and a destroy on A reach B.
+    assert_eq!(a.trim(&key, 2).unwrap(), 2);
+    wait_until(Duration::from_secs(5), "B sees the trim", || {
+        b.attest(&key).is_ok_and(|at| at.min_available_version == 2)
+    });
+    a.destroy(&key).unwrap();
+    wait_until(Duration::from_secs(5), "B sees the destroy", || {
+        matches!(b.sign(&key, b"x"), Err(KmsError::KeyDestroyed { .. }))
+    });
+    assert!(b.key_ids().is_empty());
+}
+
+#[test]
+fn concurrent_rotations_make_one_linear_history() {
+    let cluster = EtcdCluster::start(1).unwrap();
+    let (a, _fa) = node(&cluster);
+    let (b, _fb) = node(&cluster);
+    let key = a.create_ed25519("acme", "race").unwrap();
+    wait_until(Duration::from_secs(5), "B sees the key", || {
+        head(&b, &key) == Some(1)
+    });
+    const EACH: u32 = 15;
+    let rotate_all = |ks: Keystore, key: KeyId| {
+        std::thread::spawn(move || {
+            (0..EACH)
+                .map(|_| ks.rotate(&key).unwrap().version())
+                .collect::<Vec<u32>>()
+        })
+    };
+    let (ta, tb) = (
+        rotate_all(a.clone(), key.clone()),
+        rotate_all(b.clone(), key.clone()),
+    );
+    let mut versions: Vec<u32> = ta.join().unwrap();
+    versions.extend(tb.join().unwrap());
+    versions.sort_unstable();
+    // Every success added exactly one version: no fork, gap or duplicate.
+    assert_eq!(versions, (2..=1 + 2 * EACH).collect::<Vec<u32>>());
+    let last = 1 + 2 * EACH;
+    wait_until(Duration::from_secs(5), "both see the last head", || {
+        head(&a, &key) == Some(last) && head(&b, &key) == Some(last)
+    });
+    assert_eq!(a.attest(&key).unwrap(), b.attest(&key).unwrap());
+}
+
+#[test]
+fn concurrent_starts_make_one_store_and_creates_keep_their_order() {
+    let cluster = EtcdCluster::start(1).unwrap();
+    let endpoints = cluster.endpoints();
+    let starts: Vec<_> = (0..3)
+        .map(|_| {
+            let endpoints = endpoints.clone();
+            std::thread::spawn(move || {
+                kms::etcd::open(config(endpoints), keyring(&MASTER)).unwrap()
+            })
+        })
+        .collect();
+    let nodes: Vec<(Keystore, Follower)> = starts.into_iter().map(|t| t.join().unwrap()).collect();
+    // Each creates keys at once; every node ends with all of them.
+    let creates: Vec<_> = nodes
+        .iter()
+        .map(|(ks, _)| {
+            let ks = ks.clone();
+            std::thread::spawn(move || {
+                (0..4)
+                    .map(|_| ks.create_ed25519("acme", "many").unwrap())
+                    .collect::<Vec<KeyId>>()
+            })
+        })
+        .collect();
+    let mut all: Vec<KeyId> = creates
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    all.sort_by_key(|id| id.uuid());
+    for (ks, _) in &nodes {
+        wait_until(Duration::from_secs(5), "every node has every key", || {
+            let mut ids = ks.key_ids();
+            ids.sort_by_key(|id| id.uuid());
+            ids == all
+        });
+    }
+    // A node opening afterwards loads the same store.
+    let (late, _f) = node(&cluster);
+    assert_eq!(late.key_ids().len(), 12);
+}
+
+#[test]
+fn a_node_restarts_and_resumes_following() {
+    let cluster = EtcdCluster::start(1).unwrap();
+    let (a, _fa) = node(&cluster);
+    let key = a.create_ed25519("acme", "restart").unwrap();
+    let (b, fb) = node(&cluster);
+    assert_eq!(head(&b, &key), Some(1));
+    drop((b, fb));
+    a.rotate(&key).unwrap();
+    let (b, _fb) = node(&cluster);
+    assert_eq!(
+        head(&b, &key),
+        Some(2),
+        "a restarted node loads what it missed"
+    );
+    a.rotate(&key).unwrap();
+    wait_until(Duration::from_secs(5), "and follows again", || {
+        head(&b, &key) == Some(3)
+    });
+}
+
+#[test]
+fn a_compacted_revision_makes_the_node_reload() {
+    let cluster = EtcdCluster::start(1).unwrap();
+    let (a, _fa) = node(&cluster);
+    let key = a.create_ed25519("acme", "compact").unwrap();
+    let storage = EtcdStorage::connect(config(cluster.endpoints())).unwrap();
+    let b =
+        Keystore::open_or_create_with_storage(Box::new(storage.clone()), keyring(&MASTER)).unwrap();
+    // B stops following; A rotates and trims meanwhile; etcd compacts.
+    let other = a.create_ed25519("acme", "other").unwrap();
+    a.rotate(&key).unwrap();
+    a.rotate(&key).unwrap();
+    let mut policy = a.policy(&key).unwrap();
+    policy.min_verify_version = 3;
+    a.set_policy(&key, policy).unwrap();
+    a.trim(&key, 3).unwrap();
+    let (revision, _) = store_state(&cluster.endpoint(0));
+    etcdctl(&cluster.endpoint(0), &["compact", &revision.to_string()]);
+    // B follows again from the revision it loaded, which is gone.
+    let fb = Follower::start(storage, b.clone()).unwrap();
+    wait_until(Duration::from_secs(5), "B reloads", || {
+        head(&b, &key) == Some(3) && head(&b, &other) == Some(1)
+    });
+    assert_eq!(b.attest(&key).unwrap(), a.attest(&key).unwrap());
+    assert!(fb.watch_restarts() >= 1);
+}
+
+#[test]
+fn a_wrong_master_key_refuses_to_start_and_writes_nothing() {
+    let cluster = EtcdCluster::start(1).unwrap();
+    let (a, _fa) = node(&cluster);
+    a.create_ed25519("acme", "sealed").unwrap();
+    let before = store_state(&cluster.endpoint(0));
+    let refused = kms::etcd::open(config(cluster.endpoints()), keyring(&[8; 32]));
+    assert!(matches!(refused, Err(KmsError::Seal(_))), "{refused:?}");
+    assert_eq!(store_state(&cluster.endpoint(0)), before, "nothing written");
+}
+
+#[test]
+fn etcd_down_and_back() {
+    let mut cluster = EtcdCluster::start(1).unwrap();
+    let (a, _fa) = node(&cluster);
+    let (b, fb) = node(&cluster);
+    let key = a.create_ed25519("acme", "outage").unwrap();
+    wait_until(Duration::from_secs(5), "B sees the key", || {
+        head(&b, &key) == Some(1)
+    });
+    cluster.kill_all();
+    // Signing and verification go on from memory; a change answers a
+    // retryable Unavailable within 5 s.
+    let (signer, signature) = a.sign(&key, b"down").unwrap();
+    b.verify(&signer, b"down", &signature).unwrap();
+    let started = Instant::now();
+    let refused = a.rotate(&key);
+    assert!(
+        matches!(&refused, Err(e @ KmsError::Unavailable { .. }) if e.is_retryable()),
+        "{refused:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    wait_until(Duration::from_secs(5), "B says it is stale", || {
+        fb.staleness() > Duration::ZERO
+    });
+    cluster.restart_stopped().unwrap();
+    // Back: a change lands (the client reconnects), and B catches up.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let v2 = loop {
+        match a.rotate(&key) {
+            Ok(v) => break v,
+            Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            Err(e) => panic!("no rotation after etcd came back: {e}"),
+        }
+    };
+    wait_until(Duration::from_secs(10), "B catches up", || {
+        head(&b, &key) == Some(v2.version())
+    });
+    wait_until(Duration::from_secs(5), "B is not stale", || {
+        fb.staleness() == Duration::ZERO
+    });
+}
+
+#[test]
+fn the_leader_dies_and_the_fleet_goes_on() {
+    let mut cluster = EtcdCluster::start(3).unwrap();
+    let (a, _fa) = node(&cluster);
+    let (b, _fb) = node(&cluster);
+    let key = a.create_ed25519("acme", "leader").unwrap();
+    wait_until(Duration::from_secs(5), "B sees the key", || {
+        head(&b, &key) == Some(1)
+    });
+    let leader = cluster.wait_leader().unwrap();
+    cluster.kill(leader);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let v2 = loop {
+        match a.rotate(&key) {
+            Ok(v) => break v,
+            Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            Err(e) => panic!("no rotation after the leader died: {e}"),
+        }
+    };
+    wait_until(Duration::from_secs(10), "B follows on a survivor", || {
+        head(&b, &key) == Some(v2.version())
+    });
+    cluster.restart_stopped().unwrap();
+    let v3 = b.rotate(&key).unwrap();
+    wait_until(Duration::from_secs(10), "A follows", || {
+        head(&a, &key) == Some(v3.version())
+    });
+}
