@@ -5,7 +5,7 @@
 //!     [--invalid-share F] [--keys N] [--metrics-addr HOST:PORT]
 //! cargo run --release --example gateway -- serve [--listen ADDR]
 //!     [--admin-listen ADDR] [--admin-token-file FILE] [--trust-jwks FILE]...
-//!     [--store DIR --master-key-file FILE] [--key TENANT:PURPOSE]
+//!     [--store DIR | --etcd URL[,URL...] [--etcd-prefix P]] [--master-key-file FILE] [--key TENANT:PURPOSE]
 //!     [--alg EdDSA|Ed25519]
 //! ```
 //!
@@ -112,6 +112,14 @@ fn share(text: &str) -> Result<f64, String> {
 fn main() -> ExitCode {
     // Usage errors exit 2 and `--help` 0, both by clap.
     let cli = Cli::parse();
+    if let Some(Command::Serve(args)) = &cli.command {
+        if let Err(message) = serve::check_build(args) {
+            // A usage error: exit 2, as clap's own.
+            <Cli as clap::CommandFactory>::command()
+                .error(clap::error::ErrorKind::ArgumentConflict, message)
+                .exit();
+        }
+    }
     logging::install(matches!(cli.command, Some(Command::Serve(_))));
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,

@@ -12,7 +12,10 @@
 //!   by every user, like the master key's).
 //! * Keys: in memory, or with `--store DIR --master-key-file FILE` in the
 //!   durable keystore (opened if it exists, created only in an absent or
-//!   empty directory). The signing key `--key TENANT:PURPOSE` is created
+//!   empty directory), or with `--etcd URL[,URL...] --master-key-file FILE`
+//!   (`--etcd-prefix`, default `/kms`; a build with `--features etcd`) in
+//!   a fleet's keystore shared through etcd: every node's keys follow the
+//!   others' changes, and `POST /keys/rotate` on any node rotates for all. The signing key `--key TENANT:PURPOSE` is created
 //!   when the store has none; its purpose is the actor's token purpose.
 //! * `--trust-jwks FILE` (repeatable): external issuers' JWK Sets.
 //!
@@ -59,10 +62,22 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     trust_jwks: Vec<PathBuf>,
     /// The durable keystore's directory (needs --master-key-file).
-    #[arg(long, requires = "master_key_file")]
+    #[arg(long, group = "keys_backend", requires = "master_key_file")]
     store: Option<PathBuf>,
+    /// A fleet's shared keystore on etcd: its client URLs, comma-separated
+    /// (needs --master-key-file, the fleet's; a build with --features etcd).
+    #[arg(
+        long,
+        group = "keys_backend",
+        requires = "master_key_file",
+        value_name = "URL[,URL...]"
+    )]
+    pub(crate) etcd: Option<String>,
+    /// The etcd key prefix of the fleet's records.
+    #[arg(long, requires = "etcd", default_value = "/kms")]
+    etcd_prefix: String,
     /// The master key: 32 bytes as 64 hex characters, not world-readable.
-    #[arg(long, requires = "store")]
+    #[arg(long, requires = "keys_backend")]
     master_key_file: Option<PathBuf>,
     /// The signing key, TENANT:PURPOSE; created if the store has none.
     #[arg(long, default_value = "gateway:tokens")]
@@ -93,8 +108,17 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
                 .map_err(|e| format!("--trust-jwks {}: {e}", path.display()))
         })
         .collect::<Result<Vec<_>, String>>()?;
-    let keystore = match (&args.store, &args.master_key_file) {
-        (Some(dir), Some(key_file)) => open_store(dir, || master_key(key_file))?,
+    // Held while serving: it applies the other fleet nodes' changes.
+    #[cfg(feature = "etcd")]
+    let mut _follower = None;
+    let keystore = match (&args.store, &args.etcd, &args.master_key_file) {
+        (Some(dir), _, Some(key_file)) => open_store(dir, || master_key(key_file))?,
+        #[cfg(feature = "etcd")]
+        (None, Some(endpoints), Some(key_file)) => {
+            let (keystore, follower) = open_fleet(endpoints, &args.etcd_prefix, key_file).await?;
+            _follower = Some(follower);
+            keystore
+        }
         _ => Keystore::new(),
     };
     let key = match keystore
@@ -252,6 +276,37 @@ fn refuse_world_readable(path: &Path, flag: &str) -> Result<(), String> {
 /// Opens the store in `dir`, or creates one in an absent or empty
 /// directory; a non-empty directory without a store is an error. `master`
 /// reads the master key (once per attempt: a `SealKey` is not `Clone`).
+/// Joins the fleet on the etcd cluster at `endpoints` (comma-separated),
+/// records under `prefix`, with the fleet's master key.
+#[cfg(feature = "etcd")]
+async fn open_fleet(
+    endpoints: &str,
+    prefix: &str,
+    key_file: &Path,
+) -> Result<(Keystore, kms::etcd::Follower), String> {
+    let what = |e: &dyn std::fmt::Display| format!("--etcd {endpoints}: {e}");
+    let config =
+        kms::etcd::EtcdConfig::new(endpoints.split(',').map(str::trim)).with_prefix(prefix);
+    let keyring = kms::core::seal::Keyring::from(master_key(key_file)?);
+    // Blocking calls (it waits for etcd): off the runtime's workers.
+    tokio::task::spawn_blocking(move || kms::etcd::open(config, keyring))
+        .await
+        .map_err(|e| what(&e))?
+        .map_err(|e| what(&e))
+}
+
+/// Exits 2 for `--etcd` in a build without the `etcd` feature, saying how
+/// to build one.
+pub(crate) fn check_build(args: &ServeArgs) -> Result<(), String> {
+    if args.etcd.is_some() && !cfg!(feature = "etcd") {
+        return Err(
+            "--etcd needs a build with the etcd feature: cargo run --release --features etcd --example gateway -- serve --etcd URL ..."
+                .to_owned(),
+        );
+    }
+    Ok(())
+}
+
 fn open_store(
     dir: &Path,
     master: impl Fn() -> Result<SealKey, String>,

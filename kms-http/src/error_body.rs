@@ -8,9 +8,10 @@ use kms_core::KmsError;
 /// The HTTP status for a KMS error: 400 for a bad request (an argument, a
 /// key id, a token), 404 for an unknown key or version, 409 when the key's
 /// state refuses the operation (disabled, destroyed, a version trimmed or
-/// below `min_verify_version`, not exportable, no version left), 503 (retryable)
-/// for `Overloaded`, `Dropped`, `ShuttingDown` and a failing entropy
-/// source, 500 otherwise.
+/// below `min_verify_version`, not exportable, no version left) or another
+/// fleet node changed it first (`Conflict`), 503 (retryable) for
+/// `Overloaded`, `Dropped`, `ShuttingDown`, a shared store `Unavailable`
+/// and a failing entropy source, 500 otherwise.
 pub(crate) fn status_of(error: &KmsError) -> StatusCode {
     match error {
         KmsError::InvalidArgument { .. }
@@ -24,7 +25,9 @@ pub(crate) fn status_of(error: &KmsError) -> StatusCode {
         | KmsError::KeyDestroyed { .. }
         | KmsError::NotExportable { .. }
         | KmsError::VersionDisallowed { .. }
-        | KmsError::VersionTrimmed { .. } => StatusCode::CONFLICT,
+        | KmsError::VersionTrimmed { .. }
+        // Another fleet node changed the key first, every attempt.
+        | KmsError::Conflict { .. } => StatusCode::CONFLICT,
         e if e.is_retryable() || matches!(e, KmsError::ShuttingDown) => {
             StatusCode::SERVICE_UNAVAILABLE
         }
@@ -68,4 +71,29 @@ pub(crate) fn json_answer<T>(
 /// [`error_response`] for a KMS error, with its code.
 pub(crate) fn kms_error_response(error: &KmsError) -> Response {
     error_response(status_of(error), error.code(), &error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fleet_conflict_is_409_and_an_unreachable_store_503() {
+        let conflict = KmsError::Conflict {
+            record: "keys/t/p/u/head".to_owned(),
+            attempts: 8,
+        };
+        let unavailable = KmsError::Unavailable {
+            store: "etcd".to_owned(),
+            reason: "down".to_owned(),
+        };
+        assert_eq!(status_of(&conflict), StatusCode::CONFLICT);
+        let response = kms_error_response(&unavailable);
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+        assert_eq!(
+            status_of(&KmsError::Overloaded),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+    }
 }
