@@ -273,9 +273,6 @@ fn refuse_world_readable(path: &Path, flag: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Opens the store in `dir`, or creates one in an absent or empty
-/// directory; a non-empty directory without a store is an error. `master`
-/// reads the master key (once per attempt: a `SealKey` is not `Clone`).
 /// Joins the fleet on the etcd cluster at `endpoints` (comma-separated),
 /// records under `prefix`, with the fleet's master key.
 #[cfg(feature = "etcd")]
@@ -307,6 +304,9 @@ pub(crate) fn check_build(args: &ServeArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Opens the store in `dir`, or creates one in an absent or empty
+/// directory; a non-empty directory without a store is an error. `master`
+/// reads the master key (once per attempt: a `SealKey` is not `Clone`).
 fn open_store(
     dir: &Path,
     master: impl Fn() -> Result<SealKey, String>,

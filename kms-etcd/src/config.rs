@@ -19,7 +19,9 @@ pub struct EtcdConfig {
     /// the client moves to another when one fails.
     pub endpoints: Vec<String>,
     /// The etcd key prefix the records live under (default `/kms`): record
-    /// `index` is `<prefix>/index`. Starts with `/`, no trailing `/`.
+    /// `index` is `<prefix>/index`. Starts with `/`, no trailing `/`. The
+    /// prefixes of two fleets on one cluster must not nest (`/kms` and
+    /// `/kms/eu`): one would read the other's records as its own.
     pub prefix: String,
     /// Deadline of each request to etcd, connecting included (default
     /// 2 s, at most [`MAX_REQUEST_TIMEOUT`]).

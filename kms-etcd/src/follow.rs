@@ -101,9 +101,9 @@ impl Follower {
         self.state.restarts.load(Ordering::Relaxed)
     }
 
-    /// The newest etcd revision whose changes the keystore has applied;
-    /// it changes after each application (wait on it with
-    /// [`watch::Receiver::changed`]).
+    /// The watch's resume point (the newest etcd revision whose events all
+    /// reached this node), sent after each time the keystore applied news
+    /// (wait on it with [`watch::Receiver::changed`]).
     pub fn applied(&self) -> watch::Receiver<i64> {
         self.applied.clone()
     }
@@ -175,11 +175,12 @@ async fn follow(
                 counted = true;
                 // The revision to resume from is gone: read everything.
                 match storage.fetch_all().await {
-                    Ok((records, revision)) => storage.mirror().reload(records, revision),
+                    Ok((records, revision)) => storage.mirror().read_all(records, revision),
                     Err(_) => break,
                 }
             }
             let mut news = false;
+            let mut last_event = 0;
             {
                 let mut mirror = storage.mirror();
                 for event in response.events() {
@@ -192,9 +193,22 @@ async fn follow(
                         EventType::Delete => None,
                     };
                     news |= mirror.event(name, value, kv.mod_revision());
+                    last_event = last_event.max(kv.mod_revision());
                 }
-                if let Some(header) = response.header() {
-                    mirror.seen(header.revision());
+                // The resume point moves with what arrived whole: the last
+                // event's revision (etcd cuts responses at revision
+                // boundaries), or a progress notification's header; never
+                // a created response's header, which is the store's
+                // current revision, ahead of the catch-up events.
+                if last_event > 0 {
+                    mirror.seen(last_event);
+                } else if !response.created()
+                    && !response.canceled()
+                    && response.compact_revision() == 0
+                {
+                    if let Some(header) = response.header() {
+                        mirror.seen(header.revision());
+                    }
                 }
             }
             if state.stale_since().is_some() {
@@ -262,7 +276,7 @@ fn report_stale(state: &State, warned: &mut Instant) {
         *warned = Instant::now();
         tracing::warn!(
             stale_s = stale.as_secs_f64(),
-            "kms-etcd: no live watch on etcd; this node's keys may be this stale, and changes answer Unavailable until it is back"
+            "kms-etcd: no live watch on etcd; this node's keys may be this stale (changes still go to etcd, and answer Unavailable if it does not answer)"
         );
     }
 }

@@ -45,8 +45,8 @@ pub use storage::EtcdStorage;
 /// keystore under `keyring` (starting an empty one if the prefix holds
 /// none; nodes starting at once end up with one), and follows it. Keep the
 /// [`Follower`] as long as the keystore is used: dropping it stops
-/// following (the keystore then serves what it has, and its changes answer
-/// [`KmsError::Conflict`] once another node has moved on).
+/// following (the keystore then serves what it has; each change it makes
+/// still builds on etcd's newest state, learnt from the conflict it meets).
 ///
 /// # Errors
 /// [`KmsError::InvalidConfig`] for an invalid `config`;

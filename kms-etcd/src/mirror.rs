@@ -3,10 +3,18 @@
 //!
 //! Invariants:
 //! * An entry changes only to a newer revision: a watch event, a conflict's
-//!   fetch or a commit older than what the entry holds is ignored, so the
-//!   three sources may arrive in any order.
-//! * A removed record stays as an entry without a value (at the revision
-//!   it was found removed), so a late event cannot bring it back.
+//!   fetch, a reload or a commit older than what the entry holds is
+//!   ignored, so the sources may arrive in any order.
+//! * A whole read (the load, a reload, a conflict's fetch of a group) sets
+//!   a floor for what it read: a watch event at or below it is already
+//!   reflected and is ignored, so a late event cannot bring back a record
+//!   the read found removed. A removed record stays as an entry without a
+//!   value.
+//! * The resume point ([`Mirror::revision`]) moves only with what the
+//!   watch delivered whole: the revision of the last event of a response
+//!   (etcd cuts responses at revision boundaries), a progress
+//!   notification's header, or a whole read of the prefix. A conflict's
+//!   fetch or an own commit does not move it.
 //! * A group (the records whose names agree up to the last `/`: one key's
 //!   records; `index` alone) is marked pending when another writer changed
 //!   it, and [`Mirror::changes`] reports every live record of each pending
@@ -36,9 +44,15 @@ struct Entry {
 pub(crate) struct Mirror {
     records: BTreeMap<String, Entry>,
     pending: BTreeSet<String>,
-    /// The newest etcd revision this mirror reflects: the watch resumes
-    /// after it.
+    /// Per group (or record, for a name without a group): the revision of
+    /// the last whole read of it (a conflict's fetch).
+    floors: BTreeMap<String, i64>,
+    /// The revision of the last whole read of the prefix.
+    floor: i64,
+    /// The resume point: the watch resumes after it.
     revision: i64,
+    /// Whether a whole read has been made.
+    loaded: bool,
 }
 
 /// Where a conflict's fetch looked: a group's prefix, or one record.
@@ -66,6 +80,13 @@ impl Scope {
             Scope::Record(n) => name == n,
         }
     }
+
+    fn key(&self) -> &str {
+        match self {
+            Scope::Group(g) => g,
+            Scope::Record(n) => n,
+        }
+    }
 }
 
 /// The group of record `name`: its name up to and including the last `/`,
@@ -75,65 +96,43 @@ pub(crate) fn group(name: &str) -> &str {
 }
 
 impl Mirror {
-    /// The mirror of a whole load: `records` (name, value, mod revision)
-    /// at store revision `revision`; nothing pending.
-    pub(crate) fn loaded(records: Vec<(String, Vec<u8>, i64)>, revision: i64) -> Mirror {
-        Mirror {
-            records: records
-                .into_iter()
-                .map(|(name, value, rev)| {
-                    (
-                        name,
-                        Entry {
-                            revision: rev,
-                            value: Some(value),
-                        },
-                    )
-                })
-                .collect(),
-            pending: BTreeSet::new(),
-            revision,
+    /// A whole read of the prefix: `records` (name, value, mod revision)
+    /// at store revision `revision`. The first makes the mirror, with
+    /// nothing pending; a later one (a reload after a compaction, or a
+    /// second load) merges: an entry newer than the read stays, one the
+    /// read did not find and no newer than it is removed, and each group
+    /// that changed is pending.
+    pub(crate) fn read_all(&mut self, records: Vec<(String, Vec<u8>, i64)>, revision: i64) {
+        let first = !self.loaded;
+        let found: BTreeSet<String> = records.iter().map(|(n, _, _)| n.clone()).collect();
+        for (name, value, rev) in records {
+            self.set(&name, Some(value), rev);
         }
+        let gone: Vec<String> = self
+            .records
+            .iter()
+            .filter(|(n, e)| e.value.is_some() && e.revision <= revision && !found.contains(*n))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in gone {
+            self.set(&name, None, revision);
+        }
+        if first {
+            self.pending.clear();
+        }
+        self.floor = self.floor.max(revision);
+        self.revision = self.revision.max(revision);
+        self.loaded = true;
     }
 
-    /// Replaces the mirror by a whole load (after the watch fell behind a
-    /// compaction): every group whose records differ is pending.
-    pub(crate) fn reload(&mut self, records: Vec<(String, Vec<u8>, i64)>, revision: i64) {
-        let fresh = Mirror::loaded(records, revision);
-        let live = |m: &Mirror| -> BTreeMap<String, Vec<u8>> {
-            m.records
-                .iter()
-                .filter_map(|(n, e)| e.value.clone().map(|v| (n.clone(), v)))
-                .collect()
-        };
-        let (old, new) = (live(self), live(&fresh));
-        let mut pending = std::mem::take(&mut self.pending);
-        for name in old.keys().chain(new.keys()) {
-            if old.get(name) != new.get(name) {
-                pending.insert(group(name).to_owned());
-            }
-        }
-        // Removed records stay removed at the new revision.
-        let mut records = fresh.records;
-        for (name, entry) in &self.records {
-            records.entry(name.clone()).or_insert(Entry {
-                revision: revision.max(entry.revision),
-                value: None,
-            });
-        }
-        *self = Mirror {
-            records,
-            pending,
-            revision: self.revision.max(revision),
-        };
-    }
-
-    /// The newest revision reflected.
+    /// The resume point: the newest revision whose events have all
+    /// reached this mirror.
     pub(crate) fn revision(&self) -> i64 {
         self.revision
     }
 
-    /// The watch has seen the store up to `revision` (a response's header).
+    /// The watch has delivered everything up to `revision` (the last
+    /// event of a response, or a progress notification's header).
     pub(crate) fn seen(&mut self, revision: i64) {
         self.revision = self.revision.max(revision);
     }
@@ -142,6 +141,16 @@ impl Mirror {
     /// `value` (`None`: removed) at `revision`. Returns whether it was new
     /// to this mirror (and its group is now pending).
     pub(crate) fn event(&mut self, name: &str, value: Option<Vec<u8>>, revision: i64) -> bool {
+        let floor = [group(name), name]
+            .iter()
+            .filter_map(|k| self.floors.get(*k))
+            .fold(self.floor, |a, b| a.max(*b));
+        revision > floor && self.set(name, value, revision)
+    }
+
+    /// Sets `name` to `value` at `revision` if that is newer than its
+    /// entry; marks its group pending if so.
+    fn set(&mut self, name: &str, value: Option<Vec<u8>>, revision: i64) -> bool {
         if self
             .records
             .get(name)
@@ -157,7 +166,8 @@ impl Mirror {
 
     /// What a conflict's fetch found in `scope` at store revision
     /// `revision`: `records` (name, value, mod revision); what the mirror
-    /// holds in the scope and the fetch did not find was removed.
+    /// holds in the scope, no newer than the fetch, and the fetch did not
+    /// find was removed.
     pub(crate) fn fetched(
         &mut self,
         scope: &Scope,
@@ -166,17 +176,24 @@ impl Mirror {
     ) {
         let found: BTreeSet<String> = records.iter().map(|(n, _, _)| n.clone()).collect();
         for (name, value, rev) in records {
-            self.event(&name, Some(value), rev);
+            self.set(&name, Some(value), rev);
         }
         let gone: Vec<String> = self
             .records
             .iter()
-            .filter(|(n, e)| scope.contains(n) && e.value.is_some() && !found.contains(*n))
+            .filter(|(n, e)| {
+                scope.contains(n)
+                    && e.value.is_some()
+                    && e.revision <= revision
+                    && !found.contains(*n)
+            })
             .map(|(n, _)| n.clone())
             .collect();
         for name in gone {
-            self.event(&name, None, revision);
+            self.set(&name, None, revision);
         }
+        let floor = self.floors.entry(scope.key().to_owned()).or_insert(0);
+        *floor = (*floor).max(revision);
     }
 
     /// This node's own commit landed at `revision`: each `(name, value)`
@@ -262,7 +279,8 @@ mod tests {
 
     #[test]
     fn an_event_reports_its_whole_group_once() {
-        let mut m = Mirror::loaded(
+        let mut m = Mirror::default();
+        m.read_all(
             vec![
                 rec("index", b"i1", 3),
                 rec("keys/t/p/a/head", b"h1", 3),
@@ -292,7 +310,8 @@ mod tests {
 
     #[test]
     fn older_news_is_ignored_and_removals_stick() {
-        let mut m = Mirror::loaded(vec![rec("keys/t/p/a/v1", b"a1", 3)], 3);
+        let mut m = Mirror::default();
+        m.read_all(vec![rec("keys/t/p/a/v1", b"a1", 3)], 3);
         // A conflict's fetch at revision 9 found v1 gone and the head at 9.
         m.fetched(
             &Scope::Group("keys/t/p/a/".into()),
@@ -317,15 +336,56 @@ mod tests {
     }
 
     #[test]
+    fn a_fetch_sets_a_floor_for_late_events() {
+        let mut m = Mirror::default();
+        m.read_all(vec![rec("keys/t/p/a/head", b"h3", 3)], 3);
+        // Another node rotated (v4 at 5) then destroyed (v4 removed at 6);
+        // a conflict's fetch at 6 sees the tombstone head only.
+        m.fetched(
+            &Scope::Group("keys/t/p/a/".into()),
+            vec![rec("keys/t/p/a/head", b"h6", 6)],
+            6,
+        );
+        // The watch's late events must not bring v4 back.
+        assert!(!m.event("keys/t/p/a/v4", Some(b"v4".to_vec()), 5));
+        assert!(!m.event("keys/t/p/a/v4", None, 6));
+        assert_eq!(
+            m.changes(),
+            vec![("keys/t/p/a/head".to_owned(), b"h6".to_vec())]
+        );
+        // The fetch did not move the resume point.
+        assert_eq!(m.revision(), 3);
+    }
+
+    #[test]
+    fn a_reload_keeps_what_is_newer_than_it() {
+        let mut m = Mirror::default();
+        m.read_all(vec![rec("keys/t/p/a/head", b"h", 2)], 2);
+        // An own commit at 9 lands before a reload read at 7 is applied.
+        m.committed(
+            [
+                ("keys/t/p/b/head", Some(&b"b9"[..])),
+                ("index", Some(&b"i9"[..])),
+            ],
+            9,
+        );
+        m.read_all(vec![rec("keys/t/p/a/head", b"h", 2)], 7);
+        assert_eq!(m.expected("keys/t/p/b/head"), 9);
+        assert_eq!(m.expected("index"), 9);
+        assert!(m.changes().is_empty());
+    }
+
+    #[test]
     fn a_reload_marks_what_differs() {
-        let mut m = Mirror::loaded(
+        let mut m = Mirror::default();
+        m.read_all(
             vec![
                 rec("keys/t/p/a/head", b"h", 2),
                 rec("keys/t/p/b/head", b"b", 2),
             ],
             2,
         );
-        m.reload(
+        m.read_all(
             vec![
                 rec("keys/t/p/a/head", b"h", 2),
                 rec("keys/t/p/b/head", b"b2", 20),

@@ -190,7 +190,9 @@ impl Storage for EtcdStorage {
             .iter()
             .map(|(name, value, _)| (name.clone(), value.clone()))
             .collect();
-        *self.mirror() = Mirror::loaded(records, revision);
+        // A later load (a rewrap reads every record) merges: replacing the
+        // mirror would drop news the keystore has not taken (mirror.rs).
+        self.mirror().read_all(records, revision);
         Ok(out)
     }
 

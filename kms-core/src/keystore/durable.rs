@@ -11,7 +11,8 @@
 //!   it fails, the call fails and nothing changed in memory. A failed
 //!   commit may still have landed (a storage cannot always tell), so after
 //!   one the store refuses every further mutation until it is reopened,
-//!   which reads what did land.
+//!   which reads what did land; a shared storage ([`Storage::is_shared`])
+//!   reports what landed through its changes instead, so writes go on.
 //! * **Sealed sequences:** each key has a sequence, +1 on every write to
 //!   it, sealed into its head; each version is sealed with the sequence it
 //!   was written at, and the index with its own. Each head also carries
@@ -409,6 +410,12 @@ impl Durable {
         sequences.count = count;
         sequences.keys.extend(seqs);
         Ok(keys)
+    }
+
+    /// Refuses further writes until the store is reopened: memory could
+    /// not take what [`Durable::refresh`] loaded.
+    pub(crate) fn stop_writes(sequences: &mut Sequences) {
+        sequences.failed = true;
     }
 
     /// The error of a store that refuses writes until it is reopened.

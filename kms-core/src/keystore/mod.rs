@@ -447,6 +447,7 @@ impl Keystore {
         let mut sequences = durable.begin();
         let changed = durable.refresh(&mut sequences)?;
         self.apply_stored(changed)
+            .inspect_err(|_| Durable::stop_writes(&mut sequences))
     }
 
     /// Re-seals every record of a durable store that is not sealed under
@@ -499,7 +500,8 @@ impl Keystore {
         let mut sequences = durable.begin();
         if durable.is_shared() {
             let changed = durable.refresh(&mut sequences)?;
-            self.apply_stored(changed)?;
+            self.apply_stored(changed)
+                .inspect_err(|_| Durable::stop_writes(&mut sequences))?;
         }
         Ok(Some((durable, sequences)))
     }
@@ -551,7 +553,11 @@ impl Keystore {
     /// operating system's random source fails; on a durable store,
     /// [`KmsError::Seal`] if sealing fails and [`KmsError::Internal`] if
     /// the write fails, or an earlier one did (reopen the store: whether
-    /// it landed is read back then).
+    /// it landed is read back then); on a shared store
+    /// ([`Storage::is_shared`]), [`KmsError::Conflict`] when another
+    /// writer won every attempt, [`KmsError::Unavailable`] when the store
+    /// does not answer in time (retryable both), and the errors of
+    /// [`Keystore::refresh`].
     pub fn create_ed25519(&self, tenant: &str, purpose: &str) -> Result<KeyId, KmsError> {
         let uuid = uuid::Builder::from_random_bytes(random_bytes()?).into_uuid();
         let id = KeyId::new(tenant, purpose, Alg::Ed25519, uuid, 1)?;

@@ -76,7 +76,8 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// one may be unknown after an error (a networked storage may time out
     /// after the write landed), so after a failed commit the keystore
     /// makes no further commit until it is reopened and has loaded what
-    /// did land.
+    /// did land, unless the storage is shared ([`Storage::is_shared`]),
+    /// whose changes say what landed.
     ///
     /// # Errors
     /// [`KmsError::Io`] with the `std::io::ErrorKind` if writing fails;
