@@ -38,6 +38,21 @@ fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Rotates `key` on `keystore`, retrying retryable errors for at most
+/// `limit`; panics with `when` if it does not land.
+fn rotate_within(keystore: &Keystore, key: &KeyId, limit: Duration, when: &str) -> KeyId {
+    let deadline = Instant::now() + limit;
+    loop {
+        match keystore.rotate(key) {
+            Ok(v) => return v,
+            Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            Err(e) => panic!("no rotation {when}: {e}"),
+        }
+    }
+}
+
 fn head(keystore: &Keystore, key: &KeyId) -> Option<u32> {
     keystore.attest(key).ok().map(|a| a.head.version())
 }
@@ -276,16 +291,7 @@ fn etcd_down_and_back() {
     });
     cluster.restart_stopped().unwrap();
     // Back: a change lands (the client reconnects), and B catches up.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let v2 = loop {
-        match a.rotate(&key) {
-            Ok(v) => break v,
-            Err(e) if e.is_retryable() && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(50))
-            }
-            Err(e) => panic!("no rotation after etcd came back: {e}"),
-        }
-    };
+    let v2 = rotate_within(&a, &key, Duration::from_secs(15), "after etcd came back");
     wait_until(Duration::from_secs(10), "B catches up", || {
         head(&b, &key) == Some(v2.version())
     });
@@ -305,16 +311,7 @@ fn the_leader_dies_and_the_fleet_goes_on() {
     });
     let leader = cluster.wait_leader().unwrap();
     cluster.kill(leader);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let v2 = loop {
-        match a.rotate(&key) {
-            Ok(v) => break v,
-            Err(e) if e.is_retryable() && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(50))
-            }
-            Err(e) => panic!("no rotation after the leader died: {e}"),
-        }
-    };
+    let v2 = rotate_within(&a, &key, Duration::from_secs(15), "after the leader died");
     wait_until(Duration::from_secs(10), "B follows on a survivor", || {
         head(&b, &key) == Some(v2.version())
     });

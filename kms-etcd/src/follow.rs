@@ -48,6 +48,12 @@ impl State {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// How long there has been no live watch (zero while there is one).
+    fn staleness(&self) -> Duration {
+        self.stale_since()
+            .map_or(Duration::ZERO, |since| since.elapsed())
+    }
+
     fn set_stale(&self, stale: bool) {
         let mut since = self
             .stale_since
@@ -90,9 +96,7 @@ impl Follower {
     /// How long this node has been without a live watch: zero while it
     /// follows; otherwise its keys may be that stale.
     pub fn staleness(&self) -> Duration {
-        self.state
-            .stale_since()
-            .map_or(Duration::ZERO, |since| since.elapsed())
+        self.state.staleness()
     }
 
     /// Times the watch was started again (counts).
@@ -268,9 +272,7 @@ fn count_restart(state: &State) {
 
 /// Sets the staleness gauge, and warns every [`STALE_WARNING`].
 fn report_stale(state: &State, warned: &mut Instant) {
-    let stale = state
-        .stale_since()
-        .map_or(Duration::ZERO, |since| since.elapsed());
+    let stale = state.staleness();
     metrics::gauge!(names::STALENESS).set(stale.as_secs_f64());
     if warned.elapsed() >= STALE_WARNING {
         *warned = Instant::now();

@@ -104,6 +104,25 @@ impl Mirror {
     /// that changed is pending.
     pub(crate) fn read_all(&mut self, records: Vec<(String, Vec<u8>, i64)>, revision: i64) {
         let first = !self.loaded;
+        self.merge_read(|_| true, records, revision);
+        if first {
+            self.pending.clear();
+        }
+        self.floor = self.floor.max(revision);
+        self.revision = self.revision.max(revision);
+        self.loaded = true;
+    }
+
+    /// A whole read at store revision `revision` of the records `in_scope`
+    /// accepts: `records` (name, value, mod revision) are set where newer;
+    /// a live record in scope, no newer than the read, that the read did
+    /// not find is removed.
+    fn merge_read(
+        &mut self,
+        in_scope: impl Fn(&str) -> bool,
+        records: Vec<(String, Vec<u8>, i64)>,
+        revision: i64,
+    ) {
         let found: BTreeSet<String> = records.iter().map(|(n, _, _)| n.clone()).collect();
         for (name, value, rev) in records {
             self.set(&name, Some(value), rev);
@@ -111,18 +130,14 @@ impl Mirror {
         let gone: Vec<String> = self
             .records
             .iter()
-            .filter(|(n, e)| e.value.is_some() && e.revision <= revision && !found.contains(*n))
+            .filter(|(n, e)| {
+                in_scope(n) && e.value.is_some() && e.revision <= revision && !found.contains(*n)
+            })
             .map(|(n, _)| n.clone())
             .collect();
         for name in gone {
             self.set(&name, None, revision);
         }
-        if first {
-            self.pending.clear();
-        }
-        self.floor = self.floor.max(revision);
-        self.revision = self.revision.max(revision);
-        self.loaded = true;
     }
 
     /// The resume point: the newest revision whose events have all
@@ -174,24 +189,7 @@ impl Mirror {
         records: Vec<(String, Vec<u8>, i64)>,
         revision: i64,
     ) {
-        let found: BTreeSet<String> = records.iter().map(|(n, _, _)| n.clone()).collect();
-        for (name, value, rev) in records {
-            self.set(&name, Some(value), rev);
-        }
-        let gone: Vec<String> = self
-            .records
-            .iter()
-            .filter(|(n, e)| {
-                scope.contains(n)
-                    && e.value.is_some()
-                    && e.revision <= revision
-                    && !found.contains(*n)
-            })
-            .map(|(n, _)| n.clone())
-            .collect();
-        for name in gone {
-            self.set(&name, None, revision);
-        }
+        self.merge_read(|n| scope.contains(n), records, revision);
         let floor = self.floors.entry(scope.key().to_owned()).or_insert(0);
         *floor = (*floor).max(revision);
     }

@@ -239,11 +239,7 @@ impl Durable {
         let (index_seq, index) = loader.open(&[0; 16], INDEX, &index)?;
         let (store, count) = decode_index(&index)
             .ok_or_else(|| loader.corrupt("the index does not decode".into()))?;
-        let head_names: Vec<String> = loaded
-            .keys()
-            .filter(|name| matches!(parse_name(name), Some(Name::Head(_))))
-            .cloned()
-            .collect();
+        let head_names = head_names(&loaded);
         let mut sequences = Sequences {
             index: index_seq,
             count,
@@ -383,11 +379,7 @@ impl Durable {
             }
             (index_seq, count) = (seq, n);
         }
-        let head_names: Vec<String> = loaded
-            .keys()
-            .filter(|name| matches!(parse_name(name), Some(Name::Head(_))))
-            .cloned()
-            .collect();
+        let head_names = head_names(&loaded);
         let mut keys = Vec::with_capacity(head_names.len());
         let mut seqs = Vec::with_capacity(head_names.len());
         for name in head_names {
@@ -772,6 +764,15 @@ impl Loader<'_> {
             ordinal,
         ))
     }
+}
+
+/// The names of the key heads among `loaded`'s records.
+fn head_names(loaded: &HashMap<String, Vec<u8>>) -> Vec<String> {
+    loaded
+        .keys()
+        .filter(|name| matches!(parse_name(name), Some(Name::Head(_))))
+        .cloned()
+        .collect()
 }
 
 /// Commits every `(name, value)` pair of `records` and removes every

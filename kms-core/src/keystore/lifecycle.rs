@@ -194,7 +194,7 @@ impl Keystore {
         if !self.is_due(key, now) {
             return Ok(None);
         }
-        self.retrying(|| self.rotate_from(key, Some(key.version())))
+        self.rotate_from(key, Some(key.version()))
     }
 
     /// Whether `key`'s key is due for rotation at `now`.

@@ -395,30 +395,26 @@ impl Keystore {
                         .versions
                         .write()
                         .unwrap_or_else(PoisonError::into_inner);
-                    let list = stored_versions(&key, &versions.list)?;
                     *versions = KeyVersions {
-                        list,
+                        list: stored_versions(&key, &versions.list)?,
                         state: key.state,
                     };
                     heads.push(record.id.with_version(versions.head()));
                 }
                 None => {
-                    let list = stored_versions(&key, &[])?;
-                    let head = key
-                        .id
-                        .with_version(u32::try_from(list.len()).unwrap_or(u32::MAX));
+                    let versions = KeyVersions {
+                        list: stored_versions(&key, &[])?,
+                        state: key.state,
+                    };
+                    heads.push(key.id.with_version(versions.head()));
                     let record = Arc::new(KeyRecord {
                         id: key.id.with_version(1),
-                        versions: RwLock::new(KeyVersions {
-                            list,
-                            state: key.state,
-                        }),
+                        versions: RwLock::new(versions),
                     });
                     self.keys
                         .write()
                         .unwrap_or_else(PoisonError::into_inner)
                         .insert(key.id.uuid(), record);
-                    heads.push(head);
                 }
             }
         }
@@ -668,7 +664,7 @@ impl Keystore {
     /// [`KmsError::KeyDestroyed`], [`KmsError::EntropyUnavailable`]; on a
     /// durable store the write errors of [`Keystore::create_ed25519`].
     pub fn rotate(&self, key: &KeyId) -> Result<KeyId, KmsError> {
-        self.retrying(|| self.rotate_from(key, None))?
+        self.rotate_from(key, None)?
             .ok_or_else(|| KmsError::Internal {
                 reason: "keystore: a rotation without a condition did not rotate".to_owned(),
             })
@@ -676,7 +672,18 @@ impl Keystore {
 
     /// [`Keystore::rotate`], if `expected_head` is `None` or still the
     /// head under the locks that order writes; `Ok(None)` if it is not.
+    /// Planned again after losing a race on a shared store
+    /// ([`Keystore::retrying`]).
     fn rotate_from(
+        &self,
+        key: &KeyId,
+        expected_head: Option<u32>,
+    ) -> Result<Option<KeyId>, KmsError> {
+        self.retrying(|| self.rotate_once(key, expected_head))
+    }
+
+    /// One attempt of [`Keystore::rotate_from`].
+    fn rotate_once(
         &self,
         key: &KeyId,
         expected_head: Option<u32>,
