@@ -203,6 +203,38 @@ fn concurrent_starts_make_one_store_and_creates_keep_their_order() {
 }
 
 #[test]
+fn nodes_started_at_once_sign_with_one_key() {
+    let cluster = EtcdCluster::start(1).unwrap();
+    let endpoints = cluster.endpoints();
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+    let starts: Vec<_> = (0..4)
+        .map(|_| {
+            let (endpoints, barrier) = (endpoints.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let (ks, follower) = kms::etcd::open(config(endpoints), keyring(&MASTER)).unwrap();
+                barrier.wait();
+                let key = ks.signing_key("gateway", "tokens").unwrap();
+                (ks, follower, key)
+            })
+        })
+        .collect();
+    let nodes: Vec<(Keystore, Follower, KeyId)> =
+        starts.into_iter().map(|t| t.join().unwrap()).collect();
+    let key = nodes[0].2.clone();
+    for (ks, _, k) in &nodes {
+        assert_eq!(*k, key, "every node signs with one key");
+        wait_until(Duration::from_secs(5), "every node has the key", || {
+            ks.key_ids().iter().any(|id| id.uuid() == key.uuid())
+        });
+        assert_eq!(ks.key_ids().len(), 1, "one key, not one per node");
+    }
+    // A node that starts later finds it through the pointer.
+    let (late, _f) = node(&cluster);
+    assert_eq!(late.signing_key("gateway", "tokens").unwrap(), key);
+    assert_eq!(late.key_ids().len(), 1);
+}
+
+#[test]
 fn a_node_restarts_and_resumes_following() {
     let cluster = EtcdCluster::start(1).unwrap();
     let (a, _fa) = node(&cluster);

@@ -15,8 +15,12 @@
 //!   empty directory), or with `--etcd URL[,URL...] --master-key-file FILE`
 //!   (`--etcd-prefix`, default `/kms`; a build with `--features etcd`) in
 //!   a fleet's keystore shared through etcd: every node's keys follow the
-//!   others' changes, and `POST /keys/rotate` on any node rotates for all. The signing key `--key TENANT:PURPOSE` is created
-//!   when the store has none; its purpose is the actor's token purpose.
+//!   others' changes, and `POST /keys/rotate` on any node rotates for all.
+//! * The signing key of `--key TENANT:PURPOSE` (the actor's token
+//!   purpose) is the one the store's signing pointer names: made, with a
+//!   new key or naming the purpose's existing one, when the store has none
+//!   (`Keystore::signing_key`), so fleet nodes started at once sign with
+//!   one key.
 //! * `--trust-jwks FILE` (repeatable): external issuers' JWK Sets.
 //!
 //! Shutdown on SIGINT/SIGTERM (handlers installed before the listeners)
@@ -121,16 +125,10 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         }
         _ => Keystore::new(),
     };
-    let key = match keystore
-        .key_ids()
-        .into_iter()
-        .find(|id| id.tenant() == tenant && id.purpose() == purpose)
-    {
-        Some(key) => key,
-        None => keystore
-            .create_ed25519(tenant, purpose)
-            .map_err(|e| format!("--key {}: {e}", args.key))?,
-    };
+    // The key its signing pointer names: on a fleet, one for all nodes.
+    let key = keystore
+        .signing_key(tenant, purpose)
+        .map_err(|e| format!("--key {}: {e}", args.key))?;
     // Before the actor, which takes its metric handles at spawn.
     let metrics = telemetry::install_handle()?;
     let upkeep = metrics.clone();

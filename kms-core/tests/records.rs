@@ -351,3 +351,109 @@ fn an_in_memory_keystore_has_nothing_to_rewrap() {
         }
     );
 }
+
+#[test]
+fn a_purpose_has_one_signing_key_named_by_a_pointer_written_once() {
+    let storage = MemoryStorage::new();
+    let ks = Keystore::create_with_storage(Box::new(storage.clone()), m1()).expect("create");
+    let key = ks.signing_key("acme", "tokens").expect("signing key");
+    assert_eq!(key.version(), 1);
+    assert_eq!(
+        storage.last_commit().0,
+        4,
+        "version 1, head, index and the pointer, in one commit"
+    );
+    let commits = storage.commits.lock().expect("commits").len();
+    ks.rotate(&key).expect("rotate");
+    assert_eq!(ks.signing_key("acme", "tokens").expect("again"), key);
+    assert_eq!(
+        storage.commits.lock().expect("commits").len(),
+        commits + 1,
+        "only the rotation wrote"
+    );
+
+    // A purpose whose key was made before pointers: the pointer names it.
+    let older = ks.create_ed25519("acme", "mail").expect("create");
+    assert_eq!(ks.signing_key("acme", "mail").expect("adopted"), older);
+    assert_eq!(storage.last_commit().0, 1, "the pointer alone");
+    assert_eq!(ks.key_ids().len(), 2);
+    assert!(matches!(
+        ks.signing_key("acme", "no:colons"),
+        Err(KmsError::InvalidKeyId(_))
+    ));
+
+    let records = storage.snapshot();
+    let reopened = open(records.clone()).expect("reopen");
+    assert_eq!(reopened.signing_key("acme", "tokens").expect("kept"), key);
+    assert_eq!(reopened.signing_key("acme", "mail").expect("kept"), older);
+    assert_eq!(reopened.key_ids().len(), 2, "no key made on reopen");
+
+    let mut moved = records.clone();
+    moved.insert(
+        "signing/acme:mail".to_owned(),
+        records["signing/acme:tokens"].clone(),
+    );
+    assert_corrupt(moved, "a pointer copied under another purpose's name");
+    let mut altered = records.clone();
+    if let Some(byte) = altered
+        .get_mut("signing/acme:tokens")
+        .and_then(|v| v.last_mut())
+    {
+        *byte ^= 1;
+    }
+    assert_corrupt(altered, "a pointer altered");
+    let mut stray = records;
+    stray.insert(
+        "signing/acme-tokens".to_owned(),
+        stray["signing/acme:tokens"].clone(),
+    );
+    assert_corrupt(stray, "a record in the pointers' group without a purpose");
+}
+
+#[test]
+fn an_in_memory_keystore_keeps_one_signing_key_per_purpose() {
+    let ks = Keystore::new();
+    let keys: Vec<KeyId> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| ks.signing_key("acme", "tokens").expect("signing key")))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("thread"))
+            .collect()
+    });
+    assert!(keys.iter().all(|k| *k == keys[0]), "{keys:?}");
+    assert_eq!(ks.key_ids().len(), 1, "one key, not one per caller");
+}
+
+#[test]
+fn a_destroyed_signing_key_is_replaced_and_its_pointer_moves() {
+    let storage = MemoryStorage::new();
+    let ks = Keystore::create_with_storage(Box::new(storage.clone()), m1()).expect("create");
+    let first = ks.signing_key("acme", "tokens").expect("signing key");
+    ks.destroy(&first).expect("destroy");
+    let second = ks.signing_key("acme", "tokens").expect("a new one");
+    assert_ne!(second.uuid(), first.uuid());
+    assert_eq!(
+        storage.last_commit().0,
+        4,
+        "the new key and the moved pointer, in one commit"
+    );
+    let moved = storage.snapshot();
+    let reopened = open(moved.clone()).expect("reopen");
+    assert_eq!(
+        reopened.signing_key("acme", "tokens").expect("kept"),
+        second
+    );
+    assert_eq!(reopened.key_ids(), ks.key_ids());
+
+    // An in-memory keystore does the same.
+    let in_memory = Keystore::new();
+    let a = in_memory
+        .signing_key("acme", "tokens")
+        .expect("signing key");
+    in_memory.destroy(&a).expect("destroy");
+    let b = in_memory.signing_key("acme", "tokens").expect("replaced");
+    assert_ne!(a.uuid(), b.uuid());
+    assert_eq!(in_memory.signing_key("acme", "tokens").expect("kept"), b);
+}

@@ -19,7 +19,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use super::durable::{commit_all, Durable};
+use super::durable::{commit_all, Durable, Loaded};
 use super::legacy::{self, LEGACY_FILE};
 use super::records::StoredKey;
 use crate::error::KmsError;
@@ -41,7 +41,7 @@ pub(crate) fn create(dir: &Path, keyring: Keyring) -> Result<Durable, KmsError> 
 
 /// Opens the store in `dir`, migrating format 1 (see
 /// [`crate::Keystore::open_with_keyring`]).
-pub(crate) fn open(dir: &Path, keyring: Keyring) -> Result<(Durable, Vec<StoredKey>), KmsError> {
+pub(crate) fn open(dir: &Path, keyring: Keyring) -> Result<(Durable, Loaded), KmsError> {
     let label = dir.display().to_string();
     let not_found = || KmsError::StoreNotFound { dir: label.clone() };
     // Before taking the lock, so a directory without a store is left as
@@ -76,7 +76,7 @@ fn migrate(
     locked: LockedDir,
     keyring: Keyring,
     label: &str,
-) -> Result<(Durable, Vec<StoredKey>), KmsError> {
+) -> Result<(Durable, Loaded), KmsError> {
     let old = legacy::read(locked.dir(), &keyring, label)?;
     let corrupt = |reason: String| KmsError::StoreCorrupt {
         store: label.to_owned(),

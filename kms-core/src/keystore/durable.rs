@@ -26,6 +26,15 @@
 //!   (its head and newest versions together), dropping the newest keys
 //!   together with an older copy of the index, or the whole store back to
 //!   an earlier copy; that needs a sequence held outside the store.
+//! * **Signing pointers:** one record per `(tenant, purpose)` that has
+//!   one, naming the key that signs for it; written when the purpose
+//!   gets its signing key (with the key, when the key is new: one commit)
+//!   and again, at the next sequence, only when that key is destroyed.
+//!   On open and refresh each must name a key of the store, and may not
+//!   go back. They are not counted in the index: a pointer dropped (or
+//!   replaced by its older copy) is not detected on open, and
+//!   [`crate::Keystore::signing_key`] then names the purpose's first live
+//!   key again.
 //! * **Master keys:** records are sealed under the keyring's newest key
 //!   and open under the version their envelope names, so a store half
 //!   re-sealed by [`Durable::rewrap`] (a crash midway) opens with the
@@ -42,9 +51,10 @@ use uuid::Uuid;
 use zeroize::Zeroizing;
 
 use super::records::{
-    self, aad, decode_head, decode_index, decode_retired, encode_head, encode_index,
-    encode_retired, encode_version, head_name, parse_name, parse_value, read_version, retired_name,
-    version_name, KeyState, Name, RetiredVersion, StoreId, StoredKey, StoredVersion, INDEX,
+    self, aad, decode_head, decode_index, decode_retired, decode_signing, encode_head,
+    encode_index, encode_retired, encode_signing, encode_version, head_name, parse_name,
+    parse_value, read_version, retired_name, signing_name, version_name, KeyState, Name,
+    RetiredVersion, StoreId, StoredKey, StoredVersion, INDEX,
 };
 use super::KeyVersion;
 use crate::bytes::Reader;
@@ -75,6 +85,9 @@ pub(crate) struct Sequences {
     count: u64,
     /// Each key's sequence and creation ordinal.
     keys: HashMap<Uuid, (u64, u64)>,
+    /// Each signing pointer's name, its sequence, and the UUID of the key
+    /// it names.
+    signing: HashMap<String, (u64, Uuid)>,
     /// A commit failed: what landed is unknown until the store is reopened.
     failed: bool,
 }
@@ -91,10 +104,18 @@ pub(crate) struct Durable {
     label: String,
 }
 
+/// What a store holds, as loaded: its keys and its signing pointers.
+#[derive(Default)]
+pub(crate) struct Loaded {
+    pub(crate) keys: Vec<StoredKey>,
+    /// The key id (version 1) each signing pointer names.
+    pub(crate) signing: Vec<KeyId>,
+}
+
 /// What [`Durable::open`] found.
 pub(crate) enum Opened {
-    /// A store, and its keys.
-    Store(Durable, Vec<StoredKey>),
+    /// A store (boxed: the variants' sizes differ), and what it holds.
+    Store(Box<Durable>, Loaded),
     /// No store (no index record): the storage and keyring, handed back.
     Empty(Box<dyn Storage>, Keyring),
 }
@@ -105,9 +126,9 @@ impl Opened {
     /// # Errors
     /// [`KmsError::StoreCorrupt`] if there is none: the storage did not
     /// keep the commit that made it.
-    pub(crate) fn written(self, label: &str) -> Result<(Durable, Vec<StoredKey>), KmsError> {
+    pub(crate) fn written(self, label: &str) -> Result<(Durable, Loaded), KmsError> {
         match self {
-            Opened::Store(durable, keys) => Ok((durable, keys)),
+            Opened::Store(durable, keys) => Ok((*durable, keys)),
             Opened::Empty(..) => Err(KmsError::StoreCorrupt {
                 store: label.to_owned(),
                 reason: "the storage holds no index after the commit that wrote it".to_owned(),
@@ -198,9 +219,9 @@ impl Durable {
         storage: Box<dyn Storage>,
         keyring: Keyring,
         label: String,
-    ) -> Result<(Durable, Vec<StoredKey>), KmsError> {
+    ) -> Result<(Durable, Loaded), KmsError> {
         match Durable::open(storage, keyring, label.clone())? {
-            Opened::Store(durable, keys) => Ok((durable, keys)),
+            Opened::Store(durable, keys) => Ok((*durable, keys)),
             Opened::Empty(storage, keyring) => {
                 let records = Durable::initial_records(&keyring, &[])?;
                 match commit_all(storage.as_ref(), &records, &[]) {
@@ -244,6 +265,7 @@ impl Durable {
             index: index_seq,
             count,
             keys: HashMap::with_capacity(head_names.len()),
+            signing: HashMap::new(),
             failed: false,
         };
         // Keys by ordinal, so they load in creation order.
@@ -253,6 +275,8 @@ impl Durable {
             sequences.keys.insert(key.id.uuid(), (key_seq, ordinal));
             keys.push((ordinal, key));
         }
+        let signing = loader.load_signing(&store, &mut loaded, &sequences.keys, &HashMap::new())?;
+        sequences.signing.extend(pointer_seqs(&signing));
         let corrupt = |reason: String| loader.corrupt(reason);
         keys.sort_unstable_by_key(|(ordinal, _)| *ordinal);
         // Ordinals in 1..=count, sorted: all there, once each, iff they
@@ -281,14 +305,17 @@ impl Durable {
         let counters = loader.counters;
         let keyring = keyring.continue_counters(|v| counters.get(&v).copied().unwrap_or(0));
         Ok(Opened::Store(
-            Durable {
+            Box::new(Durable {
                 storage,
                 store,
                 keyring,
                 sequences: Mutex::new(sequences),
                 label,
+            }),
+            Loaded {
+                keys: keys.into_iter().map(|(_, key)| key).collect(),
+                signing: signing.into_iter().map(|(id, _)| id).collect(),
             },
-            keys.into_iter().map(|(_, key)| key).collect(),
         ))
     }
 
@@ -342,13 +369,13 @@ impl Durable {
     /// not decode, is out of sequence, goes back, or belongs to no key;
     /// [`KmsError::Seal`] as on open; the errors of [`Storage::changes`];
     /// [`KmsError::Internal`] after an earlier failure.
-    pub(crate) fn refresh(&self, sequences: &mut Sequences) -> Result<Vec<StoredKey>, KmsError> {
+    pub(crate) fn refresh(&self, sequences: &mut Sequences) -> Result<Loaded, KmsError> {
         if sequences.failed {
             return Err(self.refused());
         }
         let changes = self.storage.changes()?;
         if changes.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Loaded::default());
         }
         let loaded = self.load_changes(sequences, changes);
         sequences.failed = loaded.is_err();
@@ -359,7 +386,7 @@ impl Durable {
         &self,
         sequences: &mut Sequences,
         changes: Vec<(String, Vec<u8>)>,
-    ) -> Result<Vec<StoredKey>, KmsError> {
+    ) -> Result<Loaded, KmsError> {
         let mut loaded: HashMap<String, Vec<u8>> = changes.into_iter().collect();
         let mut loader = Loader {
             keyring: &self.keyring,
@@ -395,13 +422,20 @@ impl Durable {
             seqs.push((key.id.uuid(), (seq, ordinal)));
             keys.push(key);
         }
+        let mut known = sequences.keys.clone();
+        known.extend(seqs.iter().copied());
+        let signing = loader.load_signing(&self.store, &mut loaded, &known, &sequences.signing)?;
         if let Some(name) = loaded.keys().next() {
             return Err(loader.corrupt(format!("changed record {name} belongs to no key")));
         }
         sequences.index = index_seq;
         sequences.count = count;
-        sequences.keys.extend(seqs);
-        Ok(keys)
+        sequences.keys = known;
+        sequences.signing.extend(pointer_seqs(&signing));
+        Ok(Loaded {
+            keys,
+            signing: signing.into_iter().map(|(id, _)| id).collect(),
+        })
     }
 
     /// Refuses further writes until the store is reopened: memory could
@@ -421,7 +455,9 @@ impl Durable {
     }
 
     /// Writes a new key `id` whose version 1 is `version`, and the index's
-    /// new count. Call with `sequences` from [`Durable::begin`].
+    /// new count; with `signing`, the signing pointer of its tenant and
+    /// purpose, naming it, in the same commit. Call with `sequences` from
+    /// [`Durable::begin`].
     ///
     /// # Errors
     /// The errors of [`Storage::commit`]; [`KmsError::Seal`];
@@ -431,12 +467,15 @@ impl Durable {
         sequences: &mut Sequences,
         id: &KeyId,
         version: &KeyVersion,
+        signing: bool,
     ) -> Result<(), KmsError> {
         let index_seq = next(sequences.index)?;
         let ordinal = next(sequences.count)?;
         let v1 = version_name(id, 1);
         let head = head_name(id);
-        let records = [
+        let pointer = signing_name(id);
+        let pointer_seq = next(sequences.signing.get(&pointer).map_or(0, |(seq, _)| *seq))?;
+        let mut records = vec![
             (v1.as_str(), self.seal(&v1, 1, &plaintext_of(version)?)?),
             (
                 head.as_str(),
@@ -447,10 +486,36 @@ impl Durable {
                 self.seal(INDEX, index_seq, &encode_index(&self.store, ordinal))?,
             ),
         ];
+        if signing {
+            let value = self.seal(&pointer, pointer_seq, &encode_signing(id))?;
+            records.push((pointer.as_str(), value));
+        }
         self.commit(sequences, &records, &[])?;
         sequences.index = index_seq;
         sequences.count = ordinal;
         sequences.keys.insert(id.uuid(), (1, ordinal));
+        if signing {
+            sequences.signing.insert(pointer, (pointer_seq, id.uuid()));
+        }
+        Ok(())
+    }
+
+    /// Writes the signing pointer of key `id`'s tenant and purpose, naming
+    /// `id` (a key of the store), at its next sequence. Call with
+    /// `sequences` from [`Durable::begin`].
+    ///
+    /// # Errors
+    /// As [`Durable::add_key`].
+    pub(crate) fn add_signing(
+        &self,
+        sequences: &mut Sequences,
+        id: &KeyId,
+    ) -> Result<(), KmsError> {
+        let name = signing_name(id);
+        let seq = next(sequences.signing.get(&name).map_or(0, |(seq, _)| *seq))?;
+        let value = self.seal(&name, seq, &encode_signing(id))?;
+        self.commit(sequences, &[(name.as_str(), value)], &[])?;
+        sequences.signing.insert(name, (seq, id.uuid()));
         Ok(())
     }
 
@@ -764,6 +829,58 @@ impl Loader<'_> {
             ordinal,
         ))
     }
+
+    /// Loads the signing pointers among `loaded`'s records, taking them
+    /// out; returns the key id each names, with the pointer's sequence.
+    /// `keys` are the store's keys, `known` the pointers already loaded.
+    ///
+    /// # Errors
+    /// As [`Loader::open`]; [`KmsError::StoreCorrupt`] if a pointer does
+    /// not decode, names a key the store does not hold or of another
+    /// tenant or purpose, went back (a lower sequence than known), or
+    /// names another key at the same sequence.
+    fn load_signing(
+        &mut self,
+        store: &StoreId,
+        loaded: &mut HashMap<String, Vec<u8>>,
+        keys: &HashMap<Uuid, (u64, u64)>,
+        known: &HashMap<String, (u64, Uuid)>,
+    ) -> Result<Vec<(KeyId, u64)>, KmsError> {
+        let names: Vec<String> = loaded
+            .keys()
+            .filter(|name| matches!(parse_name(name), Some(Name::Signing(..))))
+            .cloned()
+            .collect();
+        let mut signing = Vec::with_capacity(names.len());
+        for name in names {
+            let bytes = loaded.remove(&name).unwrap_or_default();
+            let (seq, plaintext) = self.open(store, &name, &bytes)?;
+            let id = decode_signing(&plaintext)
+                .filter(|id| seq >= 1 && signing_name(id) == name)
+                .ok_or_else(|| self.corrupt(format!("record {name} does not decode")))?;
+            if !keys.contains_key(&id.uuid()) {
+                return Err(self.corrupt(format!(
+                    "record {name} names key {id}, which the store does not hold"
+                )));
+            }
+            if let Some(&(known_seq, uuid)) = known.get(&name) {
+                if seq < known_seq || (seq == known_seq && uuid != id.uuid()) {
+                    return Err(self.corrupt(format!(
+                        "record {name} went back (sequence {seq} after {known_seq})"
+                    )));
+                }
+            }
+            signing.push((id, seq));
+        }
+        Ok(signing)
+    }
+}
+
+/// The sequences of loaded signing pointers, by name.
+fn pointer_seqs(signing: &[(KeyId, u64)]) -> impl Iterator<Item = (String, (u64, Uuid))> + '_ {
+    signing
+        .iter()
+        .map(|(id, seq)| (signing_name(id), (*seq, id.uuid())))
 }
 
 /// The names of the key heads among `loaded`'s records.

@@ -21,9 +21,11 @@
 //! the rotation invariants above on this code.
 //!
 //! Lock order: the key map's lock is released before a key's versions lock
-//! is taken; the two never nest. A durable store's mutation lock
-//! ([`Keystore::open`]) is taken before either and held until memory is
-//! updated, so the file and memory see mutations in the same order.
+//! is taken; the two never nest. The signing pointers' lock
+//! ([`Keystore::signing_key`]) is taken before either. A durable store's
+//! mutation lock ([`Keystore::open`]) is taken before all of them and held
+//! until memory is updated, so the file and memory see mutations in the
+//! same order.
 //!
 //! Durability ([`Keystore::create`], [`Keystore::open`]): each key
 //! version is its own sealed record in a [`crate::storage::Storage`] (by
@@ -46,6 +48,7 @@ mod transfer;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::PoisonError;
 use std::time::SystemTime;
@@ -60,7 +63,7 @@ use crate::key_id::{Alg, KeyId};
 use crate::seal::{Keyring, SealKey};
 use crate::storage::Storage;
 use crate::sync::{Arc, RwLock, RwLockReadGuard};
-use durable::{Durable, Opened, Sequences};
+use durable::{Durable, Loaded, Opened, Sequences};
 use records::{KeyState, StoredKey};
 
 pub use crate::storage::file::STORE_FILE;
@@ -221,6 +224,9 @@ pub struct Keystore {
     /// Keys by UUID. A key id must also match the record's tenant, purpose
     /// and algorithm to name it.
     keys: Arc<RwLock<HashMap<Uuid, Arc<KeyRecord>>>>,
+    /// Each `(tenant, purpose)`'s signing key (the id of its version 1),
+    /// as its signing pointer names it ([`Keystore::signing_key`]).
+    signing: Arc<RwLock<HashMap<(String, String), KeyId>>>,
     /// The on-disk store, for a keystore made by [`Keystore::create`] or
     /// [`Keystore::open`].
     durable: Option<std::sync::Arc<Durable>>,
@@ -264,7 +270,7 @@ impl Keystore {
     /// errors.
     pub fn create(dir: impl AsRef<Path>, master_key: SealKey) -> Result<Keystore, KmsError> {
         let durable = directory::create(dir.as_ref(), Keyring::from(master_key))?;
-        Keystore::with_durable(durable, Vec::new())
+        Keystore::with_durable(durable, Loaded::default())
     }
 
     /// Opens the existing durable keystore in `dir` (made by
@@ -327,7 +333,7 @@ impl Keystore {
     ) -> Result<Keystore, KmsError> {
         let label = format!("{storage:?}");
         let durable = Durable::create(storage, Keyring::from(master_key), label)?;
-        Keystore::with_durable(durable, Vec::new())
+        Keystore::with_durable(durable, Loaded::default())
     }
 
     /// Opens the durable keystore in `storage` under `keyring`, as
@@ -343,7 +349,7 @@ impl Keystore {
     ) -> Result<Keystore, KmsError> {
         let label = format!("{storage:?}");
         match Durable::open(storage, keyring, label.clone())? {
-            Opened::Store(durable, stored) => Keystore::with_durable(durable, stored),
+            Opened::Store(durable, stored) => Keystore::with_durable(*durable, stored),
             Opened::Empty(..) => Err(KmsError::StoreNotFound { dir: label }),
         }
     }
@@ -367,22 +373,24 @@ impl Keystore {
     }
 
     /// A keystore over `durable` holding `stored`.
-    fn with_durable(durable: Durable, stored: Vec<StoredKey>) -> Result<Keystore, KmsError> {
+    fn with_durable(durable: Durable, stored: Loaded) -> Result<Keystore, KmsError> {
         let keystore = Keystore {
-            keys: Arc::new(RwLock::new(HashMap::with_capacity(stored.len()))),
+            keys: Arc::new(RwLock::new(HashMap::with_capacity(stored.keys.len()))),
+            signing: Arc::default(),
             durable: Some(std::sync::Arc::new(durable)),
         };
         keystore.apply_stored(stored)?;
         Ok(keystore)
     }
 
-    /// Puts `stored` keys in memory, as loaded from the store: a key not
-    /// yet here is added, one here takes the stored versions and state
-    /// (each version kept as it is when the store agrees with it, so its
-    /// secret is not derived again). Returns the head id of each.
-    fn apply_stored(&self, stored: Vec<StoredKey>) -> Result<Vec<KeyId>, KmsError> {
-        let mut heads = Vec::with_capacity(stored.len());
-        for key in stored {
+    /// Puts `stored` keys and signing pointers in memory, as loaded from
+    /// the store: a key not yet here is added, one here takes the stored
+    /// versions and state (each version kept as it is when the store
+    /// agrees with it, so its secret is not derived again). Returns the
+    /// head id of each key.
+    fn apply_stored(&self, stored: Loaded) -> Result<Vec<KeyId>, KmsError> {
+        let mut heads = Vec::with_capacity(stored.keys.len());
+        for key in stored.keys {
             let existing = self
                 .keys
                 .read()
@@ -416,6 +424,12 @@ impl Keystore {
                         .unwrap_or_else(PoisonError::into_inner)
                         .insert(key.id.uuid(), record);
                 }
+            }
+        }
+        if !stored.signing.is_empty() {
+            let mut signing = self.signing.write().unwrap_or_else(PoisonError::into_inner);
+            for id in stored.signing {
+                signing.insert((id.tenant().to_owned(), id.purpose().to_owned()), id);
             }
         }
         Ok(heads)
@@ -567,10 +581,86 @@ impl Keystore {
         let _mutation = self.retrying(|| {
             let mut mutation = self.begin_mutation()?;
             if let Some((durable, sequences)) = &mut mutation {
-                durable.add_key(sequences, &id, &version)?;
+                durable.add_key(sequences, &id, &version, false)?;
             }
             Ok(mutation)
         })?;
+        self.insert_key(id, version)
+    }
+
+    /// The id (version 1) of the key that signs for `tenant`'s `purpose`:
+    /// the key its signing pointer names. Where there is no pointer, or it
+    /// names a destroyed key, the pointer is written: naming the purpose's
+    /// first live key of [`Keystore::key_ids`] if there is one (the key a
+    /// store made before pointers signed with), else a new key, created
+    /// with the pointer in one commit. On a store shared by a fleet
+    /// ([`Storage::is_shared`]) the pointer is written only over the one
+    /// this keystore last saw: nodes that start at once end up with one
+    /// signing key, whichever node's commit lands first, not one each.
+    ///
+    /// # Errors
+    /// [`KmsError::InvalidKeyId`] if `tenant` or `purpose` is not 1–64
+    /// bytes of `[A-Za-z0-9._-]`; where the pointer is written, the errors
+    /// of [`Keystore::create_ed25519`].
+    pub fn signing_key(&self, tenant: &str, purpose: &str) -> Result<KeyId, KmsError> {
+        let uuid = uuid::Builder::from_random_bytes(random_bytes()?).into_uuid();
+        let id = KeyId::new(tenant, purpose, Alg::Ed25519, uuid, 1)?;
+        let names = (tenant.to_owned(), purpose.to_owned());
+        let signing_map = || self.signing.read().unwrap_or_else(PoisonError::into_inner);
+        let pointed = |map: &HashMap<(String, String), KeyId>| {
+            map.get(&names).filter(|key| self.is_live(key)).cloned()
+        };
+        if let Some(key) = pointed(&signing_map()) {
+            return Ok(key);
+        }
+        // Memory takes the key and pointer under the mutation lock (an
+        // in-memory keystore: under the pointers' lock), after the commit.
+        let version = new_version(1)?;
+        let planned = self.retrying(|| {
+            let mut mutation = self.begin_mutation()?;
+            // The refresh may have brought another writer's pointer.
+            if let Some(key) = pointed(&signing_map()) {
+                return Ok(ControlFlow::Break(key));
+            }
+            let existing = self
+                .key_ids()
+                .into_iter()
+                .find(|k| k.tenant() == tenant && k.purpose() == purpose)
+                .map(|k| k.with_version(1));
+            if let Some((durable, sequences)) = &mut mutation {
+                match &existing {
+                    Some(key) => durable.add_signing(sequences, key)?,
+                    None => durable.add_key(sequences, &id, &version, true)?,
+                }
+            }
+            Ok(ControlFlow::Continue((mutation, existing)))
+        })?;
+        let (_mutation, existing) = match planned {
+            ControlFlow::Break(key) => return Ok(key),
+            ControlFlow::Continue(planned) => planned,
+        };
+        let mut signing = self.signing.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(key) = pointed(&signing) {
+            // An in-memory keystore's other caller was first.
+            return Ok(key);
+        }
+        let key = match existing {
+            Some(key) => key,
+            None => self.insert_key(id, version)?,
+        };
+        signing.insert(names, key.clone());
+        Ok(key)
+    }
+
+    /// Whether `key` is held and not destroyed.
+    fn is_live(&self, key: &KeyId) -> bool {
+        self.record(key)
+            .is_ok_and(|record| !record.versions().state.destroyed)
+    }
+
+    /// Puts a new key whose only version is `version` in memory; returns
+    /// its id.
+    fn insert_key(&self, id: KeyId, version: KeyVersion) -> Result<KeyId, KmsError> {
         let record = Arc::new(KeyRecord {
             id: id.clone(),
             versions: RwLock::new(KeyVersions {

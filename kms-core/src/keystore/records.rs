@@ -36,6 +36,12 @@
 //!               per trimmed version (1..min_available_version; every
 //!               version 1..=head once destroyed), in order, the layout of
 //!               a version with its 32-byte public key where the seed was
+//! signing pointer (name "signing/<tenant>:<purpose>"; seq +1 on every
+//!                write: 1 when made, +1 when it moves off a destroyed
+//!                key; never removed)
+//!               u8 length ‖ key id (version 1) of the key that signs for
+//!               the purpose: a key of the store with that tenant and
+//!               purpose
 //! ```
 //!
 //! Trimming removes the trimmed versions' records and writes the retired
@@ -68,6 +74,8 @@ pub(crate) const SEED_LEN: usize = 32;
 pub(crate) const INDEX: &str = "index";
 /// Prefix of every key's records.
 const KEYS: &str = "keys/";
+/// Prefix of the signing pointers.
+const SIGNING: &str = "signing/";
 /// Domain of the records' associated data.
 const RECORD_AAD: &[u8] = b"kms.record.v1";
 
@@ -126,6 +134,8 @@ pub(crate) enum Name {
     Head(Uuid),
     Retired(Uuid),
     Version(Uuid, u32),
+    /// A signing pointer, `(tenant, purpose)`.
+    Signing(String, String),
 }
 
 /// The name of `key`'s head record.
@@ -143,6 +153,11 @@ pub(crate) fn version_name(key: &KeyId, version: u32) -> String {
     format!("{}/v{version}", key_prefix(key))
 }
 
+/// The name of the signing pointer of `key`'s tenant and purpose.
+pub(crate) fn signing_name(key: &KeyId) -> String {
+    format!("{SIGNING}{}:{}", key.tenant(), key.purpose())
+}
+
 fn key_prefix(key: &KeyId) -> String {
     format!("{KEYS}{}/{}/{}", key.tenant(), key.purpose(), key.uuid())
 }
@@ -151,6 +166,10 @@ fn key_prefix(key: &KeyId) -> String {
 pub(crate) fn parse_name(name: &str) -> Option<Name> {
     if name == INDEX {
         return Some(Name::Index);
+    }
+    if let Some(pointer) = name.strip_prefix(SIGNING) {
+        let (tenant, purpose) = pointer.split_once(':')?;
+        return Some(Name::Signing(tenant.to_owned(), purpose.to_owned()));
     }
     let mut parts = name.strip_prefix(KEYS)?.split('/');
     let (_tenant, _purpose) = (parts.next()?, parts.next()?);
@@ -398,6 +417,23 @@ pub(crate) fn decode_index(bytes: &[u8]) -> Option<(StoreId, u64)> {
     r.rest().is_empty().then_some((store, count))
 }
 
+/// A signing pointer's plaintext: the id of version 1 of `key`.
+pub(crate) fn encode_signing(key: &KeyId) -> Vec<u8> {
+    let id = key.with_version(1).to_string();
+    let mut out = Vec::with_capacity(1 + id.len());
+    out.push(u8::try_from(id.len()).unwrap_or(u8::MAX));
+    out.extend_from_slice(id.as_bytes());
+    out
+}
+
+/// Reads a signing pointer's plaintext: the key id (version 1); `None` if
+/// it does not decode.
+pub(crate) fn decode_signing(bytes: &[u8]) -> Option<KeyId> {
+    let mut r = Reader::new(bytes);
+    let id = read_key_id(&mut r)?;
+    (r.rest().is_empty() && id.version() == 1).then_some(id)
+}
+
 fn read_key_id(r: &mut Reader<'_>) -> Option<KeyId> {
     std::str::from_utf8(r.short_slice()?).ok()?.parse().ok()
 }
@@ -424,7 +460,15 @@ mod tests {
             Some(Name::Retired(key.uuid()))
         );
         assert_eq!(parse_name("index"), Some(Name::Index));
+        assert_eq!(
+            parse_name(&super::signing_name(&key)),
+            Some(Name::Signing("acme".into(), "tokens".into()))
+        );
+        let pointer = super::encode_signing(&key);
+        assert_eq!(super::decode_signing(&pointer), Some(key.with_version(1)));
+        assert_eq!(super::decode_signing(&pointer[..pointer.len() - 1]), None);
         for stray in [
+            "signing/acme-tokens",
             "keys/a/b/not-a-uuid/head",
             "keys/a/b",
             "other",
