@@ -3,7 +3,7 @@
 //! have. Every wait is bounded; an etcd the test starts is killed when the
 //! test ends.
 
-#[path = "support/etcd_cluster.rs"]
+#[path = "../examples/fleet/etcd_cluster.rs"]
 mod etcd_cluster;
 
 use std::process::Command;

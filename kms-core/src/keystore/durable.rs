@@ -30,8 +30,9 @@
 //!   one, naming the key that signs for it; written when the purpose
 //!   gets its signing key (with the key, when the key is new: one commit)
 //!   and again, at the next sequence, only when that key is destroyed.
-//!   On open and refresh each must name a key of the store, and may not
-//!   go back. They are not counted in the index: a pointer dropped (or
+//!   On open each must name a key of the store; on refresh it may name a
+//!   key not yet reported (a conflict's fetch reads only the groups the
+//!   commit wrote); it may not go back. They are not counted in the index: a pointer dropped (or
 //!   replaced by its older copy) is not detected on open, and
 //!   [`crate::Keystore::signing_key`] then names the purpose's first live
 //!   key again.
@@ -275,7 +276,8 @@ impl Durable {
             sequences.keys.insert(key.id.uuid(), (key_seq, ordinal));
             keys.push((ordinal, key));
         }
-        let signing = loader.load_signing(&store, &mut loaded, &sequences.keys, &HashMap::new())?;
+        let signing =
+            loader.load_signing(&store, &mut loaded, Some(&sequences.keys), &HashMap::new())?;
         sequences.signing.extend(pointer_seqs(&signing));
         let corrupt = |reason: String| loader.corrupt(reason);
         keys.sort_unstable_by_key(|(ordinal, _)| *ordinal);
@@ -422,15 +424,15 @@ impl Durable {
             seqs.push((key.id.uuid(), (seq, ordinal)));
             keys.push(key);
         }
-        let mut known = sequences.keys.clone();
-        known.extend(seqs.iter().copied());
-        let signing = loader.load_signing(&self.store, &mut loaded, &known, &sequences.signing)?;
+        // A pointer may come before the key it names: a conflict's fetch
+        // reads the groups the commit wrote, not the other writer's key.
+        let signing = loader.load_signing(&self.store, &mut loaded, None, &sequences.signing)?;
         if let Some(name) = loaded.keys().next() {
             return Err(loader.corrupt(format!("changed record {name} belongs to no key")));
         }
         sequences.index = index_seq;
         sequences.count = count;
-        sequences.keys = known;
+        sequences.keys.extend(seqs);
         sequences.signing.extend(pointer_seqs(&signing));
         Ok(Loaded {
             keys,
@@ -832,18 +834,19 @@ impl Loader<'_> {
 
     /// Loads the signing pointers among `loaded`'s records, taking them
     /// out; returns the key id each names, with the pointer's sequence.
-    /// `keys` are the store's keys, `known` the pointers already loaded.
+    /// `keys` are the store's keys, where the load is whole (an open);
+    /// `known` the pointers already loaded.
     ///
     /// # Errors
     /// As [`Loader::open`]; [`KmsError::StoreCorrupt`] if a pointer does
-    /// not decode, names a key the store does not hold or of another
-    /// tenant or purpose, went back (a lower sequence than known), or
-    /// names another key at the same sequence.
+    /// not decode, names a key of another tenant or purpose or (given
+    /// `keys`) one the store does not hold, went back (a lower sequence
+    /// than known), or names another key at the same sequence.
     fn load_signing(
         &mut self,
         store: &StoreId,
         loaded: &mut HashMap<String, Vec<u8>>,
-        keys: &HashMap<Uuid, (u64, u64)>,
+        keys: Option<&HashMap<Uuid, (u64, u64)>>,
         known: &HashMap<String, (u64, Uuid)>,
     ) -> Result<Vec<(KeyId, u64)>, KmsError> {
         let names: Vec<String> = loaded
@@ -858,7 +861,7 @@ impl Loader<'_> {
             let id = decode_signing(&plaintext)
                 .filter(|id| seq >= 1 && signing_name(id) == name)
                 .ok_or_else(|| self.corrupt(format!("record {name} does not decode")))?;
-            if !keys.contains_key(&id.uuid()) {
+            if keys.is_some_and(|keys| !keys.contains_key(&id.uuid())) {
                 return Err(self.corrupt(format!(
                     "record {name} names key {id}, which the store does not hold"
                 )));

@@ -618,9 +618,20 @@ impl Keystore {
         let version = new_version(1)?;
         let planned = self.retrying(|| {
             let mut mutation = self.begin_mutation()?;
-            // The refresh may have brought another writer's pointer.
-            if let Some(key) = pointed(&signing_map()) {
-                return Ok(ControlFlow::Break(key));
+            // The refresh may have brought another writer's pointer, even
+            // before the key it names: that key is on its way (the
+            // storage reports it), so wait for it as for a lost race.
+            let pointer = signing_map().get(&names).cloned();
+            if let Some(key) = pointer {
+                if self.is_live(&key) {
+                    return Ok(ControlFlow::Break(key));
+                }
+                if self.record(&key).is_err() {
+                    return Err(KmsError::Conflict {
+                        record: records::signing_name(&key),
+                        attempts: 1,
+                    });
+                }
             }
             let existing = self
                 .key_ids()
