@@ -440,6 +440,17 @@ impl Durable {
         })
     }
 
+    /// Reads the whole store, so that a shared storage's next
+    /// [`Storage::changes`] reports every group that differs from what it
+    /// reported before (a record that came before the records it names).
+    /// Call with the mutation lock held.
+    ///
+    /// # Errors
+    /// The errors of [`Storage::load`].
+    pub(crate) fn resync(&self) -> Result<(), KmsError> {
+        self.storage.load().map(drop)
+    }
+
     /// Refuses further writes until the store is reopened: memory could
     /// not take what [`Durable::refresh`] loaded.
     pub(crate) fn stop_writes(sequences: &mut Sequences) {

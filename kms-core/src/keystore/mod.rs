@@ -619,14 +619,18 @@ impl Keystore {
         let planned = self.retrying(|| {
             let mut mutation = self.begin_mutation()?;
             // The refresh may have brought another writer's pointer, even
-            // before the key it names: that key is on its way (the
-            // storage reports it), so wait for it as for a lost race.
+            // before the key it names (a conflict's fetch reads only the
+            // groups the commit wrote): then read the store whole, so its
+            // next report has the key, and plan again as after a lost race.
             let pointer = signing_map().get(&names).cloned();
             if let Some(key) = pointer {
                 if self.is_live(&key) {
                     return Ok(ControlFlow::Break(key));
                 }
                 if self.record(&key).is_err() {
+                    if let Some((durable, _)) = &mutation {
+                        durable.resync()?;
+                    }
                     return Err(KmsError::Conflict {
                         record: records::signing_name(&key),
                         attempts: 1,

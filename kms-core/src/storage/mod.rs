@@ -103,7 +103,9 @@ pub trait Storage: Send + Sync + fmt::Debug {
         false
     }
 
-    /// What other writers changed since [`Storage::load`] or the last call,
+    /// What other writers changed since the first [`Storage::load`] or the
+    /// last call (a later `load` does not take what it finds from this
+    /// report: the groups it found changed are reported too),
     /// as `(name, value)` records: for each group of records changed (the
     /// records whose names agree up to the last `/`; `index` is a group of
     /// its own), every record of the group, as of one state of the store

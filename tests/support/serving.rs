@@ -1,0 +1,174 @@
+//! `gateway serve` as a child process: started on loopback ports it
+//! picks (port 0), driven over real sockets with one HTTP/1.1 request per
+//! connection, stopped by SIGTERM. Shared by the tests that run it.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The deadline that catches a hang.
+pub const HANG: Duration = Duration::from_secs(60);
+
+/// The gateway example, built next to this test by `cargo test`.
+pub fn gateway() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let path = dir.join("examples").join("gateway");
+    assert!(
+        path.exists(),
+        "{} is missing: build the examples",
+        path.display()
+    );
+    path
+}
+
+/// A running `gateway serve` and its two faces.
+pub struct Serving {
+    pub child: Child,
+    pub public: SocketAddr,
+    pub admin: SocketAddr,
+    /// The rest of its stderr, line by line.
+    pub lines: mpsc::Receiver<String>,
+    /// Its stderr lines before the line with the addresses.
+    pub early: Vec<String>,
+}
+
+impl Serving {
+    pub fn start(args: &[&str]) -> Serving {
+        Serving::start_with_env(args, &[])
+    }
+
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Serving {
+        let mut child = Command::new(gateway())
+            .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn gateway serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut early = Vec::new();
+        let line = loop {
+            let line = lines.recv_timeout(HANG).unwrap_or_else(|e| {
+                panic!("gateway serve did not log its addresses ({e}); it said {early:?}")
+            });
+            if line.contains("public face on") {
+                break line;
+            }
+            early.push(line);
+        };
+        let addr = |face: &str| -> SocketAddr {
+            let rest = line
+                .split(&format!("{face} face on http://"))
+                .nth(1)
+                .unwrap_or_else(|| panic!("no {face} address in {line:?}"));
+            rest.split([',', ' '])
+                .next()
+                .expect("address")
+                .parse()
+                .expect("socket address")
+        };
+        Serving {
+            public: addr("public"),
+            admin: addr("admin"),
+            child,
+            lines,
+            early,
+        }
+    }
+
+    /// SIGTERM, then the exit status, within the deadline.
+    pub fn stop(mut self) -> i32 {
+        self.stop_in_place()
+    }
+
+    pub fn stop_in_place(&mut self) -> i32 {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                // The reader thread may lag the exit: take every line up
+                // to end of file (the pipe is closed, so this ends).
+                let mut log = Vec::new();
+                while let Ok(line) = self.lines.recv_timeout(HANG) {
+                    log.push(line);
+                }
+                assert!(log.iter().any(|l| l.contains("stopped")), "{log:?}");
+                return status.code().expect("exit code");
+            }
+            assert!(started.elapsed() < HANG, "gateway serve did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Serving {
+    /// A failed assertion must not leave the server running.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// One HTTP/1.1 request on its own connection: status and body.
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(HANG)).expect("timeout");
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request += &format!("{name}: {value}\r\n");
+    }
+    request += "\r\n";
+    request += body;
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {response:?}"));
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+pub fn json(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body:?}"))
+}
