@@ -108,9 +108,11 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// report: the groups it found changed are reported too),
     /// as `(name, value)` records: for each group of records changed (the
     /// records whose names agree up to the last `/`; `index` is a group of
-    /// its own), every record of the group, as of one state of the store
-    /// no older than any change this storage has reported before. A record
-    /// removed is absent from its group. The keystore calls it under its
+    /// its own; the signing pointers, `signing/…`, are one group), every
+    /// record of the group, as of one state of the store no older than the
+    /// group's state reported before. Different groups may be reported at
+    /// different states, so a record may name a record of another group
+    /// not yet reported. A record removed is absent from its group. The keystore calls it under its
     /// mutation lock, before each change and when the storage's owner asks
     /// ([`crate::Keystore::refresh`]). Default: nothing (one writer).
     ///
