@@ -8,7 +8,8 @@
 //!
 //! With no `--etcd`, it starts a 3-member etcd cluster on loopback ports in
 //! a temporary directory (the `etcd` binary of Debian's `etcd-server`; a
-//! clear message if it is missing). It starts three nodes at once, each
+//! clear message if it is missing; the leader is found with `etcdctl`, of
+//! Debian's `etcd-client`). It starts three nodes at once, each
 //! what `gateway serve --etcd` embeds: a keystore on etcd (`kms_etcd`), its
 //! follower, and the KMS actor that signs and verifies tokens. They find
 //! one signing key through its signing pointer. Then, for `--duration`:
