@@ -399,12 +399,18 @@ impl Keystore {
                 .cloned();
             match existing {
                 Some(record) => {
+                    // Built under the read lock (new versions derive their
+                    // keys from seeds), so verifications of this key wait
+                    // only for the swap. No other write comes between:
+                    // every caller holds the mutation lock, or is the
+                    // keystore's construction.
+                    let list = stored_versions(&key, &record.versions().list)?;
                     let mut versions = record
                         .versions
                         .write()
                         .unwrap_or_else(PoisonError::into_inner);
                     *versions = KeyVersions {
-                        list: stored_versions(&key, &versions.list)?,
+                        list,
                         state: key.state,
                     };
                     heads.push(record.id.with_version(versions.head()));
@@ -603,8 +609,6 @@ impl Keystore {
     /// bytes of `[A-Za-z0-9._-]`; where the pointer is written, the errors
     /// of [`Keystore::create_ed25519`].
     pub fn signing_key(&self, tenant: &str, purpose: &str) -> Result<KeyId, KmsError> {
-        let uuid = uuid::Builder::from_random_bytes(random_bytes()?).into_uuid();
-        let id = KeyId::new(tenant, purpose, Alg::Ed25519, uuid, 1)?;
         let names = (tenant.to_owned(), purpose.to_owned());
         let signing_map = || self.signing.read().unwrap_or_else(PoisonError::into_inner);
         let pointed = |map: &HashMap<(String, String), KeyId>| {
@@ -613,9 +617,12 @@ impl Keystore {
         if let Some(key) = pointed(&signing_map()) {
             return Ok(key);
         }
+        // The key made if the purpose has none (its names checked here).
+        let uuid = uuid::Builder::from_random_bytes(random_bytes()?).into_uuid();
+        let id = KeyId::new(tenant, purpose, Alg::Ed25519, uuid, 1)?;
+        let version = new_version(1)?;
         // Memory takes the key and pointer under the mutation lock (an
         // in-memory keystore: under the pointers' lock), after the commit.
-        let version = new_version(1)?;
         let planned = self.retrying(|| {
             let mut mutation = self.begin_mutation()?;
             // The refresh may have brought another writer's pointer, even
