@@ -18,24 +18,12 @@ use std::time::{Duration, Instant};
 use etcd_cluster::EtcdCluster;
 use serving::{http, json, Serving};
 
-/// The kids a node's public face lists.
-fn kids(node: &Serving) -> BTreeSet<String> {
-    let (status, body) = http(node.public, "GET", "/.well-known/jwks.json", &[], "");
-    assert_eq!(status, 200, "{body}");
-    json(&body)["keys"]
-        .as_array()
-        .expect("keys")
-        .iter()
-        .map(|k| k["kid"].as_str().expect("kid").to_owned())
-        .collect()
-}
-
 /// Waits (at most 10 s) until every node lists exactly `want`.
 fn wait_for_kids(nodes: &[Serving], want: &BTreeSet<String>) {
     let deadline = Instant::now() + Duration::from_secs(10);
     for (i, node) in nodes.iter().enumerate() {
         loop {
-            let have = kids(node);
+            let have: BTreeSet<String> = node.kids().into_iter().collect();
             if have == *want {
                 break;
             }
@@ -66,15 +54,8 @@ fn issue(node: &Serving, sub: &str) -> (String, String) {
 }
 
 /// Presents `token` to `node`'s `/whoami`: the status and the `sub`.
-fn whoami(node: &Serving, token: &str) -> (u16, String) {
-    let bearer = format!("Bearer {token}");
-    let (status, body) = http(
-        node.public,
-        "GET",
-        "/whoami",
-        &[("Authorization", &bearer)],
-        "",
-    );
+fn sub_at(node: &Serving, token: &str) -> (u16, String) {
+    let (status, body) = node.whoami(token);
     let sub = if status == 200 {
         json(&body)["sub"].as_str().unwrap_or_default().to_owned()
     } else {
@@ -122,7 +103,7 @@ fn three_gateways_share_one_key_and_follow_each_others_rotations() {
             .map(|t| t.join().expect("start"))
             .collect()
     });
-    let first = kids(&nodes[0]);
+    let first: BTreeSet<String> = nodes[0].kids().into_iter().collect();
     assert_eq!(first.len(), 1, "one signing key, version 1: {first:?}");
     wait_for_kids(&nodes, &first);
 
@@ -130,13 +111,13 @@ fn three_gateways_share_one_key_and_follow_each_others_rotations() {
     let (token, kid) = issue(&nodes[0], "alice");
     assert!(first.contains(&kid));
     for node in &nodes[1..] {
-        assert_eq!(whoami(node, &token), (200, "alice".to_owned()));
+        assert_eq!(sub_at(node, &token), (200, "alice".to_owned()));
     }
     let mut forged = token.clone().into_bytes();
     let at = forged.len() - 10;
     forged[at] = if forged[at] == b'A' { b'B' } else { b'A' };
     let forged = String::from_utf8(forged).expect("utf-8");
-    assert_eq!(whoami(&nodes[2], &forged).0, 401);
+    assert_eq!(sub_at(&nodes[2], &forged).0, 401);
 
     // A rotation on node 1 reaches every node; node 2 then signs with it
     // and node 0 verifies; the old version still verifies everywhere.
@@ -146,8 +127,8 @@ fn three_gateways_share_one_key_and_follow_each_others_rotations() {
     wait_for_kids(&nodes, &want);
     let (token2, kid2) = issue(&nodes[2], "bob");
     assert_eq!(kid2, v2, "node 2 signs with the head node 1 made");
-    assert_eq!(whoami(&nodes[0], &token2), (200, "bob".to_owned()));
-    assert_eq!(whoami(&nodes[1], &token), (200, "alice".to_owned()));
+    assert_eq!(sub_at(&nodes[0], &token2), (200, "bob".to_owned()));
+    assert_eq!(sub_at(&nodes[1], &token), (200, "alice".to_owned()));
 
     // Two nodes rotating at once: each gets its own version, one history.
     let made: Vec<String> = std::thread::scope(|s| {

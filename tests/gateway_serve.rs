@@ -35,14 +35,7 @@ fn serve_answers_on_both_faces_and_stops_on_sigterm() {
     assert_eq!(status, 200, "{body}");
     let issued = json(&body);
     let token = issued["token"].as_str().expect("token");
-    let bearer = format!("Bearer {token}");
-    let (status, body) = http(
-        s.public,
-        "GET",
-        "/whoami",
-        &[("Authorization", &bearer)],
-        "",
-    );
+    let (status, body) = s.whoami(token);
     assert_eq!(status, 200, "{body}");
     assert_eq!(json(&body)["sub"], "alice");
 
@@ -52,17 +45,7 @@ fn serve_answers_on_both_faces_and_stops_on_sigterm() {
     let (_, body) = http(s.public, "GET", "/.well-known/jwks.json", &[], "");
     assert_eq!(json(&body)["keys"].as_array().map(Vec::len), Some(2));
     // The rotated-away version still verifies.
-    assert_eq!(
-        http(
-            s.public,
-            "GET",
-            "/whoami",
-            &[("Authorization", &bearer)],
-            ""
-        )
-        .0,
-        200
-    );
+    assert_eq!(s.whoami(token).0, 200);
     let (status, body) = http(s.admin, "GET", "/metrics", &[], "");
     assert_eq!(status, 200);
     assert!(body.contains("kms_ops_total"), "{body}");
@@ -264,16 +247,6 @@ fn the_admin_face_runs_the_key_lifecycle_durably_and_audits_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let args = durable_store(dir.path(), "cd");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let kids = |s: &Serving| -> Vec<String> {
-        let (status, body) = http(s.public, "GET", "/.well-known/jwks.json", &[], "");
-        assert_eq!(status, 200);
-        json(&body)["keys"]
-            .as_array()
-            .expect("keys")
-            .iter()
-            .map(|k| k["kid"].as_str().expect("kid").to_owned())
-            .collect()
-    };
     let ct = [("Content-Type", "application/json")];
     let first = Serving::start(&args);
     let (_, body) = http(first.admin, "POST", "/tokens", &ct, r#"{"sub":"old"}"#);
@@ -293,16 +266,8 @@ fn the_admin_face_runs_the_key_lifecycle_durably_and_audits_it() {
     );
     let (status, body) = http(first.admin, "POST", "/keys/trim", &ct, r#"{"below": 2}"#);
     assert_eq!(status, 200, "{body}");
-    assert_eq!(kids(&first).len(), 1, "v1 left the JWKS");
-    let bearer = format!("Bearer {old_token}");
-    let (status, _) = http(
-        first.public,
-        "GET",
-        "/whoami",
-        &[("Authorization", &bearer)],
-        "",
-    );
-    assert_eq!(status, 401, "a v1 token is refused");
+    assert_eq!(first.kids().len(), 1, "v1 left the JWKS");
+    assert_eq!(first.whoami(&old_token).0, 401, "a v1 token is refused");
     let audit: Vec<String> = {
         let mut audit = Vec::new();
         while let Ok(line) = first.lines.recv_timeout(Duration::from_millis(200)) {
@@ -328,7 +293,7 @@ fn the_admin_face_runs_the_key_lifecycle_durably_and_audits_it() {
     let second = Serving::start(&args);
     let (_, body) = http(second.admin, "GET", "/keys/policy", &[], "");
     assert_eq!(json(&body)["min_verify_version"], 2);
-    let kept = kids(&second);
+    let kept = second.kids();
     assert_eq!(kept.len(), 1);
     let (status, body) = http(second.admin, "POST", "/keys/destroy", &[], "");
     assert_eq!(status, 200, "{body}");
@@ -337,13 +302,13 @@ fn the_admin_face_runs_the_key_lifecycle_durably_and_audits_it() {
         (status, json(&body)["error"].as_str()),
         (409, Some("kms.key_destroyed"))
     );
-    assert!(kids(&second).is_empty());
+    assert!(second.kids().is_empty());
     assert_eq!(second.stop(), 0);
 
     // A destroyed key is not the store's key any more: a restart makes a
     // new one, and the old one stays a tombstone.
     let third = Serving::start(&args);
-    let fresh = kids(&third);
+    let fresh = third.kids();
     assert_eq!(fresh.len(), 1);
     assert_ne!(fresh, kept);
     let (status, _) = http(third.admin, "POST", "/tokens", &ct, r#"{"sub":"new"}"#);

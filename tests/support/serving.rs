@@ -96,6 +96,31 @@ impl Serving {
         }
     }
 
+    /// The kids the public face's JWKS lists, in its order.
+    pub fn kids(&self) -> Vec<String> {
+        let (status, body) = http(self.public, "GET", "/.well-known/jwks.json", &[], "");
+        assert_eq!(status, 200, "{body}");
+        json(&body)["keys"]
+            .as_array()
+            .expect("keys")
+            .iter()
+            .map(|k| k["kid"].as_str().expect("kid").to_owned())
+            .collect()
+    }
+
+    /// `GET /whoami` on the public face with `token` as the bearer: the
+    /// status and body.
+    pub fn whoami(&self, token: &str) -> (u16, String) {
+        let bearer = format!("Bearer {token}");
+        http(
+            self.public,
+            "GET",
+            "/whoami",
+            &[("Authorization", &bearer)],
+            "",
+        )
+    }
+
     /// SIGTERM, then the exit status, within the deadline.
     pub fn stop(mut self) -> i32 {
         self.stop_in_place()
