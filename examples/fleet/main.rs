@@ -21,7 +21,8 @@
 //!   started again (not with `--etcd`: that cluster is not ours; not with
 //!   `--keep-leader`).
 //!
-//! Then it waits until the nodes agree and reports: rotations made, lost
+//! Then a fourth node joins and reads the store as it ended; once every
+//! node holds the same versions of the key, it reports: rotations made, lost
 //! to other nodes (`Conflict`) and of unknown outcome (`Unavailable`);
 //! propagation, from a `rotate` call's start to the new version being
 //! visible on all three nodes (p50/p99/max); and the verdicts. Exit 1 on
@@ -43,6 +44,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use etcd_cluster::EtcdCluster;
 use kms::core::seal::{Keyring, SealKey};
+use kms::core::Attestation;
 use kms::etcd::EtcdConfig;
 use node::Node;
 use workload::{Rotations, Verdicts};
@@ -191,7 +193,21 @@ async fn run(args: Args) -> Result<bool, String> {
         Some(chaos) => Some(chaos.await.map_err(|e| e.to_string())??),
         None => None,
     };
-    let ok = check(&nodes, &rotations, &verdicts, args.lanes).await;
+    // The store as it ended, read by a node that joins now: what every
+    // node must come to.
+    let joined = {
+        let keyring = SealKey::from_bytes("fleet-master", 1, &master).map(Keyring::from);
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || kms::etcd::open(config, keyring?))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("reading the store at the end: {e}"))?
+    };
+    let stored = joined
+        .0
+        .attest(&key)
+        .map_err(|e| format!("the key in the store at the end: {e}"))?;
+    let ok = check(&nodes, &stored, &rotations, &verdicts, args.lanes).await;
     let nodes = Arc::try_unwrap(nodes).map_err(|_| "a node is still in use".to_owned())?;
     for node in nodes {
         if let Ok(node) = Arc::try_unwrap(node) {
@@ -232,36 +248,32 @@ fn kill_and_restart_leader(
 /// the report; whether every check passed.
 async fn check(
     nodes: &[Arc<Node>],
+    stored: &Attestation,
     rotations: &[Rotations],
     verdicts: &Verdicts,
     lanes: usize,
 ) -> bool {
     let mut ok = true;
-    // Every node at one head, following (at most 20 s).
+    // Every node holds what the store holds (at most 20 s).
     let settle = Instant::now() + Duration::from_secs(20);
-    let head = loop {
-        let heads: Vec<u32> = nodes.iter().map(|n| n.head()).collect();
-        let following = nodes.iter().all(|n| n.follower.staleness().is_zero());
-        if following && heads.iter().all(|h| *h == heads[0]) {
-            break heads[0];
-        }
+    while nodes
+        .iter()
+        .any(|n| n.keystore.attest(&n.key).as_ref() != Ok(stored))
+    {
         if Instant::now() >= settle {
-            println!("fleet: the nodes did not agree within 20 s: heads {heads:?}");
+            let heads: Vec<u32> = nodes.iter().map(|n| n.head()).collect();
+            println!(
+                "fleet: the nodes did not come to the store's v{} within 20 s: heads {heads:?}",
+                stored.head.version()
+            );
             return false;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    }
     for node in nodes {
         node.scan();
     }
-    let attested: Vec<_> = nodes
-        .iter()
-        .map(|n| n.keystore.attest(&n.key).ok())
-        .collect();
-    if attested.iter().any(|a| *a != attested[0]) {
-        println!("fleet: the nodes hold different versions of the key");
-        ok = false;
-    }
+    let head = stored.head.version();
 
     let made: Vec<_> = rotations.iter().flat_map(|r| r.made.iter()).collect();
     let mut versions: Vec<u32> = made.iter().map(|r| r.version).collect();
@@ -281,9 +293,22 @@ async fn check(
         println!("fleet: a version was made twice (a fork)");
         ok = false;
     }
-    if versions.last().is_some_and(|v| *v > head) || added < count || added > count + unknown {
+    // Each version answered Ok is in the history with the secret it was
+    // made with (its public key), and the rest are at most the unknowns.
+    let kept = made.iter().all(|r| {
+        let index = r
+            .version
+            .checked_sub(1)
+            .and_then(|i| usize::try_from(i).ok());
+        index
+            .and_then(|i| stored.versions.get(i))
+            .map(|v| v.public_key)
+            == Some(r.public_key)
+    });
+    if !kept || added < count || added > count + unknown {
         println!(
-            "fleet: the history (v2..=v{head}) does not hold the {count} rotations answered Ok \
+            "fleet: the history (v2..=v{head}) does not hold the {count} rotations answered Ok, \
+             each with the secret it made, \
              plus at most the {unknown} of unknown outcome"
         );
         ok = false;

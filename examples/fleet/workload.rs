@@ -23,6 +23,8 @@ pub(crate) struct Rotation {
     pub(crate) version: u32,
     /// When the `rotate` call began.
     pub(crate) started: Instant,
+    /// The version's public key, as the rotating node made it.
+    pub(crate) public_key: [u8; 32],
 }
 
 /// What one node's rotations came to.
@@ -52,10 +54,14 @@ pub(crate) fn rotate(node: &Node, every: Duration, deadline: Instant) -> Rotatio
         match node.keystore.rotate(&node.key) {
             Ok(head) => {
                 node.scan();
-                out.made.push(Rotation {
-                    version: head.version(),
-                    started,
-                });
+                match node.keystore.public_key(&head) {
+                    Ok(public_key) => out.made.push(Rotation {
+                        version: head.version(),
+                        started,
+                        public_key,
+                    }),
+                    Err(e) => out.errors.push(format!("{head} after its rotation: {e}")),
+                }
             }
             Err(KmsError::Conflict { .. }) => out.conflicts += 1,
             Err(KmsError::Unavailable { .. }) => out.unknown += 1,
