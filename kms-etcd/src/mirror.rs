@@ -16,7 +16,8 @@
 //!   notification's header, or a whole read of the prefix. A conflict's
 //!   fetch or an own commit does not move it.
 //! * A group (the records whose names agree up to the last `/`: one key's
-//!   records; `index` alone) is marked pending when another writer changed
+//!   records; `index` alone; every signing pointer, `signing/…`) is marked
+//!   pending when another writer changed
 //!   it, and [`Mirror::changes`] reports every live record of each pending
 //!   group. etcd delivers all events of one transaction in one watch
 //!   response, and the storage applies a response under one lock, so a

@@ -1,8 +1,9 @@
 //! [`EtcdStorage`]: a [`Storage`] shared by the nodes of a fleet, on etcd v3.
 //!
 //! * **Layout:** record `name` is the etcd key `<prefix>/<name>`:
-//!   `<prefix>/index`, and per key `<prefix>/keys/<tenant>/<purpose>/<uuid>/head`,
-//!   `…/v<N>` and `…/retired`. Values are the keystore's record bytes as
+//!   `<prefix>/index`, per key `<prefix>/keys/<tenant>/<purpose>/<uuid>/head`,
+//!   `…/v<N>` and `…/retired`, and per purpose with a signing key
+//!   `<prefix>/signing/<tenant>:<purpose>`. Values are the keystore's record bytes as
 //!   they are (a sequence and a sealed envelope): etcd never sees a secret
 //!   in the clear, and a node without the master key cannot open one.
 //! * **Writes:** one commit is one etcd transaction. It compares the
@@ -190,8 +191,9 @@ impl Storage for EtcdStorage {
             .iter()
             .map(|(name, value, _)| (name.clone(), value.clone()))
             .collect();
-        // A later load (a rewrap reads every record) merges: replacing the
-        // mirror would drop news the keystore has not taken (mirror.rs).
+        // A later load (a rewrap, or a resync for a signing pointer that
+        // came before its key) merges: replacing the mirror would drop
+        // news the keystore has not taken (mirror.rs).
         self.mirror().read_all(records, revision);
         Ok(out)
     }
