@@ -9,6 +9,18 @@
 //!   of the 8192 on the two threads of a rayon pool (`rayon::join`: the
 //!   split the actor makes for two idle threads). Target: end to end ≥
 //!   0.85 × raw.
+//! * `actor/throughput/{keystore_standalone,keystore_fleet,keystore_fleet_rotating}`:
+//!   the same 1024 clients and 2-thread pool, each request naming its key
+//!   by version id (`KmsClient::verify`, as a gateway verifies a token's
+//!   `kid`): 8192 signatures by 64 keys of 4 versions each, in a different
+//!   key from one request to the next. `keystore_standalone`: the keys in
+//!   one in-memory keystore. `keystore_fleet` (with `--features etcd`; the
+//!   `etcd` binary from Debian's etcd-server): the keys of a fleet node on
+//!   a one-member etcd started by the bench, following the prefix with a
+//!   live watch. `keystore_fleet_rotating`: the same while a second node
+//!   rotates one of those keys every 100 ms (each rotation reaches the
+//!   measured node through its watch and is applied there while it
+//!   verifies). Target (#22): fleet ≤ 1.05 × standalone's time.
 //! * `actor/idle_latency/{end_to_end,single_verify,pool_round_trip}`: one
 //!   request at a time from one client task (nothing else in flight),
 //!   against our single `verify` of the same signature on the calling
@@ -45,14 +57,27 @@
 //!   side by side; it prints the median run's rates and the spread of the
 //!   ratio actor / best. Target (#14): ≥ 0.85 at every concurrency.
 //!
-//! Run: `cargo bench --bench actor`. Results: `docs/PERFORMANCE.md`.
+//! Run: `cargo bench --bench actor` (the fleet figures:
+//! `cargo bench --features etcd --bench actor -- actor/throughput`).
+//! Results: `docs/PERFORMANCE.md`.
 
+#[cfg(feature = "etcd")]
+#[path = "../examples/fleet/etcd_cluster.rs"]
+mod etcd_cluster;
+#[cfg(feature = "etcd")]
+#[path = "actor/fleet.rs"]
+mod fleet;
+#[path = "actor/keyed.rs"]
+mod keyed;
+
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use criterion::{Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, Throughput};
 use ed25519_dalek::{Signer, SigningKey};
 use futures::stream::{FuturesUnordered, StreamExt};
 use hdrhistogram::Histogram;
@@ -65,6 +90,18 @@ use tokio::runtime::Runtime;
 const ITEMS: usize = 8192;
 const CLIENTS: usize = 1024;
 const THREADS: usize = 2;
+
+/// One verify request, as `end_to_end_with` sends it.
+trait Request: Send + Sync + 'static {
+    /// Sends this request through `kms`; its answer.
+    fn verify(&self, kms: &KmsClient) -> impl Future<Output = Result<(), KmsError>> + Send;
+}
+
+impl Request for Item {
+    fn verify(&self, kms: &KmsClient) -> impl Future<Output = Result<(), KmsError>> + Send {
+        kms.verify_with_public_key(self.public_key, self.message.clone(), self.signature)
+    }
+}
 
 /// One signed item: a distinct key, a message and its signature.
 struct Item {
@@ -109,13 +146,13 @@ fn actor(rt: &Runtime) -> KmsHandle {
 }
 
 /// Every item verified through the actor by `CLIENTS` concurrent tasks.
-async fn end_to_end(kms: &KmsClient, items: &Arc<Vec<Item>>) {
+async fn end_to_end<R: Request>(kms: &KmsClient, items: &Arc<Vec<R>>) {
     end_to_end_with(kms, items, CLIENTS).await;
 }
 
 /// Every item verified through the actor by `clients` concurrent tasks,
 /// each one request at a time (closed loop).
-async fn end_to_end_with(kms: &KmsClient, items: &Arc<Vec<Item>>, clients: usize) {
+async fn end_to_end_with<R: Request>(kms: &KmsClient, items: &Arc<Vec<R>>, clients: usize) {
     let next = Arc::new(AtomicUsize::new(0));
     let tasks: Vec<_> = (0..clients)
         .map(|_| {
@@ -125,14 +162,7 @@ async fn end_to_end_with(kms: &KmsClient, items: &Arc<Vec<Item>>, clients: usize
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(item) = items.get(i) else { break };
                     loop {
-                        match kms
-                            .verify_with_public_key(
-                                item.public_key,
-                                item.message.clone(),
-                                item.signature,
-                            )
-                            .await
-                        {
+                        match item.verify(&kms).await {
                             Ok(()) => break,
                             Err(e) if e.is_retryable() => tokio::task::yield_now().await,
                             Err(e) => panic!("item {i}: {e:?}"),
@@ -245,7 +275,94 @@ fn throughput(c: &mut Criterion, rt: &Runtime, kms: &KmsClient, items: &Arc<Vec<
             assert!(a.iter().chain(&b).all(|v| v.is_ok()));
         })
     });
+    keystores(&mut group, rt);
     group.finish();
+}
+
+/// `actor/throughput/keystore_*` (module docs): a standalone keystore's
+/// actor, then a fleet node's (with `--features etcd`), each a Criterion
+/// function, and each fleet function followed by [`side_by_side`] against
+/// the standalone actor, which stays up.
+fn keystores(group: &mut BenchmarkGroup<'_, WallTime>, rt: &Runtime) {
+    let standalone = keyed::Keyed::new(rt, Keystore::new());
+    let alone = standalone.client();
+    rt.block_on(end_to_end(&alone, &standalone.items));
+    group.bench_function("keystore_standalone", |b| {
+        b.iter(|| rt.block_on(end_to_end(&alone, &standalone.items)))
+    });
+    #[cfg(feature = "etcd")]
+    {
+        let fleet = fleet::Fleet::start(rt);
+        let kms = fleet.node.client();
+        rt.block_on(end_to_end(&kms, &fleet.node.items));
+        let pair = ((&alone, &standalone.items), (&kms, &fleet.node.items));
+        group.bench_function("keystore_fleet", |b| {
+            b.iter(|| rt.block_on(end_to_end(&kms, &fleet.node.items)))
+        });
+        side_by_side(rt, "actor/throughput/keystore_fleet", pair.0, pair.1);
+        let rotating = fleet.rotating();
+        group.bench_function("keystore_fleet_rotating", |b| {
+            b.iter(|| rt.block_on(end_to_end(&kms, &fleet.node.items)))
+        });
+        side_by_side(
+            rt,
+            "actor/throughput/keystore_fleet_rotating",
+            pair.0,
+            pair.1,
+        );
+        let rotations = rotating.stop();
+        println!(
+            "actor/throughput/keystore_fleet_rotating: {rotations} rotations from the second \
+             node, every one applied on the measured node"
+        );
+        let fleet::Fleet { node, .. } = fleet;
+        rt.block_on(node.shutdown());
+    }
+    rt.block_on(standalone.shutdown());
+}
+
+/// One actor and the items it verifies.
+#[cfg(feature = "etcd")]
+type Side<'a> = (&'a KmsClient, &'a Arc<Vec<keyed::KeyedItem>>);
+
+/// Prints the time of `name`'s actor (`measured`) over the standalone
+/// one's (`standalone`), measured side by side: 60 rounds, each verifying
+/// all the items once on each (in the order A B, then B A, so that drift
+/// over a round falls on both); the median of the rounds' ratios, their
+/// quartiles, and the ratio of the total times. Skipped when a filter on
+/// the command line does not select `name`.
+#[cfg(feature = "etcd")]
+fn side_by_side(rt: &Runtime, name: &str, standalone: Side<'_>, measured: Side<'_>) {
+    const ROUNDS: usize = 60;
+    if !selected(name) {
+        return;
+    }
+    let time = |(kms, items): Side<'_>| {
+        let started = Instant::now();
+        rt.block_on(end_to_end(kms, items));
+        started.elapsed().as_secs_f64()
+    };
+    let (mut ratios, mut totals) = (Vec::with_capacity(ROUNDS), (0.0, 0.0));
+    for round in 0..ROUNDS {
+        let (a, b) = if round % 2 == 0 {
+            let a = time(standalone);
+            (a, time(measured))
+        } else {
+            let b = time(measured);
+            (time(standalone), b)
+        };
+        totals = (totals.0 + a, totals.1 + b);
+        ratios.push(b / a);
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "{name} / keystore_standalone, side by side: median {:.3} (quartiles {:.3}-{:.3}; \
+         {ROUNDS} rounds), total time {:.3}",
+        ratios[ROUNDS / 2],
+        ratios[ROUNDS / 4],
+        ratios[3 * ROUNDS / 4],
+        totals.1 / totals.0,
+    );
 }
 
 fn idle_latency(c: &mut Criterion, rt: &Runtime, kms: &KmsClient, item: &Arc<Vec<Item>>) {
@@ -485,6 +602,17 @@ fn idle_poisson(rt: &Runtime, items: &Arc<Vec<Item>>) {
     });
 }
 
+/// Whether the part `name` of this bench runs: with no filter on the
+/// command line, or a filter `name` contains (Criterion's filter is the
+/// first argument that is not an option, for example
+/// `cargo bench --bench actor -- actor/concurrency`).
+fn selected(name: &str) -> bool {
+    std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .is_none_or(|filter| name.contains(&filter))
+}
+
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     let rt = runtime();
@@ -497,10 +625,16 @@ fn main() {
     throughput(&mut c, &rt, &kms, &items);
     idle_latency(&mut c, &rt, &kms, &items);
     if !cfg!(debug_assertions) && std::env::args().any(|a| a == "--bench") {
-        idle_poisson(&rt, &items);
-        concurrency(&rt, &kms, &items);
-        let rate = sustainable_rate(&rt, &kms, &items);
-        overload(&rt, &kms, &items, 2.0 * rate, Duration::from_secs(1));
+        if selected("actor/idle_poisson") {
+            idle_poisson(&rt, &items);
+        }
+        if selected("actor/concurrency") {
+            concurrency(&rt, &kms, &items);
+        }
+        if selected("actor/overload") {
+            let rate = sustainable_rate(&rt, &kms, &items);
+            overload(&rt, &kms, &items, 2.0 * rate, Duration::from_secs(1));
+        }
     }
     rt.block_on(handle.shutdown());
     c.final_summary();
