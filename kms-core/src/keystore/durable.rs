@@ -93,6 +93,15 @@ pub(crate) struct Sequences {
     failed: bool,
 }
 
+/// A key's head record sealed at the key's next sequence
+/// ([`Durable::next_head`]).
+struct NextHead {
+    name: String,
+    value: Vec<u8>,
+    /// The key's sequence and creation ordinal once the record lands.
+    seq: (u64, u64),
+}
+
 /// A keystore's records in a storage, sealed under a keyring.
 pub(crate) struct Durable {
     storage: Box<dyn Storage>,
@@ -276,8 +285,8 @@ impl Durable {
             sequences.keys.insert(key.id.uuid(), (key_seq, ordinal));
             keys.push((ordinal, key));
         }
-        let signing =
-            loader.load_signing(&store, &mut loaded, Some(&sequences.keys), &HashMap::new())?;
+        let held: HashMap<Uuid, &KeyId> = keys.iter().map(|(_, k)| (k.id.uuid(), &k.id)).collect();
+        let signing = loader.load_signing(&store, &mut loaded, Some(&held), &HashMap::new())?;
         sequences.signing.extend(pointer_seqs(&signing));
         let corrupt = |reason: String| loader.corrupt(reason);
         keys.sort_unstable_by_key(|(ordinal, _)| *ordinal);
@@ -451,6 +460,14 @@ impl Durable {
         self.storage.load().map(drop)
     }
 
+    /// [`KmsError::StoreCorrupt`] for this store, for `reason`.
+    pub(crate) fn corrupt(&self, reason: String) -> KmsError {
+        KmsError::StoreCorrupt {
+            store: self.label.clone(),
+            reason,
+        }
+    }
+
     /// Refuses further writes until the store is reopened: memory could
     /// not take what [`Durable::refresh`] loaded.
     pub(crate) fn stop_writes(sequences: &mut Sequences) {
@@ -514,21 +531,36 @@ impl Durable {
     }
 
     /// Writes the signing pointer of key `id`'s tenant and purpose, naming
-    /// `id` (a key of the store), at its next sequence. Call with
+    /// `id` (a key of the store), at its next sequence, together with the
+    /// key's head (version `head`, `state`, as memory holds them) at the
+    /// key's next sequence: on a shared store the commit then lands only
+    /// if neither changed since this keystore saw them, so a pointer never
+    /// names a key another node has just destroyed or moved on. Call with
     /// `sequences` from [`Durable::begin`].
     ///
     /// # Errors
-    /// As [`Durable::add_key`].
+    /// As [`Durable::add_version`].
     pub(crate) fn add_signing(
         &self,
         sequences: &mut Sequences,
         id: &KeyId,
+        head: u32,
+        state: &KeyState,
     ) -> Result<(), KmsError> {
         let name = signing_name(id);
         let seq = next(sequences.signing.get(&name).map_or(0, |(seq, _)| *seq))?;
         let value = self.seal(&name, seq, &encode_signing(id))?;
-        self.commit(sequences, &[(name.as_str(), value)], &[])?;
+        let next_head = self.next_head(sequences, id, head, state)?;
+        self.commit(
+            sequences,
+            &[
+                (name.as_str(), value),
+                (next_head.name.as_str(), next_head.value),
+            ],
+            &[],
+        )?;
         sequences.signing.insert(name, (seq, id.uuid()));
+        sequences.keys.insert(id.uuid(), next_head.seq);
         Ok(())
     }
 
@@ -617,6 +649,30 @@ impl Durable {
         put: Option<(&str, &[u8])>,
         removes: &[String],
     ) -> Result<(), KmsError> {
+        let next_head = self.next_head(sequences, id, head, state)?;
+        let mut records = Vec::with_capacity(2);
+        if let Some((name, plaintext)) = put {
+            records.push((name, self.seal(name, next_head.seq.0, plaintext)?));
+        }
+        records.push((next_head.name.as_str(), next_head.value));
+        self.commit(sequences, &records, removes)?;
+        sequences.keys.insert(id.uuid(), next_head.seq);
+        Ok(())
+    }
+
+    /// Key `id`'s head record (version `head`, `state`) sealed at the
+    /// key's next sequence.
+    ///
+    /// # Errors
+    /// [`KmsError::Internal`] if the key is not in the store or its
+    /// sequence is exhausted; [`KmsError::Seal`].
+    fn next_head(
+        &self,
+        sequences: &Sequences,
+        id: &KeyId,
+        head: u32,
+        state: &KeyState,
+    ) -> Result<NextHead, KmsError> {
         let (seq, ordinal) =
             sequences
                 .keys
@@ -626,19 +682,13 @@ impl Durable {
                     reason: format!("keystore: key {id} is not in the store"),
                 })?;
         let seq = next(seq)?;
-        let head_name = head_name(id);
-        let head_plaintext = encode_head(id, head, ordinal, state);
-        let mut records = Vec::with_capacity(2);
-        if let Some((name, plaintext)) = put {
-            records.push((name, self.seal(name, seq, plaintext)?));
-        }
-        records.push((
-            head_name.as_str(),
-            self.seal(&head_name, seq, &head_plaintext)?,
-        ));
-        self.commit(sequences, &records, removes)?;
-        sequences.keys.insert(id.uuid(), (seq, ordinal));
-        Ok(())
+        let name = head_name(id);
+        let value = self.seal(&name, seq, &encode_head(id, head, ordinal, state))?;
+        Ok(NextHead {
+            name,
+            value,
+            seq: (seq, ordinal),
+        })
     }
 
     /// Re-seals every record not sealed under the keyring's newest key,
@@ -845,19 +895,20 @@ impl Loader<'_> {
 
     /// Loads the signing pointers among `loaded`'s records, taking them
     /// out; returns the key id each names, with the pointer's sequence.
-    /// `keys` are the store's keys, where the load is whole (an open);
-    /// `known` the pointers already loaded.
+    /// `keys` are the store's keys by UUID, where the load is whole (an
+    /// open); `known` the pointers already loaded.
     ///
     /// # Errors
     /// As [`Loader::open`]; [`KmsError::StoreCorrupt`] if a pointer does
-    /// not decode, names a key of another tenant or purpose or (given
-    /// `keys`) one the store does not hold, went back (a lower sequence
-    /// than known), or names another key at the same sequence.
+    /// not decode, names a key of another tenant or purpose than its name
+    /// says or (given `keys`) one the store does not hold under those
+    /// names, went back (a lower sequence than known), or names another
+    /// key at the same sequence.
     fn load_signing(
         &mut self,
         store: &StoreId,
         loaded: &mut HashMap<String, Vec<u8>>,
-        keys: Option<&HashMap<Uuid, (u64, u64)>>,
+        keys: Option<&HashMap<Uuid, &KeyId>>,
         known: &HashMap<String, (u64, Uuid)>,
     ) -> Result<Vec<(KeyId, u64)>, KmsError> {
         let names: Vec<String> = loaded
@@ -872,7 +923,12 @@ impl Loader<'_> {
             let id = decode_signing(&plaintext)
                 .filter(|id| seq >= 1 && signing_name(id) == name)
                 .ok_or_else(|| self.corrupt(format!("record {name} does not decode")))?;
-            if keys.is_some_and(|keys| !keys.contains_key(&id.uuid())) {
+            let held = |keys: &HashMap<Uuid, &KeyId>| {
+                keys.get(&id.uuid()).is_some_and(|k| {
+                    (k.tenant(), k.purpose(), k.alg()) == (id.tenant(), id.purpose(), id.alg())
+                })
+            };
+            if keys.is_some_and(|keys| !held(keys)) {
                 return Err(self.corrupt(format!(
                     "record {name} names key {id}, which the store does not hold"
                 )));
@@ -964,5 +1020,128 @@ fn next(n: u64) -> Result<u64, KmsError> {
 fn too_many() -> KmsError {
     KmsError::Internal {
         reason: "keystore: too many versions to store".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! A damaged signing pointer: one naming a key of another purpose,
+    //! which only a writer holding the master key can make, so it is made
+    //! here, with the store's own sealing.
+
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+
+    use super::{encode_signing, signing_name};
+    use crate::key_id::{Alg, KeyId};
+    use crate::seal::SealKey;
+    use crate::storage::{RecordWrite, Storage};
+    use crate::{Keystore, KmsError};
+
+    /// Records another writer wrote, not yet reported.
+    type Queued = Vec<(String, Vec<u8>)>;
+
+    /// Records in memory; when `shared`, `changes` reports what
+    /// [`Records::arrive`] queued (what another writer would have written).
+    #[derive(Debug, Clone, Default)]
+    struct Records {
+        records: Arc<Mutex<BTreeMap<String, Vec<u8>>>>,
+        queued: Arc<Mutex<Queued>>,
+        shared: bool,
+    }
+
+    impl Records {
+        fn arrive(&self, name: String, value: Vec<u8>) {
+            let mut records = self.records.lock().expect("records");
+            records.insert(name.clone(), value.clone());
+            self.queued.lock().expect("queued").push((name, value));
+        }
+    }
+
+    impl Storage for Records {
+        fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
+            let records = self.records.lock().expect("records");
+            Ok(records.clone().into_iter().collect())
+        }
+
+        fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
+            let mut records = self.records.lock().expect("records");
+            for w in writes {
+                match w.value {
+                    Some(value) => records.insert(w.name.to_owned(), value.to_vec()),
+                    None => records.remove(w.name),
+                };
+            }
+            Ok(())
+        }
+
+        fn is_shared(&self) -> bool {
+            self.shared
+        }
+
+        fn changes(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
+            Ok(std::mem::take(&mut *self.queued.lock().expect("queued")))
+        }
+    }
+
+    fn master() -> SealKey {
+        SealKey::from_bytes("master", 1, &[1; 32]).expect("key")
+    }
+
+    /// The `tokens` pointer, sealed at `seq`, naming `other`'s UUID under
+    /// the `tokens` purpose.
+    fn forged(ks: &Keystore, other: &KeyId, seq: u64) -> (String, Vec<u8>) {
+        let id = KeyId::new("acme", "tokens", Alg::Ed25519, other.uuid(), 1).expect("id");
+        let durable = ks.durable.as_deref().expect("durable");
+        let name = signing_name(&id);
+        let value = durable
+            .seal(&name, seq, &encode_signing(&id))
+            .expect("seal");
+        (name, value)
+    }
+
+    #[test]
+    fn a_pointer_naming_a_key_of_another_purpose_is_store_corrupt() {
+        let storage = Records {
+            shared: true,
+            ..Records::default()
+        };
+        let ks =
+            Keystore::create_with_storage(Box::new(storage.clone()), master()).expect("create");
+        let tokens = ks.signing_key("acme", "tokens").expect("signing key");
+        let mail = ks.create_ed25519("acme", "mail").expect("create");
+        ks.destroy(&tokens).expect("destroy");
+
+        let before = storage.records.lock().expect("records").clone();
+        // On a shared store the pointer arrives with a refresh: no retry
+        // mends it, so the answer is StoreCorrupt, not Conflict.
+        let (name, value) = forged(&ks, &mail, 2);
+        storage.arrive(name, value);
+        match ks.signing_key("acme", "tokens") {
+            Err(KmsError::StoreCorrupt { reason, .. }) => {
+                assert!(reason.contains("under other names"), "{reason}");
+            }
+            other => panic!("expected StoreCorrupt, got {other:?}"),
+        }
+        drop(ks);
+
+        // On open, the pointer is checked against the keys loaded; the
+        // records as they were before it open.
+        let open = |records: BTreeMap<String, Vec<u8>>| {
+            let storage = Records {
+                records: Arc::new(Mutex::new(records)),
+                ..Records::default()
+            };
+            Keystore::open_with_storage(Box::new(storage), master().into())
+        };
+        let after = storage.records.lock().expect("records").clone();
+        match open(after) {
+            Err(KmsError::StoreCorrupt { reason, .. }) => {
+                assert!(reason.contains("does not hold"), "{reason}");
+            }
+            other => panic!("expected StoreCorrupt, got {other:?}"),
+        }
+        let reopened = open(before).expect("the records before the damage open");
+        assert!(reopened.key_ids().contains(&mail));
     }
 }

@@ -602,12 +602,16 @@ impl Keystore {
     /// with the pointer in one commit. On a store shared by a fleet
     /// ([`Storage::is_shared`]) the pointer is written only over the one
     /// this keystore last saw: nodes that start at once end up with one
-    /// signing key, whichever node's commit lands first, not one each.
+    /// signing key, whichever node's commit lands first, not one each. A
+    /// pointer to an existing key is written with that key's head, so it
+    /// does not land if another node destroyed the key meanwhile.
     ///
     /// # Errors
     /// [`KmsError::InvalidKeyId`] if `tenant` or `purpose` is not 1–64
-    /// bytes of `[A-Za-z0-9._-]`; where the pointer is written, the errors
-    /// of [`Keystore::create_ed25519`].
+    /// bytes of `[A-Za-z0-9._-]`; [`KmsError::StoreCorrupt`] if the
+    /// pointer names a key this keystore holds under another tenant or
+    /// purpose; where the pointer is written, the errors of
+    /// [`Keystore::create_ed25519`].
     pub fn signing_key(&self, tenant: &str, purpose: &str) -> Result<KeyId, KmsError> {
         let names = (tenant.to_owned(), purpose.to_owned());
         let signing_map = || self.signing.read().unwrap_or_else(PoisonError::into_inner);
@@ -636,6 +640,15 @@ impl Keystore {
                 }
                 if self.record(&key).is_err() {
                     if let Some((durable, _)) = &mutation {
+                        // A key's names never change: a pointer naming a
+                        // held key under other names is damaged, and no
+                        // retry mends it.
+                        if self.holds(&key) {
+                            return Err(durable.corrupt(format!(
+                                "record {} names key {key}, which the store holds under other names",
+                                records::signing_name(&key)
+                            )));
+                        }
                         durable.resync()?;
                     }
                     return Err(KmsError::Conflict {
@@ -651,13 +664,22 @@ impl Keystore {
                 .map(|k| k.with_version(1));
             if let Some((durable, sequences)) = &mut mutation {
                 match &existing {
-                    Some(key) => durable.add_signing(sequences, key)?,
+                    Some(key) => {
+                        // The key's head is written with the pointer, so
+                        // the commit fails if another node changed it.
+                        let (head, state) = {
+                            let record = self.record(key)?;
+                            let versions = record.versions();
+                            (versions.head(), versions.state.clone())
+                        };
+                        durable.add_signing(sequences, key, head, &state)?;
+                    }
                     None => durable.add_key(sequences, &id, &version, true)?,
                 }
             }
             Ok(ControlFlow::Continue((mutation, existing)))
         })?;
-        let (_mutation, existing) = match planned {
+        let (mutation, existing) = match planned {
             ControlFlow::Break(key) => return Ok(key),
             ControlFlow::Continue(planned) => planned,
         };
@@ -667,11 +689,22 @@ impl Keystore {
             return Ok(key);
         }
         let key = match existing {
-            Some(key) => key,
-            None => self.insert_key(id, version)?,
+            // A durable keystore's destroy waits for the mutation lock
+            // held here; an in-memory one's may have come since the key
+            // was chosen, and then a new key signs.
+            Some(key) if mutation.is_some() || self.is_live(&key) => key,
+            _ => self.insert_key(id, version)?,
         };
         signing.insert(names, key.clone());
         Ok(key)
+    }
+
+    /// Whether a key with `key`'s UUID is held, whatever its names.
+    fn holds(&self, key: &KeyId) -> bool {
+        self.keys
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&key.uuid())
     }
 
     /// Whether `key` is held and not destroyed.
