@@ -294,6 +294,42 @@ fn a_wrong_master_key_refuses_to_start_and_writes_nothing() {
 }
 
 #[test]
+fn fleets_whose_prefixes_nest_are_refused_and_write_nothing() {
+    let cluster = EtcdCluster::start(1).unwrap();
+    let open = |prefix: &str| {
+        kms::etcd::open(
+            config(cluster.endpoints()).with_prefix(prefix),
+            keyring(&MASTER),
+        )
+    };
+    let keys = |prefix: &str| {
+        etcdctl(
+            &cluster.endpoint(0),
+            &["get", "--prefix", prefix, "--keys-only"],
+        )
+    };
+    let (outer, _f) = open("/fleets/a").unwrap();
+    outer.create_ed25519("acme", "tokens").unwrap();
+    // Inside a store: refused before anything is written.
+    let inner = open("/fleets/a/b");
+    assert!(
+        matches!(&inner, Err(KmsError::InvalidConfig { reason }) if reason.contains("/fleets/a")),
+        "{inner:?}"
+    );
+    assert_eq!(keys("/fleets/a/b/").trim(), "", "nothing written");
+    // Around a store: refused too.
+    let (deep, _g) = open("/others/x/y").unwrap();
+    deep.create_ed25519("acme", "tokens").unwrap();
+    let around = open("/others/x");
+    assert!(
+        matches!(&around, Err(KmsError::InvalidConfig { reason }) if reason.contains("/others/x/y")),
+        "{around:?}"
+    );
+    // A sibling whose name starts the same is not nested.
+    assert!(open("/fleets/ab").is_ok());
+}
+
+#[test]
 fn etcd_down_and_back() {
     let mut cluster = EtcdCluster::start(1).unwrap();
     let (a, _fa) = node(&cluster);

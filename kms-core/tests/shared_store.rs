@@ -36,6 +36,18 @@ struct Node {
     /// conflict on one of their records.
     held: Arc<Mutex<BTreeSet<String>>>,
     commits: Arc<AtomicUsize>,
+    /// Run at the start of each commit: another node's write that lands
+    /// just before this node's.
+    before_commit: Arc<Mutex<Option<Hook>>>,
+}
+
+/// A write by another node, run by [`Node::commit`].
+struct Hook(Box<dyn Fn() + Send>);
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hook")
+    }
 }
 
 /// The group of record `name`: `index`, every signing pointer together,
@@ -62,6 +74,7 @@ impl Node {
             reported: Arc::default(),
             held: Arc::default(),
             commits: Arc::default(),
+            before_commit: Arc::default(),
         }
     }
 
@@ -101,6 +114,9 @@ impl Storage for Node {
     }
 
     fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
+        if let Some(Hook(write)) = &*lock(&self.before_commit) {
+            write();
+        }
         let mut store = lock(&self.store);
         let mut seen = lock(&self.seen);
         for w in writes {
@@ -176,12 +192,18 @@ fn master() -> SealKey {
 /// A store made by node `a` (its keystore), and node `b` opened on it
 /// (its view and keystore).
 fn two_nodes() -> (Arc<Mutex<Store>>, Keystore, Node, Keystore) {
+    let (store, _, ks_a, b, ks_b) = two_views();
+    (store, ks_a, b, ks_b)
+}
+
+/// As [`two_nodes`], with `a`'s view too.
+fn two_views() -> (Arc<Mutex<Store>>, Node, Keystore, Node, Keystore) {
     let store = Arc::default();
-    let ks_a =
-        Keystore::create_with_storage(Box::new(Node::new(&store)), master()).expect("create");
+    let a = Node::new(&store);
+    let ks_a = Keystore::create_with_storage(Box::new(a.clone()), master()).expect("create");
     let b = Node::new(&store);
     let ks_b = Keystore::open_with_storage(Box::new(b.clone()), master().into()).expect("open");
-    (store, ks_a, b, ks_b)
+    (store, a, ks_a, b, ks_b)
 }
 
 #[test]
@@ -247,4 +269,31 @@ fn a_pointer_is_not_written_over_a_key_another_node_just_destroyed() {
     ks_a.refresh().expect("refresh");
     assert_eq!(ks_a.signing_key("acme", "mail").expect("followed"), key);
     assert!(ks_b.sign(&key, b"hello").is_ok());
+}
+
+#[test]
+fn a_change_that_loses_every_attempt_leaves_memory_at_the_state_it_lost_to() {
+    let (_, a, ks_a, _, ks_b) = two_views();
+    let key = ks_a.create_ed25519("acme", "tokens").expect("create");
+    ks_b.refresh().expect("refresh");
+    // Before each of a's commits, b rotates the key: every attempt of a's
+    // rotation loses, the last one to b's last rotation.
+    let (b_keystore, b_key) = (ks_b.clone(), key.clone());
+    *lock(&a.before_commit) = Some(Hook(Box::new(move || {
+        b_keystore.rotate(&b_key).expect("b rotates");
+    })));
+    match ks_a.rotate(&key) {
+        Err(KmsError::Conflict { attempts, .. }) => {
+            assert_eq!(attempts, kms_core::CONFLICT_ATTEMPTS);
+        }
+        other => panic!("expected Conflict, got {other:?}"),
+    }
+    *lock(&a.before_commit) = None;
+    let head = |ks: &Keystore| ks.attest(&key).expect("attest").head;
+    assert_eq!(
+        head(&ks_a),
+        head(&ks_b),
+        "a holds b's last rotation without a refresh"
+    );
+    assert_eq!(head(&ks_a).version(), 1 + kms_core::CONFLICT_ATTEMPTS);
 }

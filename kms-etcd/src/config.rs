@@ -21,7 +21,9 @@ pub struct EtcdConfig {
     /// The etcd key prefix the records live under (default `/kms`): record
     /// `index` is `<prefix>/index`. Starts with `/`, no trailing `/`. The
     /// prefixes of two fleets on one cluster must not nest (`/kms` and
-    /// `/kms/eu`): one would read the other's records as its own.
+    /// `/kms/eu`): one would read the other's records as its own. A node's
+    /// first load refuses a prefix that nests with a store already there
+    /// (`KmsError::InvalidConfig`), before writing anything.
     pub prefix: String,
     /// Deadline of each request to etcd, connecting included (default
     /// 2 s, at most [`MAX_REQUEST_TIMEOUT`]).

@@ -49,7 +49,8 @@ pub use storage::EtcdStorage;
 /// still builds on etcd's newest state, learnt from the conflict it meets).
 ///
 /// # Errors
-/// [`KmsError::InvalidConfig`] for an invalid `config`;
+/// [`KmsError::InvalidConfig`] for an invalid `config`, or a prefix that
+/// nests with another fleet's store on the cluster (nothing is written);
 /// [`KmsError::Unavailable`] if etcd does not answer within the request
 /// timeout; [`KmsError::Seal`] if the keyring does not open the store (a
 /// wrong master key: nothing is written); [`KmsError::StoreCorrupt`] if

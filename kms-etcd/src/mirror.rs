@@ -114,6 +114,11 @@ impl Mirror {
         self.loaded = true;
     }
 
+    /// Whether a whole read of the prefix has been made.
+    pub(crate) fn is_loaded(&self) -> bool {
+        self.loaded
+    }
+
     /// A whole read at store revision `revision` of the records `in_scope`
     /// accepts: `records` (name, value, mod revision) are set where newer;
     /// a live record in scope, no newer than the read, that the read did

@@ -177,6 +177,46 @@ impl EtcdStorage {
         Ok((records, revision))
     }
 
+    /// Refuses a prefix that nests with another fleet's, before this
+    /// node's first load is used: `records` (what the prefix holds) must
+    /// hold no other store's index (`<prefix>/<x>/index`), and no prefix
+    /// this one starts with (each part up to a `/`) may hold one. The
+    /// records of two nested fleets would be read as one store's.
+    ///
+    /// # Errors
+    /// [`KmsError::InvalidConfig`] naming the other store's prefix;
+    /// [`KmsError::Unavailable`] if etcd does not answer.
+    async fn refuse_nesting(&self, records: &[(String, Vec<u8>, i64)]) -> Result<(), KmsError> {
+        let prefix = self.inner.config.prefix.as_str();
+        let nested = |other: &str| KmsError::InvalidConfig {
+            reason: format!(
+                "etcd: prefix {prefix} nests with the store under {other}; the prefixes of two \
+                 fleets on one cluster must not nest"
+            ),
+        };
+        if let Some(inner) = records
+            .iter()
+            .find_map(|(name, _, _)| name.strip_suffix("/index"))
+        {
+            return Err(nested(&format!("{prefix}/{inner}")));
+        }
+        let mut client = self.inner.client.clone();
+        for (end, _) in prefix.match_indices('/').skip(1) {
+            let outer = &prefix[..end];
+            let response = client
+                .get(
+                    format!("{outer}/index"),
+                    Some(GetOptions::new().with_count_only()),
+                )
+                .await
+                .map_err(|e| unavailable_of(&self.label(), e))?;
+            if response.count() > 0 {
+                return Err(nested(outer));
+            }
+        }
+        Ok(())
+    }
+
     /// The record name of etcd key `key`, if it is under the prefix.
     pub(crate) fn name_of<'a>(&self, key: &'a [u8]) -> Option<&'a str> {
         name_of(&self.inner.prefix, key).ok()
@@ -186,7 +226,14 @@ impl EtcdStorage {
 impl Storage for EtcdStorage {
     fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
         let this = self.clone();
-        let (records, revision) = self.block(async move { this.fetch_all().await })?;
+        let first = !self.mirror().is_loaded();
+        let (records, revision) = self.block(async move {
+            let (records, revision) = this.fetch_all().await?;
+            if first {
+                this.refuse_nesting(&records).await?;
+            }
+            Ok((records, revision))
+        })?;
         let out = records
             .iter()
             .map(|(name, value, _)| (name.clone(), value.clone()))

@@ -526,7 +526,9 @@ impl Keystore {
     /// of a shared store ([`KmsError::Conflict`]), at most
     /// [`CONFLICT_ATTEMPTS`] times, with a random pause before each retry
     /// (up to 2, 4, …, 64 ms): each attempt plans again on what the other
-    /// wrote, which the conflicted storage reports.
+    /// wrote, which the conflicted storage reports. When the last attempt
+    /// loses too, memory takes that report before the answer, so reads
+    /// after a `Conflict` show the state the change lost to.
     ///
     /// # Errors
     /// Those of `mutation`; [`KmsError::Conflict`] with the attempts made
@@ -540,6 +542,11 @@ impl Keystore {
             match mutation() {
                 Err(KmsError::Conflict { record, .. }) => {
                     if attempt >= CONFLICT_ATTEMPTS {
+                        // Memory takes what the last conflict brought, so
+                        // that reads after the answer show the state this
+                        // change lost to (a failure here leaves it to the
+                        // next refresh; the answer stays the conflict).
+                        drop(self.begin_mutation());
                         return Err(KmsError::Conflict {
                             record,
                             attempts: attempt,
