@@ -330,6 +330,47 @@ fn fleets_whose_prefixes_nest_are_refused_and_write_nothing() {
 }
 
 #[test]
+fn a_master_key_rewrap_on_one_node_reaches_the_others() {
+    let cluster = EtcdCluster::start(1).unwrap();
+    let old = || SealKey::from_bytes("fleet-master", 1, &MASTER).unwrap();
+    let new = || SealKey::from_bytes("fleet-master", 2, &[9; 32]).unwrap();
+    let both = || Keyring::new([old(), new()]).unwrap();
+    let open = |keyring: Keyring| kms::etcd::open(config(cluster.endpoints()), keyring);
+    let key = {
+        let (a, _fa) = open(Keyring::from(old())).unwrap();
+        let key = a.signing_key("acme", "tokens").unwrap();
+        a.rotate(&key).unwrap();
+        a.create_ed25519("acme", "mail").unwrap();
+        key
+    };
+    // Every node restarted with both versions, then one rewraps.
+    let (a, _fa) = open(both()).unwrap();
+    let (b, _fb) = open(both()).unwrap();
+    let (signer, signature) = a.sign(&key, b"before").unwrap();
+    let rewrapped = a.rewrap().unwrap();
+    assert!(rewrapped.resealed > 0 && rewrapped.resealed <= rewrapped.records);
+    assert_eq!(a.rewrap().unwrap().resealed, 0, "nothing left to re-seal");
+    // B applies the re-sealed records and goes on: it verifies, and its
+    // rotation reaches A.
+    let v3 = rotate_within(&b, &key, Duration::from_secs(5), "on B after the rewrap");
+    assert_eq!(v3.version(), 3);
+    wait_until(Duration::from_secs(5), "A sees B's rotation", || {
+        head(&a, &key) == Some(3)
+    });
+    b.verify(&signer, b"before", &signature).unwrap();
+    assert_eq!(a.attest(&key).unwrap(), b.attest(&key).unwrap());
+    // The new version alone opens the store; the old one alone no longer
+    // does, and writes nothing.
+    let (c, _fc) = open(Keyring::from(new())).unwrap();
+    assert_eq!(c.attest(&key).unwrap(), a.attest(&key).unwrap());
+    assert_eq!(c.signing_key("acme", "tokens").unwrap(), key);
+    let before = store_state(&cluster.endpoint(0));
+    let refused = open(Keyring::from(old()));
+    assert!(matches!(refused, Err(KmsError::Seal(_))), "{refused:?}");
+    assert_eq!(store_state(&cluster.endpoint(0)), before, "nothing written");
+}
+
+#[test]
 fn etcd_down_and_back() {
     let mut cluster = EtcdCluster::start(1).unwrap();
     let (a, _fa) = node(&cluster);
