@@ -320,11 +320,13 @@ fn fleets_whose_prefixes_nest_are_refused_and_write_nothing() {
     // Around a store: refused too.
     let (deep, _g) = open("/others/x/y").unwrap();
     deep.create_ed25519("acme", "tokens").unwrap();
+    let before = keys("/others/");
     let around = open("/others/x");
     assert!(
         matches!(&around, Err(KmsError::InvalidConfig { reason }) if reason.contains("/others/x/y")),
         "{around:?}"
     );
+    assert_eq!(keys("/others/"), before, "nothing written");
     // A sibling whose name starts the same is not nested.
     assert!(open("/fleets/ab").is_ok());
 }

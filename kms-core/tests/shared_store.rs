@@ -212,6 +212,11 @@ fn a_pointer_before_its_key_is_followed_once_the_key_arrives() {
     let key = ks_a.signing_key("acme", "tokens").expect("signing key");
     // b's next report has the pointer and the index, not the key.
     b.hold(&key.uuid().to_string());
+    ks_b.refresh().expect("refresh");
+    assert!(
+        ks_b.key_ids().is_empty(),
+        "the pointer came, the key not yet"
+    );
     assert_eq!(ks_b.signing_key("acme", "tokens").expect("followed"), key);
     assert_eq!(b.commits(), 0, "b wrote nothing: no second key, no pointer");
     assert_eq!(ks_b.key_ids(), ks_a.key_ids());

@@ -28,11 +28,14 @@
 //!   an earlier copy; that needs a sequence held outside the store.
 //! * **Signing pointers:** one record per `(tenant, purpose)` that has
 //!   one, naming the key that signs for it; written when the purpose
-//!   gets its signing key (with the key, when the key is new: one commit)
-//!   and again, at the next sequence, only when that key is destroyed.
-//!   On open each must name a key of the store; on refresh it may name a
-//!   key not yet reported (a conflict's fetch reads only the groups the
-//!   commit wrote); it may not go back. They are not counted in the index: a pointer dropped (or
+//!   gets its signing key (with the key, when the key is new: one commit;
+//!   with the named key's head rewritten at its next sequence, when the
+//!   key exists, so a shared store's commit compares that head too) and
+//!   again, at the next sequence, only when that key is destroyed.
+//!   On open each must name a key of the store, under the tenant and
+//!   purpose of its own name; on refresh it may name a key not yet
+//!   reported (a conflict's fetch reads only the groups the commit
+//!   wrote), never one held under other names; it may not go back. They are not counted in the index: a pointer dropped (or
 //!   replaced by its older copy) is not detected on open, and
 //!   [`crate::Keystore::signing_key`] then names the purpose's first live
 //!   key again.
@@ -930,7 +933,7 @@ impl Loader<'_> {
             };
             if keys.is_some_and(|keys| !held(keys)) {
                 return Err(self.corrupt(format!(
-                    "record {name} names key {id}, which the store does not hold"
+                    "record {name} names key {id}, which the store does not hold under those names"
                 )));
             }
             if let Some(&(known_seq, uuid)) = known.get(&name) {
@@ -1113,8 +1116,9 @@ mod tests {
         ks.destroy(&tokens).expect("destroy");
 
         let before = storage.records.lock().expect("records").clone();
-        // On a shared store the pointer arrives with a refresh: no retry
-        // mends it, so the answer is StoreCorrupt, not Conflict.
+        // On a shared store the pointer arrives with a refresh, which
+        // refuses it (no later state mends it): StoreCorrupt, not a
+        // Conflict retried, and nothing applied.
         let (name, value) = forged(&ks, &mail, 2);
         storage.arrive(name, value);
         match ks.signing_key("acme", "tokens") {

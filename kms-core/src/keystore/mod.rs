@@ -388,7 +388,14 @@ impl Keystore {
     /// versions and state (each version kept as it is when the store
     /// agrees with it, so its secret is not derived again). Returns the
     /// head id of each key.
+    ///
+    /// # Errors
+    /// [`KmsError::StoreCorrupt`], with nothing applied, if a pointer names
+    /// a key (stored here or in memory) under another tenant, purpose or
+    /// algorithm: a key's names never change, so no later state mends it;
+    /// the errors of deriving a version's key from its seed.
     fn apply_stored(&self, stored: Loaded) -> Result<Vec<KeyId>, KmsError> {
+        self.check_pointers(&stored)?;
         let mut heads = Vec::with_capacity(stored.keys.len());
         for key in stored.keys {
             let existing = self
@@ -452,8 +459,9 @@ impl Keystore {
     ///
     /// # Errors
     /// [`KmsError::StoreCorrupt`] if a changed record does not open,
-    /// decode or check, or a key or the index went back (its sequence
-    /// is lower than one already seen); [`KmsError::Seal`] as on open;
+    /// decode or check, a key or the index went back (its sequence
+    /// is lower than one already seen), or a signing pointer names a key
+    /// held under other names; [`KmsError::Seal`] as on open;
     /// the errors of the storage. After such an error the keystore's
     /// memory stays as it was, and it refuses writes until reopened.
     pub fn refresh(&self) -> Result<Vec<KeyId>, KmsError> {
@@ -481,7 +489,11 @@ impl Keystore {
     /// [`KmsError::StoreCorrupt`] if a record does not open under the
     /// keyring; [`KmsError::Seal`] if sealing fails;
     /// [`KmsError::Io`] for I/O errors (after which writes wait for a
-    /// reopen). Records re-sealed before an error stay re-sealed.
+    /// reopen). On a shared store ([`Storage::is_shared`]) a batch may
+    /// also answer [`KmsError::Conflict`] (another writer changed one of
+    /// its records; not retried) or [`KmsError::Unavailable`], and writes
+    /// go on: run `rewrap` again. Records re-sealed before an error stay
+    /// re-sealed.
     pub fn rewrap(&self) -> Result<Rewrapped, KmsError> {
         match self.begin_mutation()? {
             Some((durable, mut sequences)) => durable.rewrap(&mut sequences),
@@ -544,9 +556,10 @@ impl Keystore {
                     if attempt >= CONFLICT_ATTEMPTS {
                         // Memory takes what the last conflict brought, so
                         // that reads after the answer show the state this
-                        // change lost to (a failure here leaves it to the
-                        // next refresh; the answer stays the conflict).
-                        drop(self.begin_mutation());
+                        // change lost to. If that report does not apply
+                        // (the keystore then refuses writes), its error is
+                        // the answer: it says more than the conflict.
+                        drop(self.begin_mutation()?);
                         return Err(KmsError::Conflict {
                             record,
                             attempts: attempt,
@@ -615,10 +628,9 @@ impl Keystore {
     ///
     /// # Errors
     /// [`KmsError::InvalidKeyId`] if `tenant` or `purpose` is not 1–64
-    /// bytes of `[A-Za-z0-9._-]`; [`KmsError::StoreCorrupt`] if the
-    /// pointer names a key this keystore holds under another tenant or
-    /// purpose; where the pointer is written, the errors of
-    /// [`Keystore::create_ed25519`].
+    /// bytes of `[A-Za-z0-9._-]`; where the pointer is written, the errors
+    /// of [`Keystore::create_ed25519`] (among them those of
+    /// [`Keystore::refresh`]).
     pub fn signing_key(&self, tenant: &str, purpose: &str) -> Result<KeyId, KmsError> {
         let names = (tenant.to_owned(), purpose.to_owned());
         let signing_map = || self.signing.read().unwrap_or_else(PoisonError::into_inner);
@@ -647,15 +659,6 @@ impl Keystore {
                 }
                 if self.record(&key).is_err() {
                     if let Some((durable, _)) = &mutation {
-                        // A key's names never change: a pointer naming a
-                        // held key under other names is damaged, and no
-                        // retry mends it.
-                        if self.holds(&key) {
-                            return Err(durable.corrupt(format!(
-                                "record {} names key {key}, which the store holds under other names",
-                                records::signing_name(&key)
-                            )));
-                        }
                         durable.resync()?;
                     }
                     return Err(KmsError::Conflict {
@@ -706,12 +709,35 @@ impl Keystore {
         Ok(key)
     }
 
-    /// Whether a key with `key`'s UUID is held, whatever its names.
-    fn holds(&self, key: &KeyId) -> bool {
-        self.keys
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains_key(&key.uuid())
+    /// Refuses `stored` if one of its signing pointers names a key held
+    /// (in `stored` or in memory) under other names.
+    ///
+    /// # Errors
+    /// [`KmsError::StoreCorrupt`] naming the pointer.
+    fn check_pointers(&self, stored: &Loaded) -> Result<(), KmsError> {
+        let Some(durable) = self.durable.as_deref() else {
+            return Ok(());
+        };
+        let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
+        for pointer in &stored.signing {
+            let held = stored
+                .keys
+                .iter()
+                .map(|k| &k.id)
+                .find(|id| id.uuid() == pointer.uuid())
+                .or_else(|| keys.get(&pointer.uuid()).map(|r| &r.id));
+            let same_names = |id: &KeyId| {
+                (id.tenant(), id.purpose(), id.alg())
+                    == (pointer.tenant(), pointer.purpose(), pointer.alg())
+            };
+            if held.is_some_and(|id| !same_names(id)) {
+                return Err(durable.corrupt(format!(
+                    "record {} names key {pointer}, which the store holds under other names",
+                    records::signing_name(pointer)
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Whether `key` is held and not destroyed.

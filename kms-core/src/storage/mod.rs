@@ -60,7 +60,11 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// # Errors
     /// [`KmsError::Io`] with the `std::io::ErrorKind` if reading fails;
     /// [`KmsError::StoreCorrupt`] if what is stored is not readable as
-    /// records; [`KmsError::Internal`] for any other failure.
+    /// records; [`KmsError::Internal`] for any other failure. A networked
+    /// storage may also answer [`KmsError::Unavailable`] (no answer in
+    /// time) and, on its first load, [`KmsError::InvalidConfig`] for a
+    /// configuration it refuses once it sees the store (kms-etcd: a prefix
+    /// that nests with another fleet's).
     fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError>;
 
     /// Applies every write in `writes` atomically and durably: once it
