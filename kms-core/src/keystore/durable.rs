@@ -96,13 +96,14 @@ pub(crate) struct Sequences {
     failed: bool,
 }
 
-/// A key's head record sealed at the key's next sequence
-/// ([`Durable::next_head`]).
-struct NextHead {
+/// A record sealed at its next sequence, not yet committed: a key's head
+/// ([`Durable::next_head`]; `S` the key's sequence and creation ordinal)
+/// or a signing pointer ([`Durable::next_pointer`]; `S` its sequence).
+struct NextRecord<S> {
     name: String,
     value: Vec<u8>,
-    /// The key's sequence and creation ordinal once the record lands.
-    seq: (u64, u64),
+    /// What [`Sequences`] holds for the record once it lands.
+    seq: S,
 }
 
 /// A keystore's records in a storage, sealed under a keyring.
@@ -288,8 +289,8 @@ impl Durable {
             sequences.keys.insert(key.id.uuid(), (key_seq, ordinal));
             keys.push((ordinal, key));
         }
-        let held: HashMap<Uuid, &KeyId> = keys.iter().map(|(_, k)| (k.id.uuid(), &k.id)).collect();
-        let signing = loader.load_signing(&store, &mut loaded, Some(&held), &HashMap::new())?;
+        let signing =
+            loader.load_signing(&store, &mut loaded, Some(&sequences.keys), &HashMap::new())?;
         sequences.signing.extend(pointer_seqs(&signing));
         let corrupt = |reason: String| loader.corrupt(reason);
         keys.sort_unstable_by_key(|(ordinal, _)| *ordinal);
@@ -506,8 +507,9 @@ impl Durable {
         let ordinal = next(sequences.count)?;
         let v1 = version_name(id, 1);
         let head = head_name(id);
-        let pointer = signing_name(id);
-        let pointer_seq = next(sequences.signing.get(&pointer).map_or(0, |(seq, _)| *seq))?;
+        let pointer = signing
+            .then(|| self.next_pointer(sequences, id))
+            .transpose()?;
         let mut records = vec![
             (v1.as_str(), self.seal(&v1, 1, &plaintext_of(version)?)?),
             (
@@ -519,16 +521,17 @@ impl Durable {
                 self.seal(INDEX, index_seq, &encode_index(&self.store, ordinal))?,
             ),
         ];
-        if signing {
-            let value = self.seal(&pointer, pointer_seq, &encode_signing(id))?;
-            records.push((pointer.as_str(), value));
+        if let Some(pointer) = &pointer {
+            records.push((pointer.name.as_str(), pointer.value.clone()));
         }
         self.commit(sequences, &records, &[])?;
         sequences.index = index_seq;
         sequences.count = ordinal;
         sequences.keys.insert(id.uuid(), (1, ordinal));
-        if signing {
-            sequences.signing.insert(pointer, (pointer_seq, id.uuid()));
+        if let Some(pointer) = pointer {
+            sequences
+                .signing
+                .insert(pointer.name, (pointer.seq, id.uuid()));
         }
         Ok(())
     }
@@ -550,19 +553,19 @@ impl Durable {
         head: u32,
         state: &KeyState,
     ) -> Result<(), KmsError> {
-        let name = signing_name(id);
-        let seq = next(sequences.signing.get(&name).map_or(0, |(seq, _)| *seq))?;
-        let value = self.seal(&name, seq, &encode_signing(id))?;
+        let pointer = self.next_pointer(sequences, id)?;
         let next_head = self.next_head(sequences, id, head, state)?;
         self.commit(
             sequences,
             &[
-                (name.as_str(), value),
+                (pointer.name.as_str(), pointer.value),
                 (next_head.name.as_str(), next_head.value),
             ],
             &[],
         )?;
-        sequences.signing.insert(name, (seq, id.uuid()));
+        sequences
+            .signing
+            .insert(pointer.name, (pointer.seq, id.uuid()));
         sequences.keys.insert(id.uuid(), next_head.seq);
         Ok(())
     }
@@ -675,7 +678,7 @@ impl Durable {
         id: &KeyId,
         head: u32,
         state: &KeyState,
-    ) -> Result<NextHead, KmsError> {
+    ) -> Result<NextRecord<(u64, u64)>, KmsError> {
         let (seq, ordinal) =
             sequences
                 .keys
@@ -687,11 +690,24 @@ impl Durable {
         let seq = next(seq)?;
         let name = head_name(id);
         let value = self.seal(&name, seq, &encode_head(id, head, ordinal, state))?;
-        Ok(NextHead {
+        Ok(NextRecord {
             name,
             value,
             seq: (seq, ordinal),
         })
+    }
+
+    /// The signing pointer of key `id`'s tenant and purpose, naming `id`,
+    /// sealed at the pointer's next sequence.
+    ///
+    /// # Errors
+    /// [`KmsError::Internal`] if the pointer's sequence is exhausted;
+    /// [`KmsError::Seal`].
+    fn next_pointer(&self, sequences: &Sequences, id: &KeyId) -> Result<NextRecord<u64>, KmsError> {
+        let name = signing_name(id);
+        let seq = next(sequences.signing.get(&name).map_or(0, |(seq, _)| *seq))?;
+        let value = self.seal(&name, seq, &encode_signing(id))?;
+        Ok(NextRecord { name, value, seq })
     }
 
     /// Re-seals every record not sealed under the keyring's newest key,
@@ -898,20 +914,23 @@ impl Loader<'_> {
 
     /// Loads the signing pointers among `loaded`'s records, taking them
     /// out; returns the key id each names, with the pointer's sequence.
-    /// `keys` are the store's keys by UUID, where the load is whole (an
-    /// open); `known` the pointers already loaded.
+    /// `keys` are the store's keys (their sequences, by UUID), where the
+    /// load is whole (an open); `known` the pointers already loaded.
+    /// Whether a held key has the pointer's names is checked where memory
+    /// takes the pointers (`Keystore::apply_stored`), on open and refresh
+    /// alike.
     ///
     /// # Errors
     /// As [`Loader::open`]; [`KmsError::StoreCorrupt`] if a pointer does
-    /// not decode, names a key of another tenant or purpose than its name
-    /// says or (given `keys`) one the store does not hold under those
-    /// names, went back (a lower sequence than known), or names another
-    /// key at the same sequence.
+    /// not decode, is not under the tenant and purpose of its own name,
+    /// (given `keys`) names a key the store does not hold, went back (a
+    /// lower sequence than known), or names another key at the same
+    /// sequence.
     fn load_signing(
         &mut self,
         store: &StoreId,
         loaded: &mut HashMap<String, Vec<u8>>,
-        keys: Option<&HashMap<Uuid, &KeyId>>,
+        keys: Option<&HashMap<Uuid, (u64, u64)>>,
         known: &HashMap<String, (u64, Uuid)>,
     ) -> Result<Vec<(KeyId, u64)>, KmsError> {
         let names: Vec<String> = loaded
@@ -926,14 +945,9 @@ impl Loader<'_> {
             let id = decode_signing(&plaintext)
                 .filter(|id| seq >= 1 && signing_name(id) == name)
                 .ok_or_else(|| self.corrupt(format!("record {name} does not decode")))?;
-            let held = |keys: &HashMap<Uuid, &KeyId>| {
-                keys.get(&id.uuid()).is_some_and(|k| {
-                    (k.tenant(), k.purpose(), k.alg()) == (id.tenant(), id.purpose(), id.alg())
-                })
-            };
-            if keys.is_some_and(|keys| !held(keys)) {
+            if keys.is_some_and(|keys| !keys.contains_key(&id.uuid())) {
                 return Err(self.corrupt(format!(
-                    "record {name} names key {id}, which the store does not hold under those names"
+                    "record {name} names key {id}, which the store does not hold"
                 )));
             }
             if let Some(&(known_seq, uuid)) = known.get(&name) {
@@ -1030,10 +1044,11 @@ fn too_many() -> KmsError {
 mod tests {
     //! A damaged signing pointer: one naming a key of another purpose,
     //! which only a writer holding the master key can make, so it is made
-    //! here, with the store's own sealing.
+    //! here, with the store's own sealing. The test returns its errors
+    //! (`?`) rather than unwrapping them.
 
     use std::collections::BTreeMap;
-    use std::sync::{Arc, Mutex};
+    use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
     use super::{encode_signing, signing_name};
     use crate::key_id::{Alg, KeyId};
@@ -1041,34 +1056,40 @@ mod tests {
     use crate::storage::{RecordWrite, Storage};
     use crate::{Keystore, KmsError};
 
-    /// Records another writer wrote, not yet reported.
-    type Queued = Vec<(String, Vec<u8>)>;
+    type Map = BTreeMap<String, Vec<u8>>;
 
     /// Records in memory; when `shared`, `changes` reports what
     /// [`Records::arrive`] queued (what another writer would have written).
     #[derive(Debug, Clone, Default)]
     struct Records {
-        records: Arc<Mutex<BTreeMap<String, Vec<u8>>>>,
-        queued: Arc<Mutex<Queued>>,
+        records: Arc<Mutex<Map>>,
+        queued: Arc<Mutex<Map>>,
         shared: bool,
+    }
+
+    /// A test's lock: a panicking holder fails the test anyway.
+    fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+        mutex.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     impl Records {
         fn arrive(&self, name: String, value: Vec<u8>) {
-            let mut records = self.records.lock().expect("records");
-            records.insert(name.clone(), value.clone());
-            self.queued.lock().expect("queued").push((name, value));
+            lock(&self.records).insert(name.clone(), value.clone());
+            lock(&self.queued).insert(name, value);
+        }
+
+        fn snapshot(&self) -> Map {
+            lock(&self.records).clone()
         }
     }
 
     impl Storage for Records {
         fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
-            let records = self.records.lock().expect("records");
-            Ok(records.clone().into_iter().collect())
+            Ok(self.snapshot().into_iter().collect())
         }
 
         fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
-            let mut records = self.records.lock().expect("records");
+            let mut records = lock(&self.records);
             for w in writes {
                 match w.value {
                     Some(value) => records.insert(w.name.to_owned(), value.to_vec()),
@@ -1083,69 +1104,69 @@ mod tests {
         }
 
         fn changes(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
-            Ok(std::mem::take(&mut *self.queued.lock().expect("queued")))
+            Ok(std::mem::take(&mut *lock(&self.queued))
+                .into_iter()
+                .collect())
         }
     }
 
-    fn master() -> SealKey {
-        SealKey::from_bytes("master", 1, &[1; 32]).expect("key")
+    fn master() -> Result<SealKey, KmsError> {
+        Ok(SealKey::from_bytes("master", 1, &[1; 32])?)
     }
 
     /// The `tokens` pointer, sealed at `seq`, naming `other`'s UUID under
     /// the `tokens` purpose.
-    fn forged(ks: &Keystore, other: &KeyId, seq: u64) -> (String, Vec<u8>) {
-        let id = KeyId::new("acme", "tokens", Alg::Ed25519, other.uuid(), 1).expect("id");
-        let durable = ks.durable.as_deref().expect("durable");
+    fn forged(ks: &Keystore, other: &KeyId, seq: u64) -> Result<(String, Vec<u8>), KmsError> {
+        let id = KeyId::new("acme", "tokens", Alg::Ed25519, other.uuid(), 1)?;
+        let durable = ks.durable.as_deref().ok_or(KmsError::Internal {
+            reason: "the test's keystore is durable".to_owned(),
+        })?;
         let name = signing_name(&id);
-        let value = durable
-            .seal(&name, seq, &encode_signing(&id))
-            .expect("seal");
-        (name, value)
+        let value = durable.seal(&name, seq, &encode_signing(&id))?;
+        Ok((name, value))
+    }
+
+    fn assert_corrupt(answer: Result<impl std::fmt::Debug, KmsError>, says: &str) {
+        match answer {
+            Err(KmsError::StoreCorrupt { reason, .. }) => {
+                assert!(reason.contains(says), "{reason}");
+            }
+            other => panic!("expected StoreCorrupt ({says}), got {other:?}"),
+        }
     }
 
     #[test]
-    fn a_pointer_naming_a_key_of_another_purpose_is_store_corrupt() {
+    fn a_pointer_naming_a_key_of_another_purpose_is_store_corrupt() -> Result<(), KmsError> {
         let storage = Records {
             shared: true,
             ..Records::default()
         };
-        let ks =
-            Keystore::create_with_storage(Box::new(storage.clone()), master()).expect("create");
-        let tokens = ks.signing_key("acme", "tokens").expect("signing key");
-        let mail = ks.create_ed25519("acme", "mail").expect("create");
-        ks.destroy(&tokens).expect("destroy");
+        let ks = Keystore::create_with_storage(Box::new(storage.clone()), master()?)?;
+        let tokens = ks.signing_key("acme", "tokens")?;
+        let mail = ks.create_ed25519("acme", "mail")?;
+        ks.destroy(&tokens)?;
 
-        let before = storage.records.lock().expect("records").clone();
+        let before = storage.snapshot();
         // On a shared store the pointer arrives with a refresh, which
         // refuses it (no later state mends it): StoreCorrupt, not a
         // Conflict retried, and nothing applied.
-        let (name, value) = forged(&ks, &mail, 2);
+        let (name, value) = forged(&ks, &mail, 2)?;
         storage.arrive(name, value);
-        match ks.signing_key("acme", "tokens") {
-            Err(KmsError::StoreCorrupt { reason, .. }) => {
-                assert!(reason.contains("under other names"), "{reason}");
-            }
-            other => panic!("expected StoreCorrupt, got {other:?}"),
-        }
+        assert_corrupt(ks.signing_key("acme", "tokens"), "under other names");
         drop(ks);
 
         // On open, the pointer is checked against the keys loaded; the
         // records as they were before it open.
-        let open = |records: BTreeMap<String, Vec<u8>>| {
+        let open = |records: Map| -> Result<Keystore, KmsError> {
             let storage = Records {
                 records: Arc::new(Mutex::new(records)),
                 ..Records::default()
             };
-            Keystore::open_with_storage(Box::new(storage), master().into())
+            Keystore::open_with_storage(Box::new(storage), master()?.into())
         };
-        let after = storage.records.lock().expect("records").clone();
-        match open(after) {
-            Err(KmsError::StoreCorrupt { reason, .. }) => {
-                assert!(reason.contains("does not hold"), "{reason}");
-            }
-            other => panic!("expected StoreCorrupt, got {other:?}"),
-        }
-        let reopened = open(before).expect("the records before the damage open");
+        assert_corrupt(open(storage.snapshot()), "under other names");
+        let reopened = open(before)?;
         assert!(reopened.key_ids().contains(&mail));
+        Ok(())
     }
 }
