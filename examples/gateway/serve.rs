@@ -33,8 +33,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use axum::routing::get;
-use axum::{Extension, Json, Router};
+use axum::{Json, Router};
 use clap::Args;
 use kms::actor::{KmsActor, KmsConfig};
 use kms::bus::Bus;
@@ -204,11 +207,17 @@ pub(crate) fn public_router(handle: &kms::actor::KmsHandle, key: &KeyId) -> Rout
     let whoami = Router::new()
         .route(
             "/whoami",
-            get(
-                |Extension(VerifiedClaims(claims)): Extension<VerifiedClaims>| async move {
-                    Json(Value::Object(claims.into_map()))
-                },
-            ),
+            get(|mut request: Request| async move {
+                // Taken out of the request, not cloned as `Extension`
+                // would: the claims are written back as they came.
+                match request.extensions_mut().remove::<VerifiedClaims>() {
+                    Some(VerifiedClaims(claims)) => {
+                        Json(Value::Object(claims.into_map())).into_response()
+                    }
+                    // Only behind the layer, which always sets them.
+                    None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+                }
+            }),
         )
         .layer(BearerLayer::new(handle.client(), Validation::default()));
     Router::new()

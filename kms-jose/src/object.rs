@@ -2,7 +2,6 @@
 //! of two equal names, so the check is made while parsing (after escapes
 //! are decoded, so `"al\u0067"` and `"alg"` are the same name).
 
-use std::collections::HashSet;
 use std::fmt;
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -53,10 +52,11 @@ impl<'de> Visitor<'de> for UniqueObject<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
+        // The map itself tells a repeated name: no second set of names
+        // (one allocation and one hash per member, on every token).
         let mut map = Map::new();
-        let mut seen = HashSet::new();
         while let Some(name) = access.next_key::<String>()? {
-            if !seen.insert(name.clone()) {
+            if map.contains_key(&name) {
                 let error = de::Error::custom(format_args!("duplicate member `{name}`"));
                 *self.duplicate = Some(name);
                 return Err(error);
