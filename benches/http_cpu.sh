@@ -1,62 +1,106 @@
 #!/usr/bin/env bash
-# Where `gateway serve`'s CPU goes per request, by thread: the companion of
-# benches/http_tokens.sh for #20's 256-connection targets. Starts the
-# gateway as http_tokens.sh does (default workers and pool, a JWK Set of 128
-# external Ed25519 keys), drives it with wrk (-t1, the same Lua script and
-# 20 000 tokens, 1 % forged) and reads each thread's CPU time from
-# /proc/PID/task/*/stat before and after: µs of CPU per answered request
-# for the tokio workers, the verify pool (kms-verify-N) and wrk itself,
-# with the actor's batch-size figures from the admin face's /metrics.
+# Where a token server's CPU goes per request, by thread: the companion of
+# benches/http_tokens.sh for #20's 256-connection targets. Starts one
+# server as http_tokens.sh does (`gateway serve` with default workers and
+# pool, or one of its two peers), trusting a JWK Set of 128 external
+# Ed25519 keys, drives it with wrk (-t1, the same Lua script and 20 000
+# tokens, 1 % forged) and reads the CPU time of the server (the whole
+# process, and each thread by name) and of wrk before and after: µs of CPU
+# per answered request. For the gateway it also reads the actor's figures
+# from the admin face's /metrics: requests verified on their caller's task
+# (rule C), batches, batches of one, and the mean size of the others.
 #
 # Usage: bash benches/http_cpu.sh [SECONDS per run, default 5] [RUNS, default 3] [CONNECTIONS, default 256]
-# GATEWAY=path/to/gateway measures another build of the gateway (a patched
-# one, for the decomposition in docs/PERFORMANCE.md). Needs wrk.
+# SERVER=gateway (default), jsonwebtoken or floor chooses the server;
+# GATEWAY=path/to/gateway measures another build of the gateway (for
+# instance one with benches/http/no-crypto.patch or no-kms.patch applied,
+# the decomposition in docs/PERFORMANCE.md). Needs wrk, curl and GNU time.
 set -euo pipefail
+# A relative GATEWAY= is relative to where the script was started.
+gateway=${GATEWAY:-}
+case $gateway in '' | /*) ;; *) gateway=$PWD/$gateway ;; esac
 cd "$(dirname "$0")/.."
+gateway=${gateway:-target/release/examples/gateway}
 seconds=${1:-5}
 runs=${2:-3}
 connections=${3:-256}
+server=${SERVER:-gateway}
 command -v wrk >/dev/null || { echo "http_cpu: wrk missing: apt-get install wrk" >&2; exit 1; }
+command -v curl >/dev/null || { echo "http_cpu: curl missing: apt-get install curl" >&2; exit 1; }
+[ -x /usr/bin/time ] || { echo "http_cpu: /usr/bin/time missing: apt-get install time" >&2; exit 1; }
 cargo build --release --example gateway --example token_bench >&2
-gateway=${GATEWAY:-target/release/examples/gateway}
 work=target/http-cpu
 rm -rf "$work" && mkdir -p "$work"
 target/release/examples/token_bench gen --dir "$work" --keys 128 --tokens 20000 --forged-share 0.01
 
-"$gateway" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --trust-jwks "$work/jwks.json" \
-  >/dev/null 2>"$work/gateway.log" &
+case $server in
+  gateway)
+    "$gateway" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+      --trust-jwks "$work/jwks.json" >/dev/null 2>"$work/server.log" &
+    ready="public face on http://.* signing key" ;;
+  jsonwebtoken | floor)
+    target/release/examples/token_bench peer --mode "$server" --listen 127.0.0.1:0 \
+      --jwks "$work/jwks.json" >/dev/null 2>"$work/server.log" &
+    ready="listening on http://.* \(ready\)" ;;
+  *) echo "http_cpu: SERVER must be gateway, jsonwebtoken or floor" >&2; exit 2 ;;
+esac
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 for _ in $(seq 1 300); do
-  grep -q "public face on http://.* signing key" "$work/gateway.log" && break
+  grep -qE "$ready" "$work/server.log" && break
+  kill -0 "$pid" 2>/dev/null || break
   sleep 0.1
 done
-public=$(grep -oE "public face on http://[0-9.:]+" "$work/gateway.log" | head -1 | sed -E 's/.*http:\/\///')
-admin=$(grep -oE "admin face on http://[0-9.:]+" "$work/gateway.log" | head -1 | sed -E 's/.*http:\/\///')
-[ -n "$public" ] && [ -n "$admin" ] || { cat "$work/gateway.log" >&2; exit 1; }
+grep -qE "$ready" "$work/server.log" || { echo "http_cpu: $server did not start:" >&2; cat "$work/server.log" >&2; exit 1; }
+public=$(grep -oE "(public face on|listening on) http://[0-9.:]+" "$work/server.log" | head -1 | sed -E 's/.*http:\/\///')
+admin=$(grep -oE "admin face on http://[0-9.:]+" "$work/server.log" | head -1 | sed -E 's/.*http:\/\///' || true)
 
-# CPU clock ticks (user + system) per thread name, summed over threads.
+# CPU clock ticks (user + system): the whole process (threads that exited
+# included), then per thread name. The fields after the `(comm)` part are
+# counted from its closing parenthesis, so a name with spaces cannot shift
+# them (proc(5): utime and stime are fields 14 and 15).
 ticks() {
+  printf 'process %s\n' "$(sed 's/.*) //' /proc/"$pid"/stat | awk '{print $12 + $13}')"
   for t in /proc/"$pid"/task/*; do
-    printf '%s %s\n' "$(tr -d ' ' <"$t/comm")" "$(awk '{print $14 + $15}' "$t/stat")"
-  done | awk '{a[$1] += $2} END {for (k in a) print k, a[k]}' | sort
+    printf '%s %s\n' "$(tr -d ' ' <"$t/comm")" "$(sed 's/.*) //' "$t/stat" | awk '{print $12 + $13}')"
+  done | awk '{a[$1] += $2} END {for (k in a) print k, a[k]}'
 }
-metric() { curl -s "http://$admin/metrics" | awk -v m="$1" '$1 ~ "^"m"[{]" || $1 == m {s += $2} END {print s + 0}'; }
+# The sum of the series on the gateway's admin face whose name and labels
+# match the regex $1 (0 for a peer).
+metric() {
+  [ -n "$admin" ] || { echo 0; return; }
+  curl -sf "http://$admin/metrics" | awk -v re="^$1" '$1 ~ re {s += $2} END {print s + 0}'
+}
+# Verify answers, requests batched, batches, batches of one.
+actor() {
+  echo "$(metric 'kms_ops_total[{].*op="verify"') $(metric 'kms_batch_size_sum([{]|$)')" \
+    "$(metric 'kms_batch_size_count([{]|$)') $(metric 'kms_batch_size_bucket[{].*le="1"[}]')"
+}
 hz=$(getconf CLK_TCK)
 export TOKENS=$work/tokens.txt KINDS=$work/kinds.txt
 for run in $(seq 1 "$runs"); do
-  ticks >"$work/before"
-  batches0=$(metric kms_batch_size_count); batched0=$(metric kms_batch_size_sum)
+  read -r ops0 batched0 batches0 ones0 < <(actor)
+  ticks | sort >"$work/before"
   out=$( { /usr/bin/time -f "wrk_cpu %U %S" wrk -t1 -c"$connections" -d"${seconds}s" \
-    -s benches/http/tokens.lua "http://$public/whoami"; } 2>&1)
-  ticks >"$work/after"
-  batches=$(( $(metric kms_batch_size_count) - batches0 )); batched=$(( $(metric kms_batch_size_sum) - batched0 ))
+    -s benches/http/tokens.lua "http://$public/whoami"; } 2>&1) || { printf '%s\n' "$out" >&2; exit 1; }
+  ticks | sort >"$work/after"
+  read -r ops batched batches ones < <(actor)
   requests=$(awk '/requests in/ {print $1}' <<<"$out")
+  [ "${requests:-0}" -gt 0 ] || { printf 'http_cpu: no requests answered\n%s\n' "$out" >&2; exit 1; }
   rps=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' <<<"$out")
-  threads=$(join "$work/before" "$work/after" | awk -v r="$requests" -v hz="$hz" '
-    {d = ($3 - $2) * 1e6 / hz / r; if (d >= 0.05) printf "%s %.2f, ", $1, d; t += d}
-    END {printf "gateway total %.2f", t}')
+  cpu=$(join "$work/before" "$work/after" | awk -v r="$requests" -v hz="$hz" '
+    $1 == "process" {total = ($3 - $2) * 1e6 / hz / r; next}
+    {d = ($3 - $2) * 1e6 / hz / r; if (d >= 0.05) printf "%s %.2f, ", $1, d}
+    END {printf "process total %.2f", total}')
   wrk_us=$(awk -v r="$requests" '/^wrk_cpu/ {printf "%.2f", ($2 + $3) * 1e6 / r}' <<<"$out")
-  mean=$(awk -v s="$batched" -v n="$batches" 'BEGIN {printf "%.1f", n ? s / n : 0}')
-  echo "c=$connections run $run: $rps req/s; CPU µs per request: $threads; wrk $wrk_us; batches $batches, mean size $mean ($batched of $requests requests batched)"
+  line="c=$connections $server run $run: $rps req/s; CPU µs per request: $cpu; wrk $wrk_us"
+  if [ -n "$admin" ]; then
+    verifies=$(awk -v a="$ops" -v b="$ops0" 'BEGIN {print a - b}')
+    n_batched=$(awk -v a="$batched" -v b="$batched0" 'BEGIN {print a - b}')
+    n_batches=$(awk -v a="$batches" -v b="$batches0" 'BEGIN {print a - b}')
+    n_ones=$(awk -v a="$ones" -v b="$ones0" 'BEGIN {print a - b}')
+    line="$line; actor: $verifies verifies, $((verifies - n_batched)) on the caller's task, $n_batches batches, $n_ones of one, the others $(awk -v s="$n_batched" -v n="$n_batches" -v o="$n_ones" 'BEGIN {printf "%.1f", (n > o ? (s - o) / (n - o) : 0)}') on average"
+  fi
+  echo "$line"
+  grep '^check:' <<<"$out" || true
 done

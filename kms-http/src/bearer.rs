@@ -38,14 +38,14 @@ pub struct VerifiedClaims(pub Claims);
 /// (module docs); clone it freely.
 #[derive(Clone, Debug)]
 pub struct BearerLayer {
-    verifier: Arc<Verifier>,
+    state: Arc<BearerState>,
 }
 
 /// What every request's future needs, behind one `Arc`: a request costs
 /// one reference count, not a [`KmsClient`] clone (several counts on
 /// lines every worker shares).
 #[derive(Debug)]
-struct Verifier {
+struct BearerState {
     client: KmsClient,
     validation: Validation,
 }
@@ -55,7 +55,7 @@ impl BearerLayer {
     /// `validation`.
     pub fn new(client: KmsClient, validation: Validation) -> Self {
         BearerLayer {
-            verifier: Arc::new(Verifier { client, validation }),
+            state: Arc::new(BearerState { client, validation }),
         }
     }
 }
@@ -66,7 +66,7 @@ impl<S> Layer<S> for BearerLayer {
     fn layer(&self, inner: S) -> BearerService<S> {
         BearerService {
             inner,
-            verifier: Arc::clone(&self.verifier),
+            state: Arc::clone(&self.state),
         }
     }
 }
@@ -75,7 +75,7 @@ impl<S> Layer<S> for BearerLayer {
 #[derive(Clone, Debug)]
 pub struct BearerService<S> {
     inner: S,
-    verifier: Arc<Verifier>,
+    state: Arc<BearerState>,
 }
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for BearerService<S>
@@ -98,17 +98,12 @@ where
         // takes its place (tower's usual pattern).
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let verifier = Arc::clone(&self.verifier);
+        let state = Arc::clone(&self.state);
         Box::pin(async move {
             // Borrowed from the request's header until the answer: the
             // token is copied once, into the verify request.
             let verified = match bearer_token(request.headers()) {
-                Ok(token) => {
-                    verifier
-                        .client
-                        .verify_jwt(token, &verifier.validation)
-                        .await
-                }
+                Ok(token) => state.client.verify_jwt(token, &state.validation).await,
                 Err(refusal) => return Ok(refusal.response()),
             };
             match verified {
