@@ -52,8 +52,8 @@ for _ in $(seq 1 300); do
   sleep 0.1
 done
 grep -qE "$ready" "$work/server.log" || { echo "http_cpu: $server did not start:" >&2; cat "$work/server.log" >&2; exit 1; }
-public=$(grep -oE "(public face on|listening on) http://[0-9.:]+" "$work/server.log" | head -1 | sed -E 's/.*http:\/\///')
-admin=$(grep -oE "admin face on http://[0-9.:]+" "$work/server.log" | head -1 | sed -E 's/.*http:\/\///' || true)
+public=$(grep -m1 -oE "(public face on|listening on) http://[0-9.:]+" "$work/server.log" | sed -E 's/.*http:\/\///')
+admin=$(grep -m1 -oE "admin face on http://[0-9.:]+" "$work/server.log" | sed -E 's/.*http:\/\///' || true)
 
 # CPU clock ticks (user + system): the whole process (threads that exited
 # included), then per thread name. The fields after the `(comm)` part are

@@ -35,7 +35,7 @@ address() {
     # Whole lines only: the gateway's ends with its signing key, a peer's
     # with "(ready)".
     if grep -qE "(public face on http://.* signing key|listening on http://.* \(ready\))" "$log"; then
-      grep -oE "(public face on|listening on) http://[0-9.:]+" "$log" | head -1 | sed -E 's/.*http:\/\///'
+      grep -m1 -oE "(public face on|listening on) http://[0-9.:]+" "$log" | sed -E 's/.*http:\/\///'
       return
     fi
     sleep 0.1
