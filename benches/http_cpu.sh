@@ -65,16 +65,17 @@ ticks() {
     printf '%s %s\n' "$(tr -d ' ' <"$t/comm")" "$(sed 's/.*) //' "$t/stat" | awk '{print $12 + $13}')"
   done | awk '{a[$1] += $2} END {for (k in a) print k, a[k]}'
 }
-# The sum of the series on the gateway's admin face whose name and labels
-# match the regex $1 (0 for a peer).
-metric() {
-  [ -n "$admin" ] || { echo 0; return; }
-  curl -sf "http://$admin/metrics" | awk -v re="^$1" '$1 ~ re {s += $2} END {print s + 0}'
-}
-# Verify answers, requests batched, batches, batches of one.
+# From one read of the gateway's /metrics (zeros for a peer): verify
+# answers, requests batched, batches, batches of one; each the sum of the
+# series whose name and labels match.
 actor() {
-  echo "$(metric 'kms_ops_total[{].*op="verify"') $(metric 'kms_batch_size_sum([{]|$)')" \
-    "$(metric 'kms_batch_size_count([{]|$)') $(metric 'kms_batch_size_bucket[{].*le="1"[}]')"
+  [ -n "$admin" ] || { echo 0 0 0 0; return; }
+  curl -sf "http://$admin/metrics" | awk '
+    $1 ~ /^kms_ops_total[{].*op="verify"/ {v += $2}
+    $1 ~ /^kms_batch_size_sum([{]|$)/ {s += $2}
+    $1 ~ /^kms_batch_size_count([{]|$)/ {n += $2}
+    $1 ~ /^kms_batch_size_bucket[{].*le="1"[}]/ {o += $2}
+    END {print v + 0, s + 0, n + 0, o + 0}'
 }
 hz=$(getconf CLK_TCK)
 export TOKENS=$work/tokens.txt KINDS=$work/kinds.txt

@@ -189,15 +189,9 @@ fn master() -> SealKey {
     SealKey::from_bytes("master", 1, &[1; 32]).expect("key")
 }
 
-/// A store made by node `a` (its keystore), and node `b` opened on it
-/// (its view and keystore).
-fn two_nodes() -> (Arc<Mutex<Store>>, Keystore, Node, Keystore) {
-    let (store, _, ks_a, b, ks_b) = two_views();
-    (store, ks_a, b, ks_b)
-}
-
-/// As [`two_nodes`], with `a`'s view too.
-fn two_views() -> (Arc<Mutex<Store>>, Node, Keystore, Node, Keystore) {
+/// A store made by node `a` and node `b` opened on it: the store, then
+/// each node's view and keystore.
+fn two_nodes() -> (Arc<Mutex<Store>>, Node, Keystore, Node, Keystore) {
     let store = Arc::default();
     let a = Node::new(&store);
     let ks_a = Keystore::create_with_storage(Box::new(a.clone()), master()).expect("create");
@@ -208,7 +202,7 @@ fn two_views() -> (Arc<Mutex<Store>>, Node, Keystore, Node, Keystore) {
 
 #[test]
 fn a_pointer_before_its_key_is_followed_once_the_key_arrives() {
-    let (_, ks_a, b, ks_b) = two_nodes();
+    let (_, _, ks_a, b, ks_b) = two_nodes();
     let key = ks_a.signing_key("acme", "tokens").expect("signing key");
     // b's next report has the pointer and the index, not the key.
     b.hold(&key.uuid().to_string());
@@ -224,7 +218,7 @@ fn a_pointer_before_its_key_is_followed_once_the_key_arrives() {
 
 #[test]
 fn a_pointer_moved_by_another_node_is_followed_and_one_that_goes_back_is_refused() {
-    let (store, ks_a, b, ks_b) = two_nodes();
+    let (store, _, ks_a, b, ks_b) = two_nodes();
     let first = ks_a.signing_key("acme", "tokens").expect("signing key");
     assert_eq!(ks_b.signing_key("acme", "tokens").expect("followed"), first);
     let older = lock(&store).records["signing/acme:tokens"].clone();
@@ -256,7 +250,7 @@ fn a_pointer_moved_by_another_node_is_followed_and_one_that_goes_back_is_refused
 
 #[test]
 fn a_pointer_is_not_written_over_a_key_another_node_just_destroyed() {
-    let (_, ks_a, b, ks_b) = two_nodes();
+    let (_, _, ks_a, b, ks_b) = two_nodes();
     // A key made before pointers, which b knows.
     let older: KeyId = ks_a.create_ed25519("acme", "mail").expect("create");
     ks_b.refresh().expect("refresh");
@@ -278,7 +272,7 @@ fn a_pointer_is_not_written_over_a_key_another_node_just_destroyed() {
 
 #[test]
 fn a_change_that_loses_every_attempt_leaves_memory_at_the_state_it_lost_to() {
-    let (_, a, ks_a, _, ks_b) = two_views();
+    let (_, a, ks_a, _, ks_b) = two_nodes();
     let key = ks_a.create_ed25519("acme", "tokens").expect("create");
     ks_b.refresh().expect("refresh");
     // Before each of a's commits, b rotates the key: every attempt of a's

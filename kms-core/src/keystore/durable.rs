@@ -143,10 +143,10 @@ impl Opened {
     pub(crate) fn written(self, label: &str) -> Result<(Durable, Loaded), KmsError> {
         match self {
             Opened::Store(durable, keys) => Ok((*durable, keys)),
-            Opened::Empty(..) => Err(KmsError::StoreCorrupt {
-                store: label.to_owned(),
-                reason: "the storage holds no index after the commit that wrote it".to_owned(),
-            }),
+            Opened::Empty(..) => Err(store_corrupt(
+                label,
+                "the storage holds no index after the commit that wrote it".to_owned(),
+            )),
         }
     }
 }
@@ -466,10 +466,7 @@ impl Durable {
 
     /// [`KmsError::StoreCorrupt`] for this store, for `reason`.
     pub(crate) fn corrupt(&self, reason: String) -> KmsError {
-        KmsError::StoreCorrupt {
-            store: self.label.clone(),
-            reason,
-        }
+        store_corrupt(&self.label, reason)
     }
 
     /// Refuses further writes until the store is reopened: memory could
@@ -507,7 +504,7 @@ impl Durable {
         let ordinal = next(sequences.count)?;
         let v1 = version_name(id, 1);
         let head = head_name(id);
-        let pointer = signing
+        let mut pointer = signing
             .then(|| self.next_pointer(sequences, id))
             .transpose()?;
         let mut records = vec![
@@ -521,8 +518,8 @@ impl Durable {
                 self.seal(INDEX, index_seq, &encode_index(&self.store, ordinal))?,
             ),
         ];
-        if let Some(pointer) = &pointer {
-            records.push((pointer.name.as_str(), pointer.value.clone()));
+        if let Some(pointer) = &mut pointer {
+            records.push((pointer.name.as_str(), std::mem::take(&mut pointer.value)));
         }
         self.commit(sequences, &records, &[])?;
         sequences.index = index_seq;
@@ -736,9 +733,8 @@ impl Durable {
         for batch in stale.chunks(REWRAP_BATCH) {
             let mut resealed_batch = Vec::with_capacity(batch.len());
             for (name, bytes) in batch {
-                let corrupt = |e: &dyn std::fmt::Display| KmsError::StoreCorrupt {
-                    store: self.label.clone(),
-                    reason: format!("record {name} does not open: {e}"),
+                let corrupt = |e: &dyn std::fmt::Display| {
+                    self.corrupt(format!("record {name} does not open: {e}"))
                 };
                 let (seq, envelope) = parse_value(bytes).map_err(|e| corrupt(&e))?;
                 let plaintext = self
@@ -767,10 +763,7 @@ struct Loader<'a> {
 
 impl Loader<'_> {
     fn corrupt(&self, reason: String) -> KmsError {
-        KmsError::StoreCorrupt {
-            store: self.label.to_owned(),
-            reason,
-        }
+        store_corrupt(self.label, reason)
     }
 
     /// Opens record `name` of store `store` (`bytes`: its sequence and
@@ -1032,6 +1025,14 @@ fn next(n: u64) -> Result<u64, KmsError> {
     n.checked_add(1).ok_or_else(|| KmsError::Internal {
         reason: "keystore: a record sequence is exhausted".to_owned(),
     })
+}
+
+/// [`KmsError::StoreCorrupt`] for the store errors name `label`.
+fn store_corrupt(label: &str, reason: String) -> KmsError {
+    KmsError::StoreCorrupt {
+        store: label.to_owned(),
+        reason,
+    }
 }
 
 fn too_many() -> KmsError {
