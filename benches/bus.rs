@@ -17,23 +17,30 @@
 //!   loop), and the subscribers are batch consumers: each waits with
 //!   `recv().await` and then takes what is ready with `drain` (tokio: with a
 //!   `try_recv` loop).
+//!
+//! The `threads/` groups run on plain threads, so every implementation
+//! blocks through its own blocking calls: ours `Subscriber::blocking_recv`
+//! and `Publisher::blocking_publish_wait` (which back off before they
+//! park), tokio's `blocking_recv` and `blocking_send`, crossbeam-channel's
+//! and flume's `recv` and `send`.
+//!
 //! * `threads/1_to_1`: a producer thread publishes 4096 messages to a
-//!   consumer thread that blocks in `recv` (through
-//!   `futures::executor::block_on`), capacity 1024, `Lag`; the iteration
-//!   ends when the consumer has accounted for all 4096 (received + lagged).
+//!   consumer thread that blocks in `blocking_recv`, capacity 1024, `Lag`;
+//!   the iteration ends when the consumer has accounted for all 4096
+//!   (received + lagged).
 //!
 //! * `threads/4_to_1_drain`: the KMS request pattern. Four producer
 //!   threads publish 1024 messages each into one consumer thread that
 //!   blocks for the first ready message and then takes what is ready in
-//!   batches of up to 256 (ours: `recv` then `drain`; tokio mpsc:
+//!   batches of up to 256 (ours: `blocking_recv` then `drain`; tokio mpsc:
 //!   `blocking_recv` then `try_recv`; crossbeam-channel and flume: `recv`
 //!   then `try_recv`). Bounded at 1024 everywhere; producers wait for room
-//!   (ours: an `Overflow::Wait` topic and `publish_wait`; the peers'
-//!   blocking sends). The iteration ends when the consumer has all 4096.
+//!   (ours: an `Overflow::Wait` topic and `blocking_publish_wait`; the
+//!   peers' blocking sends). The iteration ends when the consumer has all 4096.
 //!
 //! * `threads/1_to_4`: one producer thread publishes 4096 messages one by
 //!   one, in bursts of 256, to four consumer threads that each block in
-//!   `recv` (tokio broadcast: `blocking_recv`); after each burst the
+//!   `blocking_recv`; after each burst the
 //!   producer waits until all four have received it, so nothing is lost
 //!   to overflow and every message is delivered four times (capacity 1024;
 //!   ours `Reject`, which never refuses here). A `Lag` stream measured as
@@ -41,7 +48,7 @@
 //! * `threads/batch_256_to_4_drain`: the same, each burst published with
 //!   one `publish_batch` (tokio broadcast, which has no batch publish: a
 //!   `send` loop), and the consumers take the first ready message with
-//!   `recv` and the rest with `drain` (tokio: `try_recv`).
+//!   `blocking_recv` and the rest with `drain` (tokio: `try_recv`).
 //!
 //! Run: `cargo bench --bench bus`. Results: `docs/PERFORMANCE.md`.
 
@@ -302,7 +309,7 @@ fn threads(c: &mut Criterion) {
                 let consumer = std::thread::spawn(move || {
                     let mut seen = 0u64;
                     while seen < iters * STREAM as u64 {
-                        match futures::executor::block_on(sub.recv()) {
+                        match sub.blocking_recv() {
                             Ok(_) => seen += 1,
                             Err(RecvError::Lagged(n)) => seen += n,
                             Err(e) => panic!("recv: {e}"),
@@ -324,7 +331,7 @@ fn threads(c: &mut Criterion) {
             let consumer = std::thread::spawn(move || {
                 let mut seen = 0u64;
                 while seen < iters * STREAM as u64 {
-                    match futures::executor::block_on(rx.recv()) {
+                    match rx.blocking_recv() {
                         Ok(_) => seen += 1,
                         Err(broadcast::error::RecvError::Lagged(n)) => seen += n,
                         Err(e) => panic!("recv: {e}"),
@@ -385,15 +392,14 @@ fn threads_fan_in(c: &mut Criterion) {
                     move |n| {
                         let publisher = publisher.clone();
                         for i in 0..n {
-                            futures::executor::block_on(publisher.publish_wait(i))
-                                .expect("publish");
+                            publisher.blocking_publish_wait(i).expect("publish");
                         }
                     },
                     |total| {
                         let mut out = Vec::with_capacity(DRAIN);
                         let mut seen = 0u64;
                         while seen < total {
-                            futures::executor::block_on(sub.recv()).expect("recv");
+                            sub.blocking_recv().expect("recv");
                             seen += 1;
                             if let Ok(n) = sub.drain(&mut out, DRAIN) {
                                 seen += n as u64;
@@ -516,7 +522,7 @@ fn ours_fan_out_threads(backend: Backend, batch: bool, iters: u64) -> Duration {
                 let mut out = Vec::with_capacity(BURST);
                 let mut seen = 0u64;
                 while seen < total {
-                    futures::executor::block_on(sub.recv()).expect("recv");
+                    sub.blocking_recv().expect("recv");
                     let mut n = 1;
                     if batch {
                         n += sub.drain(&mut out, BURST).unwrap_or(0) as u64;

@@ -19,7 +19,7 @@ use crate::soa::{Soa, MAX_SUBSCRIBERS};
 pub(crate) enum Ring<T> {
     /// One mutex around a ring of `Option<T>` slots.
     Classic(Classic<T>),
-    /// Lock-free parallel arrays.
+    /// Lock-free slots of stamp, mask and payload.
     Soa(Soa<T>),
 }
 
@@ -128,6 +128,18 @@ impl<T> Ring<T> {
         match self {
             Self::Classic(ring) => ring.start_waiting(),
             Self::Soa(ring) => ring.start_waiting(),
+        }
+    }
+
+    /// After reads whose [`Step::room`] was `true`: whether publishers wait
+    /// for room and must be woken. Classic decided that under its lock
+    /// already; Soa issues its one fence for the whole batch of reads here
+    /// (`Soa::room_wanted`).
+    #[inline]
+    pub(crate) fn room_wanted(&self) -> bool {
+        match self {
+            Self::Classic(_) => true,
+            Self::Soa(ring) => ring.room_wanted(),
         }
     }
 

@@ -80,8 +80,9 @@ pub enum Backend {
     /// limit on subscribers; every publish wakes parked subscribers.
     #[default]
     Classic,
-    /// Slots as parallel arrays (sequence stamp, per-subscriber bitmask,
-    /// payload), lock-free on the publish and read paths. The last reader of
+    /// Slots of a sequence stamp, a per-subscriber bitmask and the payload
+    /// side by side (named for its first layout, a structure of arrays),
+    /// lock-free on the publish and read paths. The last reader of
     /// a message moves it out instead of cloning it, a parked subscriber is
     /// woken once per burst, and [`Publisher::publish_batch`](crate::Publisher::publish_batch)
     /// reserves the whole batch at once. At most

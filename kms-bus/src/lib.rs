@@ -146,11 +146,19 @@
 //! # Backends
 //!
 //! [`Backend::Classic`] is a bounded ring behind one mutex, the baseline.
-//! [`Backend::Soa`] keeps slots as parallel arrays (stamp, per-subscriber
-//! bitmask, payload) and is lock-free on the publish and read paths; its
+//! [`Backend::Soa`] keeps each slot's stamp, per-subscriber bitmask and
+//! payload side by side and is lock-free on the publish and read paths; its
 //! algorithm and invariants are in the `soa` module's docs (see
 //! `docs/ARCHITECTURE.md`). Soa wakes a parked subscriber once per burst and
 //! takes at most 56 subscribers per topic.
+//!
+//! # Threads
+//!
+//! Outside an async runtime, [`Subscriber::blocking_recv`] and
+//! [`Publisher::blocking_publish_wait`] block the calling thread. They back
+//! off first (spin, then yield), as crossbeam-channel does, and park only
+//! if the topic stays empty (or full): across threads that avoids a futex
+//! sleep and wake-up per message.
 //!
 //! # Lints
 //!
@@ -169,6 +177,7 @@
 #![warn(missing_debug_implementations, unreachable_pub)]
 
 mod backend;
+mod blocking;
 mod bus;
 mod classic;
 mod config;

@@ -47,7 +47,9 @@ pub(crate) struct Step<T> {
     /// A payload this reader became the last claimant of after cloning; the
     /// caller drops it.
     pub(crate) spare: Option<T>,
-    /// Whether the read freed a slot while publishers wait for room.
+    /// Whether the read freed a slot that publishers may be waiting for:
+    /// after its last read of a batch the caller asks
+    /// `Ring::room_wanted` once, and wakes them if it says so.
     pub(crate) room: bool,
 }
 

@@ -59,7 +59,7 @@ impl<T> Publisher<T> {
     /// [`publish`](Self::publish) without counting a refusal in
     /// `kms_bus_rejected_total`, for `publish_wait`, whose refusals are retries.
     #[inline(always)]
-    fn offer(&self, msg: T) -> Result<(), PublishError<T>> {
+    pub(crate) fn offer(&self, msg: T) -> Result<(), PublishError<T>> {
         match self.shared.ring.publish_one(msg) {
             Ok(published) => {
                 if published.wake {
@@ -161,7 +161,7 @@ impl<T> Publisher<T> {
         // message is offered (so a yield here publishes nothing).
         coop::consume_budget().await;
         let shared = &*self.shared;
-        if shared.config.overflow != Overflow::Wait {
+        if !self.waits_for_room() {
             return self.publish(msg);
         }
         let mut msg = match self.offer(msg) {
@@ -182,6 +182,12 @@ impl<T> Publisher<T> {
             notified.await;
             drop(waiting);
         }
+    }
+
+    /// Whether the topic is an [`Overflow::Wait`] topic, whose full ring
+    /// makes `publish_wait` wait.
+    pub(crate) fn waits_for_room(&self) -> bool {
+        self.shared.config.overflow == Overflow::Wait
     }
 
     /// The name of the topic this publisher sends to.

@@ -1,4 +1,5 @@
-//! The SoA backend: a lock-free broadcast ring kept as parallel arrays.
+//! The Soa backend: a lock-free broadcast ring of slots, each a stamp, a
+//! mask word and a payload side by side.
 //!
 //! # Sources
 //!
@@ -17,13 +18,21 @@
 //! # Layout
 //!
 //! Message `x` (sequence numbers `0, 1, 2, ...`, never reused) lives in slot
-//! `i = x % capacity`. The slot is three parallel arrays indexed by `i`:
+//! `i = x % capacity`, `slots[i]`, with three fields:
 //!
-//! | array | type | meaning |
+//! | field | type | meaning |
 //! |---|---|---|
-//! | `stamps[i]` | `u64` | which message the slot holds and whether it is written |
-//! | `masks[i]` | `u64` | bits 0..56: bit `b` set means the subscriber with bit `b` has not read it yet; bits 56..64: `Lag` readers inside a read |
-//! | `payloads[i]` | `MaybeUninit<T>` | the message, initialised exactly while `masks[i]` has a subscriber bit |
+//! | `stamp` | `u64` | which message the slot holds and whether it is written |
+//! | `mask` | `u64` | bits 0..56: bit `b` set means the subscriber with bit `b` has not read it yet; bits 56..64: `Lag` readers inside a read |
+//! | `payload` | `MaybeUninit<T>` | the message, initialised exactly while `mask` has a subscriber bit |
+//!
+//! The backend is named for its first layout, a structure of arrays
+//! (`stamps[i]`, `masks[i]`, `payloads[i]`). Across threads that cost a
+//! publish and a read three cache-line transfers per message where one
+//! slot struct costs one (crossbeam-channel keeps its stamp beside the
+//! value for the same reason): with four producer threads and one consumer
+//! the struct layout took the time from ~480 µs to ~80 µs per 4096
+//! messages (`docs/PERFORMANCE.md`).
 //!
 //! A stamp is `(x + capacity) << 1 | 1` once message `x` is written
 //! ("ready") and `(x + capacity) << 1` while a `Lag` publish is overwriting
@@ -62,10 +71,10 @@
 //!    `mask_for` is `SeqCst` (one total order), with a loom-only fence after
 //!    the read-modify-writes (`sync::seqcst_fence_for_loom`).
 //! 3. **Reading.** A subscriber at `next = x` reads only after seeing
-//!    `stamps[i] == ready(x)` with its bit set in `masks[i]`. A reader that is
+//!    `slots[i].stamp == ready(x)` with its bit set in its `mask`. A reader that is
 //!    not the last clones the payload, then clears its bit with a
 //!    compare-and-swap (never to zero). The reader whose bit is the only one
-//!    left moves the payload out and then stores mask 0. Hence `masks[i]`
+//!    left moves the payload out and then stores mask 0. Hence the mask
 //!    reaches 0 only after the payload was taken, and a reader that clears
 //!    its bit has finished touching the payload. Synchronises: `commit`'s
 //!    ready stamp (Release) → the reader's stamp load (Acquire), so the
@@ -76,7 +85,7 @@
 //!    word's top bits with the compare-and-swap that claims (the last claim
 //!    clears the bits and counts in one step), re-checks the stamp, and
 //!    uncounts itself after its clone or move. A publisher that finds
-//!    `masks[i] != 0` stores the "writing" stamp, waits until the count is
+//!    the slot's mask `!= 0` stores the "writing" stamp, waits until the count is
 //!    0 and then takes the whole word with a compare-and-swap, with it the
 //!    old payload (dropped after the publish returns). A reader whose claim
 //!    landed on a later lap sees a changed stamp in its re-check and undoes
@@ -131,7 +140,10 @@
 //! wakes it. A burst of messages into a parked topic therefore costs one
 //! wake-up, by the first publish.
 //! Publishers waiting for room under `Wait` use the same pattern with
-//! `room_waiters`, signalled by the reader that frees a slot.
+//! `room_waiters`, signalled by the reader that frees a slot. A reader's
+//! side of it is one `SeqCst` fence per batch of frees (`room_wanted`,
+//! after the last read of a `drain`), not one per message: the fence
+//! orders every mask store before it with the load of the waiter count.
 //!
 //! # Panics
 //!
@@ -203,14 +215,9 @@ pub(crate) struct Soa<T> {
     parked: CachePadded<AtomicBool>,
     /// Number of publishers waiting for room in `publish_wait`.
     room_waiters: AtomicUsize,
-    /// Per-slot stamps (see the module docs).
-    stamps: Box<[AtomicU64]>,
-    /// Per-slot mask words: bits of the subscribers that have not read the
-    /// slot's message, and the count of `Lag` readers inside a read.
-    masks: Box<[AtomicU64]>,
-    /// Per-slot payloads, initialised exactly while the slot's mask word has
-    /// a subscriber bit.
-    payloads: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    /// The slots (see the module docs), each with its stamp, mask word and
+    /// payload side by side.
+    slots: Box<[Slot<T>]>,
     /// Number of slots (`1 ..= TopicConfig::MAX_CAPACITY`), as a sequence
     /// distance.
     capacity: u64,
@@ -219,6 +226,21 @@ pub(crate) struct Soa<T> {
     pow2: bool,
     /// Fixed at creation.
     overflow: Overflow,
+}
+
+/// One slot of the ring: which message it holds, who has still to read it,
+/// and the message. The three sit side by side (24 bytes for a `u64`
+/// payload), so a publish or a read touches one cache line per message, as
+/// in crossbeam-channel's array flavor, where the stamp sits beside the
+/// value.
+struct Slot<T> {
+    /// Which message the slot holds and whether it is written.
+    stamp: AtomicU64,
+    /// Bits of the subscribers that have not read the message, and the
+    /// count of `Lag` readers inside a read (top 8 bits).
+    mask: AtomicU64,
+    /// The message, initialised exactly while `mask` has a subscriber bit.
+    payload: UnsafeCell<MaybeUninit<T>>,
 }
 
 // SAFETY: a `Soa<T>` owns `T` values (moved in by publishers on one thread
@@ -244,10 +266,12 @@ impl<T> Soa<T> {
             parked: CachePadded::new(AtomicBool::new(false)),
             room_waiters: AtomicUsize::new(0),
             // Slot `i` holds the fully read message `i - capacity`.
-            stamps: (0..cap).map(|i| AtomicU64::new((i << 1) | 1)).collect(),
-            masks: (0..cap).map(|_| AtomicU64::new(0)).collect(),
-            payloads: (0..capacity)
-                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+            slots: (0..cap)
+                .map(|i| Slot {
+                    stamp: AtomicU64::new((i << 1) | 1),
+                    mask: AtomicU64::new(0),
+                    payload: UnsafeCell::new(MaybeUninit::uninit()),
+                })
                 .collect(),
             capacity: cap,
             pow2: cap.is_power_of_two(),
@@ -327,7 +351,7 @@ impl<T> Soa<T> {
             loop {
                 // Acquire: pairs with the publisher's ready store, so the
                 // payload and mask it wrote are visible.
-                let stamp = self.stamps[i].load(Ordering::Acquire);
+                let stamp = self.slots[i].stamp.load(Ordering::Acquire);
                 if stamp == self.ready(x) {
                     match self.claim(i, x, 1 << bit, None) {
                         Claim::Last(value, spare) => {
@@ -350,21 +374,30 @@ impl<T> Soa<T> {
             }
         }
         *taken &= !(1 << bit);
-        (released, room)
+        (released, room && self.room_wanted())
     }
 
     /// Stores mask 0 after the last claimant took the payload. Returns
-    /// whether publishers wait for room and must be woken.
+    /// whether the ring is a `Wait` ring, where a publisher may be waiting
+    /// for this slot: the caller then asks [`Soa::room_wanted`] once, after
+    /// the last slot it frees in a batch.
     #[inline]
     fn free_slot(&self, i: usize) -> bool {
         // Release: the payload move happens before a publisher that reads
         // this 0 (with Acquire) writes the slot again.
-        self.masks[i].store(0, Ordering::Release);
-        if self.overflow != Overflow::Wait {
-            return false;
-        }
-        // Dekker with `start_waiting`: mask store, fence, read the waiters
-        // here; count the waiter, fence, read the mask there.
+        self.slots[i].mask.store(0, Ordering::Release);
+        self.overflow == Overflow::Wait
+    }
+
+    /// Whether publishers wait for room, after the caller freed one or more
+    /// slots with [`Soa::free_slot`]: they must then be woken.
+    ///
+    /// Dekker with `start_waiting`: here the mask stores of every slot freed
+    /// since the last call, a `SeqCst` fence, then the waiter count; there
+    /// the count, a `SeqCst` fence, then the re-check of the mask. Either
+    /// the waiter's re-check sees a freed slot or this load sees the waiter.
+    /// One fence per batch of frees (a `drain`), not one per message.
+    pub(crate) fn room_wanted(&self) -> bool {
         fence(Ordering::SeqCst);
         self.room_waiters.load(Ordering::Relaxed) > 0
     }
@@ -389,7 +422,9 @@ impl<T> Soa<T> {
             // No member at this message (every subscriber left since the
             // check in `reserve`): mark the slot written with no claim, so
             // no reader ever reads it, and hand the message back.
-            self.stamps[i].store(self.ready(first), Ordering::Release);
+            self.slots[i]
+                .stamp
+                .store(self.ready(first), Ordering::Release);
             drop(evicted);
             return Err((msg, RejectCause::NoSubscribers));
         }
@@ -434,7 +469,7 @@ impl<T> Soa<T> {
                 for x in first..first + count {
                     let i = self.index(x);
                     outcome.evicted.extend(self.make_room(i, x));
-                    self.stamps[i].store(self.ready(x), Ordering::Release);
+                    self.slots[i].stamp.store(self.ready(x), Ordering::Release);
                 }
                 outcome.rejected = Some((msgs.collect(), RejectCause::NoSubscribers));
                 break;
@@ -461,7 +496,9 @@ impl<T> Soa<T> {
         // SAFETY: message `x`'s slot is ours alone (invariant 1), and
         // `make_room` made sure no reader touches the old payload and took
         // it out if it was unread, so the cell is free to overwrite.
-        self.payloads[i].with_mut(|p| unsafe { (*p).write(msg) });
+        self.slots[i]
+            .payload
+            .with_mut(|p| unsafe { (*p).write(msg) });
         // Release: a `Lag` reader may claim this mask before it sees the
         // ready stamp below (it saw the previous lap's ready stamp and then
         // compare-and-swapped the mask word). Its Acquire compare-and-swap
@@ -471,10 +508,10 @@ impl<T> Soa<T> {
         // sequence and gives that reader nothing: loom reports the payload
         // write below racing the reader's clone. On x86 a `Release` store is
         // a plain store.
-        self.masks[i].store(mask, Ordering::Release);
+        self.slots[i].mask.store(mask, Ordering::Release);
         // Release: pairs with the reader's Acquire of the stamp, so the
         // payload and mask are visible to it.
-        self.stamps[i].store(self.ready(x), Ordering::Release);
+        self.slots[i].stamp.store(self.ready(x), Ordering::Release);
     }
 
     /// Sequence numbers taken so far: the messages published, plus any a
@@ -516,7 +553,7 @@ impl<T> Soa<T> {
                 // Acquire: pairs with the ready store of the previous lap,
                 // and (through the mask read) with the last reader's Release
                 // of mask 0, so its move happens before our write.
-                let stamp = self.stamps[i].load(Ordering::Acquire);
+                let stamp = self.slots[i].stamp.load(Ordering::Acquire);
                 let previous_lap = (x << 1) | 1;
                 if stamp != previous_lap {
                     // Below: the previous lap is still being written.
@@ -524,7 +561,8 @@ impl<T> Soa<T> {
                     in_flight = stamp < previous_lap;
                     break;
                 }
-                if self.overflow != Overflow::Lag && self.masks[i].load(Ordering::Acquire) != 0 {
+                if self.overflow != Overflow::Lag && self.slots[i].mask.load(Ordering::Acquire) != 0
+                {
                     unread = true;
                     break;
                 }
@@ -598,7 +636,7 @@ impl<T> Soa<T> {
             return None;
         }
         // Acquire: pairs with the last reader's Release of mask 0.
-        if self.masks[i].load(Ordering::Acquire) == 0 {
+        if self.slots[i].mask.load(Ordering::Acquire) == 0 {
             // Everybody read it: no reader will touch the old payload.
             return None;
         }
@@ -612,28 +650,38 @@ impl<T> Soa<T> {
         // of `x` in `tail` (its lag count relies on it). Readers that claim
         // the mask after our compare-and-swap below see it through that
         // compare-and-swap's Release.
-        self.stamps[i].store(self.writing(x), Ordering::Release);
+        self.slots[i]
+            .stamp
+            .store(self.writing(x), Ordering::Release);
         let mut spins = 0;
-        let mut mask = self.masks[i].load(Ordering::Acquire);
+        let mut mask = self.slots[i].mask.load(Ordering::Acquire);
         loop {
             if mask >> MAX_SUBSCRIBERS != 0 {
                 // A reader is inside a read of the old message; it finishes
                 // without waiting for anything.
                 backoff(&mut spins);
-                mask = self.masks[i].load(Ordering::Acquire);
+                mask = self.slots[i].mask.load(Ordering::Acquire);
                 continue;
             }
             // AcqRel: Acquire pairs with readers' Release (their clones
             // happen before we drop the payload); Release publishes the
             // writing stamp to readers that claim after us.
-            match self.masks[i].compare_exchange_weak(mask, 0, Ordering::AcqRel, Ordering::Acquire)
-            {
+            match self.slots[i].mask.compare_exchange_weak(
+                mask,
+                0,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
                 Ok(_) if mask & BITS != 0 => {
                     // SAFETY: the mask had claims, so the payload is
                     // initialised; we removed every claim while no reader
                     // was inside a read, and no reader can claim any more
                     // (its re-check sees the writing stamp).
-                    return Some(self.payloads[i].with(|p| unsafe { (*p).assume_init_read() }));
+                    return Some(
+                        self.slots[i]
+                            .payload
+                            .with(|p| unsafe { (*p).assume_init_read() }),
+                    );
                 }
                 Ok(_) => return None,
                 Err(actual) => mask = actual,
@@ -642,7 +690,7 @@ impl<T> Soa<T> {
     }
 
     /// Counts the caller as a publisher waiting for room and orders that
-    /// with the readers' frees (Dekker, see `free_slot`). Call before the
+    /// with the readers' frees (Dekker, see `room_wanted`). Call before the
     /// final re-check, and [`Soa::stop_waiting`] after.
     pub(crate) fn start_waiting(&self) {
         self.room_waiters.fetch_add(1, Ordering::Relaxed);
@@ -677,7 +725,7 @@ impl<T> Soa<T> {
         // the message is `x` for as long as we hold the claim.
         // Acquire: pairs with the other readers' Release mask updates (their
         // clones happen before we move the payload out).
-        let mut mask = self.masks[i].load(Ordering::Acquire);
+        let mut mask = self.slots[i].mask.load(Ordering::Acquire);
         let mut copy: Option<T> = None;
         loop {
             if mask & bit == 0 {
@@ -687,7 +735,9 @@ impl<T> Soa<T> {
                 // SAFETY: the only claim left is ours (invariant 3) and the
                 // slot is not reused before the mask is 0. The mask is not
                 // 0, so the payload is initialised.
-                let value = self.payloads[i].with(|p| unsafe { (*p).assume_init_read() });
+                let value = self.slots[i]
+                    .payload
+                    .with(|p| unsafe { (*p).assume_init_read() });
                 // A clone taken before the other readers left is equal to
                 // the original; the caller drops it after freeing the slot.
                 return Claim::Last(value, copy);
@@ -697,11 +747,15 @@ impl<T> Soa<T> {
                 // is neither moved out (another reader moves it only when
                 // its bit is the last) nor overwritten until we clear it.
                 // Shared access only: other readers may clone it too.
-                copy = Some(self.payloads[i].with(|p| clone(unsafe { (*p).assume_init_ref() })));
+                copy = Some(
+                    self.slots[i]
+                        .payload
+                        .with(|p| clone(unsafe { (*p).assume_init_ref() })),
+                );
             }
             // AcqRel: Release orders our clone before the last reader's move
             // and the slot's reuse; Acquire as for the load above.
-            match self.masks[i].compare_exchange_weak(
+            match self.slots[i].mask.compare_exchange_weak(
                 mask,
                 mask & !bit,
                 Ordering::AcqRel,
@@ -719,7 +773,7 @@ impl<T> Soa<T> {
     /// (invariant 4).
     #[inline]
     fn claim_lag(&self, i: usize, x: u64, bit: u64, clone: Option<fn(&T) -> T>) -> Claim<T> {
-        let mut mask = self.masks[i].load(Ordering::Acquire);
+        let mut mask = self.slots[i].mask.load(Ordering::Acquire);
         loop {
             if mask & bit == 0 {
                 return Claim::Gone;
@@ -731,7 +785,7 @@ impl<T> Soa<T> {
             let claimed = if last { ONE_READER } else { mask + ONE_READER };
             // Acquire: pairs with the Release of the publisher's mask writes
             // and of other readers' updates; see the re-check below.
-            if let Err(actual) = self.masks[i].compare_exchange_weak(
+            if let Err(actual) = self.slots[i].mask.compare_exchange_weak(
                 mask,
                 claimed,
                 Ordering::Acquire,
@@ -744,14 +798,14 @@ impl<T> Soa<T> {
             // overwrite stores the writing stamp before it takes the mask,
             // and we acquired the mask, so if the stamp is still `ready(x)`
             // the claim is on message `x`.
-            if self.stamps[i].load(Ordering::Acquire) != self.ready(x) {
+            if self.slots[i].stamp.load(Ordering::Acquire) != self.ready(x) {
                 // Undo. While we are counted nobody else changes a
                 // last-claim word, and a shared claim only needs our count
                 // back.
                 if last {
-                    self.masks[i].store(mask, Ordering::Release);
+                    self.slots[i].mask.store(mask, Ordering::Release);
                 } else {
-                    self.masks[i].fetch_sub(ONE_READER, Ordering::Release);
+                    self.slots[i].mask.fetch_sub(ONE_READER, Ordering::Release);
                 }
                 return Claim::Gone;
             }
@@ -760,17 +814,21 @@ impl<T> Soa<T> {
                 // reader will touch the payload and the overwriting
                 // publisher waits for our count; the mask had a claim, so
                 // the payload is initialised.
-                let value = self.payloads[i].with(|p| unsafe { (*p).assume_init_read() });
+                let value = self.slots[i]
+                    .payload
+                    .with(|p| unsafe { (*p).assume_init_read() });
                 return Claim::Last(value, None);
             }
             // Uncounts us if `T::clone` panics; our bit stays, so the
             // message can be read again.
-            let guard = Counted(&self.masks[i]);
+            let guard = Counted(&self.slots[i].mask);
             let copy = clone.map(|clone| {
                 // SAFETY: our bit is set and we are counted, so the payload
                 // is initialised and is neither moved out nor overwritten
                 // until we leave. Shared access only.
-                self.payloads[i].with(|p| clone(unsafe { (*p).assume_init_ref() }))
+                self.slots[i]
+                    .payload
+                    .with(|p| clone(unsafe { (*p).assume_init_ref() }))
             });
             std::mem::forget(guard);
             return self.leave_shared(i, bit, copy);
@@ -782,7 +840,7 @@ impl<T> Soa<T> {
     /// takes it out first (returned for the caller to drop, or delivered if
     /// it did not clone).
     fn leave_shared(&self, i: usize, bit: u64, copy: Option<T>) -> Claim<T> {
-        let mut mask = self.masks[i].load(Ordering::Acquire);
+        let mut mask = self.slots[i].mask.load(Ordering::Acquire);
         loop {
             let last = mask & BITS == bit;
             // Last claim: keep our count while we take the payload out.
@@ -793,7 +851,7 @@ impl<T> Soa<T> {
             };
             // AcqRel: Release orders our clone before the payload's move and
             // the slot's reuse; Acquire pairs with other readers' Release.
-            match self.masks[i].compare_exchange_weak(
+            match self.slots[i].mask.compare_exchange_weak(
                 mask,
                 left,
                 Ordering::AcqRel,
@@ -803,7 +861,9 @@ impl<T> Soa<T> {
                     // SAFETY: we cleared the last claim while counted (so the
                     // overwriting publisher waits), and the payload is
                     // initialised because it had a claim until now.
-                    let value = self.payloads[i].with(|p| unsafe { (*p).assume_init_read() });
+                    let value = self.slots[i]
+                        .payload
+                        .with(|p| unsafe { (*p).assume_init_read() });
                     // Our count was the only one left; nothing else changes
                     // a word without claims except the overwriting
                     // publisher, which waits for the count.
@@ -849,7 +909,7 @@ impl<T: Clone> Soa<T> {
         let x = *next;
         let i = self.index(x);
         // Acquire: pairs with the publisher's ready store.
-        let stamp = self.stamps[i].load(Ordering::Acquire);
+        let stamp = self.slots[i].stamp.load(Ordering::Acquire);
         if stamp < self.ready(x) {
             return Some(Step::of(Read::Empty));
         }
@@ -870,7 +930,7 @@ impl<T: Clone> Soa<T> {
                 Some(Step::of(Read::Message(value)))
             }
             Claim::Released | Claim::Gone => {
-                let stamp = self.stamps[i].load(Ordering::Acquire);
+                let stamp = self.slots[i].stamp.load(Ordering::Acquire);
                 if stamp > self.ready(x) {
                     // Overwritten while we looked (`Lag`).
                     return Some(Step::of(self.lagged(next, stamp)));
@@ -909,12 +969,13 @@ impl<T: Clone> Soa<T> {
 
 impl<T> Drop for Soa<T> {
     fn drop(&mut self) {
-        for (i, mask) in self.masks.iter().enumerate() {
+        for slot in self.slots.iter() {
             // Relaxed: `&mut self`, no other thread can access the ring.
-            if mask.load(Ordering::Relaxed) & BITS != 0 {
+            if slot.mask.load(Ordering::Relaxed) & BITS != 0 {
                 // SAFETY: a mask with claims means the payload is
                 // initialised, and nothing else can access it during drop.
-                self.payloads[i].with_mut(|p| unsafe { (*p).assume_init_drop() });
+                slot.payload
+                    .with_mut(|p| unsafe { (*p).assume_init_drop() });
             }
         }
     }

@@ -216,10 +216,11 @@ impl<T: Clone> Subscriber<T> {
         (read, room)
     }
 
-    /// Wakes publishers waiting for room, if a read freed a slot they want.
+    /// Wakes publishers waiting for room, if the reads since the last call
+    /// freed a slot they may want (`room`) and some are waiting.
     #[inline(always)]
     fn notify_room(&self, room: bool) {
-        if room {
+        if room && self.shared.ring.room_wanted() {
             self.shared.room.notify_waiters();
         }
     }

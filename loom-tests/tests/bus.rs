@@ -1,10 +1,12 @@
-//! Loom models of the SoA ring (docs/DESIGN.md §6: slot claim, last-reader move,
+//! Loom models of the Soa ring (docs/DESIGN.md §6: slot claim, last-reader move,
 //! ring wrap, edge notify). Every model publishes `Arc` payloads and, after
 //! every handle is dropped, checks that each payload's strong count is back
 //! to 1: a leaked payload leaves it higher, a double drop lower. Each model
 //! also checks counts: per subscriber, delivered + lagged = published.
 //!
-//! `Overflow::Lag` is modelled too: an overwrite racing two readers, a wrap
+//! `Overflow::Wait` is modelled at capacity, freed by one read and by one
+//! `drain` (whose single `SeqCst` fence orders all its frees before the
+//! waiter check). `Overflow::Lag` is modelled too: an overwrite racing two readers, a wrap
 //! with two subscribers, exact lag counts, and a subscriber dropped
 //! mid-stream (under `Reject` and under `Lag`). These models once failed
 //! with a causality violation: `commit` stored a new lap's mask `Relaxed`,
@@ -176,6 +178,33 @@ fn wait_at_capacity() {
         let producer = thread::spawn(move || block_on(publisher.publish_wait(second)).unwrap());
         let (got, lagged) = recv_all(&mut sub);
         assert_eq!((got, lagged), (vec![1, 2], 0));
+        producer.join().unwrap();
+        drop((sub, topic));
+        check_released(&originals);
+    });
+}
+
+/// `Wait` at capacity, freed by a `drain`: the drain frees both slots and
+/// then asks once whether publishers wait (one `SeqCst` fence for the
+/// batch, `Soa::room_wanted`). A parked `publish_wait` must still be woken
+/// (a lost room wake-up is a loom deadlock), and nothing is lost.
+#[test]
+fn wait_freed_by_one_drain() {
+    loom::model(|| {
+        let originals = payloads(3);
+        let topic = topic(2, Overflow::Wait);
+        let mut sub = topic.subscribe().unwrap();
+        let publisher = topic.publisher();
+        publisher.publish(Arc::clone(&originals[0])).unwrap();
+        publisher.publish(Arc::clone(&originals[1])).unwrap();
+        let third = Arc::clone(&originals[2]);
+        let producer = thread::spawn(move || block_on(publisher.publish_wait(third)).unwrap());
+        let mut out = Vec::new();
+        assert_eq!(sub.drain(&mut out, 2).unwrap(), 2);
+        let mut got: Vec<u64> = out.drain(..).map(|v| *v).collect();
+        let (rest, lagged) = recv_all(&mut sub);
+        got.extend(rest);
+        assert_eq!((got, lagged), (vec![1, 2, 3], 0));
         producer.join().unwrap();
         drop((sub, topic));
         check_released(&originals);

@@ -1,5 +1,7 @@
-//! Property test across threads: random scripts of publish, publish_batch,
-//! recv, try_recv, drain, resubscribe (drop and subscribe again) and yields,
+//! Property test across threads: random scripts of publish (async
+//! `publish_wait` and `blocking_publish_wait` on `Wait` topics),
+//! publish_batch, recv, blocking_recv, try_recv, drain, resubscribe (drop
+//! and subscribe again) and yields,
 //! run by several publisher and subscriber threads at once, on the backend
 //! under test and every overflow mode.
 //!
@@ -93,6 +95,8 @@ impl Drop for Msg {
 #[derive(Debug, Clone)]
 enum PubOp {
     Publish,
+    /// `blocking_publish_wait` (on a `Wait` topic it backs off and parks).
+    BlockingPublish,
     Batch(usize),
     Yield,
 }
@@ -100,6 +104,7 @@ enum PubOp {
 #[derive(Debug, Clone)]
 enum SubOp {
     Recv,
+    BlockingRecv,
     TryRecv,
     Drain(usize),
     Resubscribe,
@@ -108,7 +113,8 @@ enum SubOp {
 
 fn pub_op() -> impl Strategy<Value = PubOp> {
     prop_oneof![
-        4 => Just(PubOp::Publish),
+        3 => Just(PubOp::Publish),
+        1 => Just(PubOp::BlockingPublish),
         2 => (1..=8usize).prop_map(PubOp::Batch),
         1 => Just(PubOp::Yield),
     ]
@@ -117,6 +123,7 @@ fn pub_op() -> impl Strategy<Value = PubOp> {
 fn sub_op() -> impl Strategy<Value = SubOp> {
     prop_oneof![
         2 => Just(SubOp::Recv),
+        1 => Just(SubOp::BlockingRecv),
         3 => Just(SubOp::TryRecv),
         3 => (1..=8usize).prop_map(SubOp::Drain),
         1 => Just(SubOp::Resubscribe),
@@ -172,6 +179,12 @@ fn run_subscriber(
                 Err(RecvError::Closed) => {}
                 Err(e) => panic!("recv: {e}"),
             },
+            SubOp::BlockingRecv => match sub.blocking_recv() {
+                Ok(m) => life.take(m),
+                Err(RecvError::Lagged(n)) => life.lagged += n,
+                Err(RecvError::Closed) => {}
+                Err(e) => panic!("blocking_recv: {e}"),
+            },
             SubOp::TryRecv => match sub.try_recv() {
                 Ok(m) => life.take(m),
                 Err(TryRecvError::Lagged(n)) => life.lagged += n,
@@ -226,12 +239,12 @@ fn run_publisher(
     let mut published = Vec::new();
     for op in script {
         match op {
-            PubOp::Publish => {
+            PubOp::Publish | PubOp::BlockingPublish => {
                 let msg = Msg::new(index, next, &ledger);
-                let result = if wait {
-                    runtime.block_on(publisher.publish_wait(msg))
-                } else {
-                    publisher.publish(msg)
+                let result = match (wait, op) {
+                    (true, PubOp::BlockingPublish) => publisher.blocking_publish_wait(msg),
+                    (true, _) => runtime.block_on(publisher.publish_wait(msg)),
+                    (false, _) => publisher.publish(msg),
                 };
                 match result {
                     Ok(()) => published.push(next),

@@ -1,0 +1,170 @@
+//! `Subscriber::blocking_recv` and `Publisher::blocking_publish_wait` from
+//! plain threads: the async contract (order, exact lag, `Closed`, refusals),
+//! and wake-ups after the back-off has given way to parking.
+//!
+//! Every thread that could hang reports through a channel read with
+//! [`DEADLINE`], so a lost wake-up fails the test instead of hanging it.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use kms_bus::{Overflow, PublishError, RecvError};
+
+use super::common::topic;
+
+/// How long a blocked call may take before the test calls it a hang.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Long enough for a blocked call to finish its back-off (well under a
+/// millisecond) and park.
+const PARKED: Duration = Duration::from_millis(50);
+
+#[test]
+fn four_producers_into_one_consumer_lose_nothing_and_keep_order() {
+    const PRODUCERS: u64 = 4;
+    const EACH: u64 = 2_000;
+    // A ring much smaller than the stream: producers wait for room often.
+    let topic = topic::<u64>(4, Overflow::Wait);
+    let mut sub = topic.subscribe().expect("subscribe");
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let publisher = topic.publisher();
+            thread::spawn(move || {
+                for i in 0..EACH {
+                    publisher
+                        .blocking_publish_wait(p << 32 | i)
+                        .expect("a subscriber is alive");
+                }
+            })
+        })
+        .collect();
+    let (done, result) = mpsc::channel();
+    thread::spawn(move || {
+        let mut next = [0u64; PRODUCERS as usize];
+        loop {
+            match sub.blocking_recv() {
+                Ok(msg) => {
+                    let (p, i) = ((msg >> 32) as usize, msg & 0xffff_ffff);
+                    assert_eq!(i, next[p], "producer {p}'s messages in order");
+                    next[p] += 1;
+                }
+                Err(RecvError::Closed) => break,
+                Err(e) => panic!("blocking_recv: {e}"),
+            }
+        }
+        done.send(next).expect("test alive");
+    });
+    // The consumer sees `Closed` only once every producer thread has
+    // finished (and dropped its publisher).
+    let next = result.recv_timeout(DEADLINE).expect("consumer finished");
+    assert_eq!(next, [EACH; PRODUCERS as usize], "every message, once");
+    for p in producers {
+        p.join().expect("producer");
+    }
+}
+
+#[test]
+fn blocking_recv_reports_the_exact_lag_then_the_oldest_retained() {
+    let topic = topic::<u64>(4, Overflow::Lag);
+    let mut sub = topic.subscribe().expect("subscribe");
+    let publisher = topic.publisher();
+    for i in 0..10 {
+        publisher.publish(i).expect("publish");
+    }
+    drop(publisher);
+    assert_eq!(sub.blocking_recv(), Err(RecvError::Lagged(6)));
+    for i in 6..10 {
+        assert_eq!(sub.blocking_recv(), Ok(i));
+    }
+    assert_eq!(sub.blocking_recv(), Err(RecvError::Closed));
+}
+
+#[test]
+fn blocking_recv_parks_and_is_woken_by_a_later_publish() {
+    let topic = topic::<u64>(8, Overflow::Lag);
+    let mut sub = topic.subscribe().expect("subscribe");
+    let publisher = topic.publisher();
+    let (done, result) = mpsc::channel();
+    thread::spawn(move || {
+        let first = sub.blocking_recv();
+        let second = sub.blocking_recv();
+        done.send((first, second)).expect("test alive");
+    });
+    thread::sleep(PARKED);
+    publisher.publish(7).expect("publish");
+    thread::sleep(PARKED);
+    // The last publisher leaving wakes the parked reader with `Closed`.
+    drop(publisher);
+    let (first, second) = result.recv_timeout(DEADLINE).expect("woken");
+    assert_eq!(first, Ok(7));
+    assert_eq!(second, Err(RecvError::Closed));
+}
+
+#[test]
+fn blocking_publish_wait_parks_until_a_read_makes_room() {
+    let topic = topic::<u64>(1, Overflow::Wait);
+    let mut sub = topic.subscribe().expect("subscribe");
+    let publisher = topic.publisher();
+    publisher.publish(1).expect("room for one");
+    let (done, result) = mpsc::channel();
+    let waiting = publisher.clone();
+    thread::spawn(move || {
+        done.send(waiting.blocking_publish_wait(2))
+            .expect("test alive");
+    });
+    thread::sleep(PARKED);
+    assert!(
+        result.try_recv().is_err(),
+        "the publish waits while the ring is full"
+    );
+    assert_eq!(sub.try_recv(), Ok(1));
+    assert!(matches!(result.recv_timeout(DEADLINE), Ok(Ok(()))));
+    assert_eq!(sub.try_recv(), Ok(2));
+}
+
+#[test]
+fn blocking_publish_wait_gives_the_message_back_when_the_last_subscriber_leaves() {
+    let topic = topic::<u64>(1, Overflow::Wait);
+    let sub = topic.subscribe().expect("subscribe");
+    let publisher = topic.publisher();
+    publisher.publish(1).expect("room for one");
+    let (done, result) = mpsc::channel();
+    thread::spawn(move || {
+        done.send(publisher.blocking_publish_wait(2))
+            .expect("test alive");
+    });
+    thread::sleep(PARKED);
+    drop(sub);
+    match result.recv_timeout(DEADLINE).expect("woken") {
+        Err(PublishError::NoSubscribers(msg)) => assert_eq!(msg, 2),
+        other => panic!("expected NoSubscribers(2), got {other:?}"),
+    }
+}
+
+#[test]
+fn blocking_publish_wait_does_not_wait_on_reject_or_lag_topics() {
+    let reject = topic::<u64>(1, Overflow::Reject);
+    let _sub = reject.subscribe().expect("subscribe");
+    let publisher = reject.publisher();
+    publisher.blocking_publish_wait(1).expect("room for one");
+    assert!(matches!(
+        publisher.blocking_publish_wait(2),
+        Err(PublishError::Full(2))
+    ));
+    let lag = topic::<u64>(1, Overflow::Lag);
+    let mut sub = lag.subscribe().expect("subscribe");
+    let publisher = lag.publisher();
+    publisher
+        .blocking_publish_wait(1)
+        .expect("lag never refuses");
+    publisher
+        .blocking_publish_wait(2)
+        .expect("lag never refuses");
+    assert_eq!(sub.try_recv(), Err(kms_bus::TryRecvError::Lagged(1)));
+    let nobody = topic::<u64>(1, Overflow::Wait);
+    assert!(matches!(
+        nobody.publisher().blocking_publish_wait(3),
+        Err(PublishError::NoSubscribers(3))
+    ));
+}
