@@ -28,7 +28,7 @@ pub(crate) enum Ring<T> {
 pub(crate) struct Position {
     /// Sequence number of the next message to read.
     pub(crate) next: u64,
-    /// The subscriber's bit in the SoA masks (unused by Classic).
+    /// The subscriber's bit in the Soa masks (unused by Classic).
     pub(crate) bit: u32,
 }
 

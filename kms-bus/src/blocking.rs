@@ -2,21 +2,37 @@
 //!
 //! [`Subscriber::blocking_recv`] and [`Publisher::blocking_publish_wait`]
 //! first retry the non-blocking operation while backing off
-//! (`crossbeam_utils::Backoff`: spin hints, growing, then `yield_now` a few
-//! times), and only then block the thread on the async operation
-//! (`futures_executor::block_on` of [`Subscriber::recv`] or
-//! [`Publisher::publish_wait`], which parks the thread until the topic's
-//! wake-up). This is what crossbeam-channel's blocking `recv` and `send` do
-//! before they park. A consumer that finds the topic empty for a moment, or
-//! a producer that finds it full, then costs a few hundred nanoseconds
-//! instead of a futex sleep and a wake-up (several microseconds and a
-//! context switch each) per message: on two cores with four producers and a
-//! consumer, parking at once switched context once every ~75 messages.
+//! (`crossbeam_utils::Backoff`: 127 spin hints in growing rounds, then up to
+//! four `yield_now`s), and only then block the thread on the async
+//! operation ([`Subscriber::recv`] or [`Publisher::publish_wait`], polled by
+//! [`park_on`], which parks the thread until the topic's wake-up). This is
+//! what crossbeam-channel's blocking `recv` and `send` do before they park.
+//! A consumer that finds the topic empty for a moment, or a producer that
+//! finds it full, then costs microseconds of spinning and yielding instead
+//! of a futex sleep and a wake-up with a context switch on both sides.
+//! Across threads on two cores that was most of the time: with four
+//! producers and one consumer, parking at once made 0.7–1.4 million context
+//! switches per benchmark run, backing off first 28–72 thousand
+//! (`docs/PERFORMANCE.md`, "Bus across threads after the cross-thread work").
 //!
 //! The contract is that of the async operations: the same messages, order,
-//! lag counts and errors, and nothing taken is lost.
+//! lag counts and errors, and nothing taken is lost. The async operation
+//! runs outside tokio's cooperative budget (`coop::unconstrained`): a
+//! blocked thread has no scheduler to give a turn to, so a spent budget
+//! would leave it waiting for a wake-up nobody sends.
+//!
+//! This module is not part of the loom build (`cfg(kms_loom)`): it adds no
+//! shared state, only a thread's own back-off and park around the calls
+//! the models check.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
 
 use crossbeam_utils::Backoff;
+use tokio::task::coop;
 
 use crate::error::{PublishError, RecvError, TryRecvError};
 use crate::{Publisher, Subscriber};
@@ -24,8 +40,9 @@ use crate::{Publisher, Subscriber};
 impl<T: Clone> Subscriber<T> {
     /// Waits for the next message, blocking the calling thread: for
     /// consumers on plain threads. In async code use
-    /// [`recv`](Subscriber::recv), which yields to the runtime instead;
-    /// this call would block a runtime's worker thread.
+    /// [`recv`](Subscriber::recv): this call blocks a runtime's worker
+    /// thread for as long as the topic stays empty (it neither panics nor
+    /// deadlocks there, but no other task of that worker runs meanwhile).
     ///
     /// Backs off (spins, then yields the thread) while the topic is empty,
     /// then parks the thread until a publish wakes it (see the module docs).
@@ -44,7 +61,7 @@ impl<T: Clone> Subscriber<T> {
                 Err(TryRecvError::Lagged(missed)) => return Err(RecvError::Lagged(missed)),
                 Err(TryRecvError::Closed) => return Err(RecvError::Closed),
                 Err(TryRecvError::Empty) if backoff.is_completed() => {
-                    return futures_executor::block_on(self.recv());
+                    return park_on(coop::unconstrained(self.recv()));
                 }
                 Err(TryRecvError::Empty) => backoff.snooze(),
             }
@@ -55,8 +72,8 @@ impl<T: Clone> Subscriber<T> {
 impl<T> Publisher<T> {
     /// Publishes one message, blocking the calling thread while the ring is
     /// full: for producers on plain threads. In async code use
-    /// [`publish_wait`](Publisher::publish_wait); this call would block a
-    /// runtime's worker thread.
+    /// [`publish_wait`](Publisher::publish_wait): this call blocks a
+    /// runtime's worker thread for as long as the ring stays full.
     ///
     /// On an [`Overflow::Wait`](crate::Overflow::Wait) topic it backs off
     /// (spins, then yields the thread) while the ring is full, then parks
@@ -80,7 +97,7 @@ impl<T> Publisher<T> {
         loop {
             match self.offer(msg) {
                 Err(PublishError::Full(back)) if backoff.is_completed() => {
-                    return futures_executor::block_on(self.publish_wait(back));
+                    return park_on(coop::unconstrained(self.publish_wait(back)));
                 }
                 Err(PublishError::Full(back)) => {
                     msg = back;
@@ -89,5 +106,35 @@ impl<T> Publisher<T> {
                 other => return other,
             }
         }
+    }
+}
+
+/// Wakes a parked thread.
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Polls `future` to completion on this thread, parking it between polls
+/// until the future's waker unparks it (the pattern of the `Wake` trait's
+/// documentation in `std::task`). A spurious unpark only costs one more
+/// poll. Unlike `futures::executor::block_on`, it works inside another
+/// executor too (it keeps no thread-local "entered" state).
+fn park_on<F: Future>(future: F) -> F::Output {
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = pin!(future);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        thread::park();
     }
 }

@@ -114,11 +114,14 @@ pub enum Overflow {
     /// Subscribers never lag.
     Reject,
     /// Backpressure: [`Publisher::publish_wait`](crate::Publisher::publish_wait)
+    /// (and, on plain threads,
+    /// [`Publisher::blocking_publish_wait`](crate::Publisher::blocking_publish_wait))
     /// waits until the slowest subscriber has read the oldest message, then
-    /// publishes. The synchronous [`Publisher::publish`](crate::Publisher::publish)
+    /// publishes. [`Publisher::publish`](crate::Publisher::publish)
     /// and [`Publisher::publish_batch`](crate::Publisher::publish_batch)
-    /// behave as under `Reject` (they cannot wait). Subscribers never lag.
-    /// Reads that free a slot wake waiting publishers, which costs a fence
-    /// per freed slot that the other policies do not pay.
+    /// behave as under `Reject` (they never wait). Subscribers never lag.
+    /// Reads that free a slot wake waiting publishers, which costs a Soa
+    /// reader one fence per read call (one per `drain`, however many slots
+    /// it frees) that the other policies do not pay.
     Wait,
 }

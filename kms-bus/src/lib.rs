@@ -46,8 +46,10 @@
 //!   counted in its slot while it clones. Either way a `Clone` impl must not
 //!   publish to the same topic. Payload drops and the batch iterator never
 //!   run inside the ring's protocol.
-//! * **Wait** ([`Overflow::Wait`]). [`Publisher::publish_wait`] waits for
-//!   room; the synchronous publishes behave as under `Reject`.
+//! * **Wait** ([`Overflow::Wait`]). [`Publisher::publish_wait`] (and
+//!   [`Publisher::blocking_publish_wait`] on plain threads) waits for room;
+//!   [`Publisher::publish`] and [`Publisher::publish_batch`] behave as
+//!   under `Reject`.
 //!
 //! # Examples
 //!
@@ -177,6 +179,7 @@
 #![warn(missing_debug_implementations, unreachable_pub)]
 
 mod backend;
+#[cfg(not(kms_loom))]
 mod blocking;
 mod bus;
 mod classic;

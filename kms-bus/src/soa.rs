@@ -27,12 +27,15 @@
 //! | `payload` | `MaybeUninit<T>` | the message, initialised exactly while `mask` has a subscriber bit |
 //!
 //! The backend is named for its first layout, a structure of arrays
-//! (`stamps[i]`, `masks[i]`, `payloads[i]`). Across threads that cost a
-//! publish and a read three cache-line transfers per message where one
-//! slot struct costs one (crossbeam-channel keeps its stamp beside the
-//! value for the same reason): with four producer threads and one consumer
-//! the struct layout took the time from ~480 µs to ~80 µs per 4096
-//! messages (`docs/PERFORMANCE.md`).
+//! (`stamps[i]`, `masks[i]`, `payloads[i]`). Across threads that made a
+//! publish and a read pull three cache lines per message from the other
+//! core where a slot struct pulls one, or two when a slot straddles a line
+//! (a 24-byte slot of a `u64` payload does for 2 slots in 8);
+//! crossbeam-channel keeps its stamp beside the value for the same reason.
+//! Side by side with every other part of the code equal, four producer
+//! threads into one consumer took 213–577 µs per 4096 messages with the
+//! arrays and 78–192 µs with the struct (`docs/PERFORMANCE.md`, "Bus across
+//! threads after the cross-thread work").
 //!
 //! A stamp is `(x + capacity) << 1 | 1` once message `x` is written
 //! ("ready") and `(x + capacity) << 1` while a `Lag` publish is overwriting
@@ -171,7 +174,7 @@ use crate::sync::{
     Mutex, Ordering, UnsafeCell,
 };
 
-/// Most subscribers one SoA topic can have at once: bits 0..56 of a slot's
+/// Most subscribers one Soa topic can have at once: bits 0..56 of a slot's
 /// mask word; the top 8 bits count `Lag` readers inside a read.
 pub(crate) const MAX_SUBSCRIBERS: usize = 56;
 
@@ -189,7 +192,7 @@ const JOINING: u64 = u64::MAX;
 /// How many spin hints a busy-wait issues before it starts yielding.
 const SPINS_BEFORE_YIELD: u32 = 64;
 
-/// A SoA ring. See the module docs for the algorithm and its invariants.
+/// A Soa ring. See the module docs for the algorithm and its invariants.
 pub(crate) struct Soa<T> {
     /// Next sequence number to reserve (invariant 1). Written by every
     /// publish, so it has a cache line of its own.

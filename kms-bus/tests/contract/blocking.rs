@@ -64,6 +64,17 @@ fn four_producers_into_one_consumer_lose_nothing_and_keep_order() {
     }
 }
 
+/// Runs `f` on its own thread and returns its result, failing the test if
+/// it takes longer than [`DEADLINE`] (a call that blocks when it should
+/// not, or a lost wake-up).
+fn within_deadline<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (done, result) = mpsc::channel();
+    thread::spawn(move || done.send(f()).expect("test alive"));
+    result
+        .recv_timeout(DEADLINE)
+        .expect("finished before the deadline")
+}
+
 #[test]
 fn blocking_recv_reports_the_exact_lag_then_the_oldest_retained() {
     let topic = topic::<u64>(4, Overflow::Lag);
@@ -73,11 +84,51 @@ fn blocking_recv_reports_the_exact_lag_then_the_oldest_retained() {
         publisher.publish(i).expect("publish");
     }
     drop(publisher);
-    assert_eq!(sub.blocking_recv(), Err(RecvError::Lagged(6)));
-    for i in 6..10 {
-        assert_eq!(sub.blocking_recv(), Ok(i));
-    }
-    assert_eq!(sub.blocking_recv(), Err(RecvError::Closed));
+    let got = within_deadline(move || (0..6).map(|_| sub.blocking_recv()).collect::<Vec<_>>());
+    assert_eq!(
+        got,
+        [
+            Err(RecvError::Lagged(6)),
+            Ok(6),
+            Ok(7),
+            Ok(8),
+            Ok(9),
+            Err(RecvError::Closed)
+        ]
+    );
+}
+
+/// Inside a tokio task, a blocking call that parks must not depend on the
+/// task's cooperative budget: with the budget spent, tokio would defer the
+/// wake-up to the scheduler of the very thread that is parked. 300 parked
+/// receives (the budget is 128 units) must all return.
+#[test]
+fn blocking_recv_inside_a_runtime_does_not_wait_on_the_budget() {
+    const MESSAGES: u64 = 300;
+    let topic = topic::<u64>(8, Overflow::Lag);
+    let mut sub = topic.subscribe().expect("subscribe");
+    let publisher = topic.publisher();
+    let producer = thread::spawn(move || {
+        for i in 0..MESSAGES {
+            // Slower than the consumer's back-off, so most receives park.
+            thread::sleep(Duration::from_micros(500));
+            publisher.publish(i).expect("publish");
+        }
+    });
+    let got = within_deadline(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let mut got = Vec::new();
+            for _ in 0..MESSAGES {
+                got.push(sub.blocking_recv().expect("a message"));
+            }
+            got
+        })
+    });
+    assert_eq!(got, (0..MESSAGES).collect::<Vec<_>>());
+    producer.join().expect("producer");
 }
 
 #[test]
@@ -144,6 +195,10 @@ fn blocking_publish_wait_gives_the_message_back_when_the_last_subscriber_leaves(
 
 #[test]
 fn blocking_publish_wait_does_not_wait_on_reject_or_lag_topics() {
+    within_deadline(refusals_and_overwrites);
+}
+
+fn refusals_and_overwrites() {
     let reject = topic::<u64>(1, Overflow::Reject);
     let _sub = reject.subscribe().expect("subscribe");
     let publisher = reject.publisher();

@@ -95,7 +95,8 @@ impl Drop for Msg {
 #[derive(Debug, Clone)]
 enum PubOp {
     Publish,
-    /// `blocking_publish_wait` (on a `Wait` topic it backs off and parks).
+    /// `blocking_publish_wait` (on a `Wait` topic it backs off and parks;
+    /// on the others it is `publish`).
     BlockingPublish,
     Batch(usize),
     Yield,
@@ -242,7 +243,7 @@ fn run_publisher(
             PubOp::Publish | PubOp::BlockingPublish => {
                 let msg = Msg::new(index, next, &ledger);
                 let result = match (wait, op) {
-                    (true, PubOp::BlockingPublish) => publisher.blocking_publish_wait(msg),
+                    (_, PubOp::BlockingPublish) => publisher.blocking_publish_wait(msg),
                     (true, _) => runtime.block_on(publisher.publish_wait(msg)),
                     (false, _) => publisher.publish(msg),
                 };
