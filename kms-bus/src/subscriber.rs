@@ -164,19 +164,18 @@ impl<T: Clone> Subscriber<T> {
         if self.pending_lag > 0 {
             return Err(TryRecvError::Lagged(std::mem::take(&mut self.pending_lag)));
         }
-        let (mut taken, mut room) = (0, false);
+        let mut taken = 0;
+        // Publishers waiting for room are woken once per drain, not once
+        // per freed slot, when `room` drops: also if a `T::clone` or a
+        // spare's drop panics after earlier reads freed slots.
+        let mut room = RoomWake::new(&self.shared);
         while taken < max {
-            let (read, freed) = self.read_step();
-            // Publishers waiting for room are woken once per drain, not
-            // once per freed slot.
-            room |= freed;
-            match read {
+            match room.read(&mut self.position) {
                 Read::Message(msg) => {
                     out.push(msg);
                     taken += 1;
                 }
                 Read::Lagged(missed) if taken == 0 => {
-                    self.notify_room(room);
                     return Err(TryRecvError::Lagged(missed));
                 }
                 Read::Lagged(missed) => {
@@ -186,7 +185,7 @@ impl<T: Clone> Subscriber<T> {
                 Read::Empty => break,
             }
         }
-        self.notify_room(room);
+        drop(room);
         if taken > 0 {
             return Ok(taken);
         }
@@ -195,34 +194,11 @@ impl<T: Clone> Subscriber<T> {
         Ok(1)
     }
 
-    /// One read step; wakes publishers waiting for room and drops a spare
-    /// copy if the ring asks for it.
+    /// One read step; wakes publishers waiting for room if it freed a slot
+    /// they may want, and drops a spare copy if the ring asks for it.
     #[inline]
     fn read(&mut self) -> Read<T> {
-        let (read, room) = self.read_step();
-        self.notify_room(room);
-        read
-    }
-
-    /// One read step without the room wake-up: the read, and whether it
-    /// freed a slot a waiting publisher wants.
-    #[inline(always)]
-    fn read_step(&mut self) -> (Read<T>, bool) {
-        let Step { read, spare, room } = self.shared.ring.read(&mut self.position);
-        drop(spare);
-        if let Read::Lagged(missed) = read {
-            self.shared.metrics.lagged.increment(missed);
-        }
-        (read, room)
-    }
-
-    /// Wakes publishers waiting for room, if the reads since the last call
-    /// freed a slot they may want (`room`) and some are waiting.
-    #[inline(always)]
-    fn notify_room(&self, room: bool) {
-        if room && self.shared.ring.room_wanted() {
-            self.shared.room.notify_waiters();
-        }
+        RoomWake::new(&self.shared).read(&mut self.position)
     }
 
     /// After a read found nothing: `Empty` while a publisher is alive;
@@ -239,6 +215,54 @@ impl<T: Clone> Subscriber<T> {
             Read::Message(msg) => Ok(msg),
             Read::Lagged(missed) => Err(TryRecvError::Lagged(missed)),
             Read::Empty => Err(TryRecvError::Closed),
+        }
+    }
+}
+
+/// Reads for one subscriber and wakes the publishers waiting for room when
+/// dropped, if a read freed a slot they may want and the ring says some
+/// wait (`Ring::room_wanted`: for Soa one fence for all the reads). Being a
+/// guard, it wakes them on unwind too: a panicking `T::clone` or spare drop
+/// after earlier reads freed slots does not strand a parked `publish_wait`.
+struct RoomWake<'a, T> {
+    /// The subscriber's topic.
+    shared: &'a Shared<T>,
+    /// Whether a read so far freed a slot of a ring where publishers may
+    /// wait for room.
+    freed: bool,
+}
+
+impl<'a, T> RoomWake<'a, T> {
+    /// No read yet.
+    #[inline(always)]
+    fn new(shared: &'a Shared<T>) -> Self {
+        Self {
+            shared,
+            freed: false,
+        }
+    }
+}
+
+impl<T: Clone> RoomWake<'_, T> {
+    /// One read at `position`; counts a lag in the topic's metrics and
+    /// drops a spare copy after noting whether the read freed a slot.
+    #[inline(always)]
+    fn read(&mut self, position: &mut Position) -> Read<T> {
+        let Step { read, spare, room } = self.shared.ring.read(position);
+        self.freed |= room;
+        drop(spare);
+        if let Read::Lagged(missed) = read {
+            self.shared.metrics.lagged.increment(missed);
+        }
+        read
+    }
+}
+
+impl<T> Drop for RoomWake<'_, T> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.freed && self.shared.ring.room_wanted() {
+            self.shared.room.notify_waiters();
         }
     }
 }
