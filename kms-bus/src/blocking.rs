@@ -39,13 +39,21 @@ use crate::{Publisher, Subscriber};
 
 impl<T: Clone> Subscriber<T> {
     /// Waits for the next message, blocking the calling thread: for
-    /// consumers on plain threads. In async code use
-    /// [`recv`](Subscriber::recv): this call blocks a runtime's worker
-    /// thread for as long as the topic stays empty (it neither panics nor
-    /// deadlocks there, but no other task of that worker runs meanwhile).
+    /// consumers on plain threads (or inside `tokio::task::spawn_blocking`).
     ///
-    /// Backs off (spins, then yields the thread) while the topic is empty,
-    /// then parks the thread until a publish wakes it (see the module docs).
+    /// Backs off while the topic is empty (crossbeam-utils' `Backoff`: 127
+    /// spin hints in growing rounds, then up to four `yield_now`s), then
+    /// parks the thread until a publish, or the last publisher's drop,
+    /// wakes it. The messages, their order, the lag counts and the errors
+    /// are those of [`recv`](Subscriber::recv). Unlike `recv`, it does not
+    /// take part in tokio's cooperative budget: a parked thread has no
+    /// scheduler to yield to.
+    ///
+    /// Do not call it from an async task; use `recv` there. It blocks the
+    /// task's worker thread until a message comes, and if the message must
+    /// come from a task on that same worker (always so on a
+    /// `current_thread` runtime), it never comes and the call never
+    /// returns.
     ///
     /// # Errors
     ///
@@ -71,15 +79,23 @@ impl<T: Clone> Subscriber<T> {
 
 impl<T> Publisher<T> {
     /// Publishes one message, blocking the calling thread while the ring is
-    /// full: for producers on plain threads. In async code use
-    /// [`publish_wait`](Publisher::publish_wait): this call blocks a
-    /// runtime's worker thread for as long as the ring stays full.
+    /// full: for producers on plain threads (or inside
+    /// `tokio::task::spawn_blocking`).
     ///
     /// On an [`Overflow::Wait`](crate::Overflow::Wait) topic it backs off
-    /// (spins, then yields the thread) while the ring is full, then parks
-    /// the thread until a read makes room (see the module docs). On `Lag`
-    /// and `Reject` topics it is [`publish`](Publisher::publish) and never
-    /// blocks.
+    /// while the ring is full (crossbeam-utils' `Backoff`: 127 spin hints in
+    /// growing rounds, then up to four `yield_now`s), then parks the thread
+    /// until a read, or a departing subscriber, makes room. It publishes
+    /// what [`publish_wait`](Publisher::publish_wait) would, with the same
+    /// errors, but does not take part in tokio's cooperative budget. On
+    /// `Lag` and `Reject` topics it is [`publish`](Publisher::publish) and
+    /// never blocks.
+    ///
+    /// Do not call it from an async task; use `publish_wait` there. It
+    /// blocks the task's worker thread while the ring is full, and if the
+    /// reads that make room must come from a task on that same worker
+    /// (always so on a `current_thread` runtime), they never come and the
+    /// call never returns.
     ///
     /// # Errors
     ///
@@ -124,9 +140,11 @@ impl Wake for Unpark {
 
 /// Polls `future` to completion on this thread, parking it between polls
 /// until the future's waker unparks it (the pattern of the `Wake` trait's
-/// documentation in `std::task`). A spurious unpark only costs one more
-/// poll. Unlike `futures::executor::block_on`, it works inside another
-/// executor too (it keeps no thread-local "entered" state).
+/// documentation in `std::task`). A spurious unpark, or a wake-up from a
+/// waker that fires after the future completed, only costs one more poll
+/// later. It keeps no thread-local state, so it also runs where a futures
+/// executor is already running on the thread (where
+/// `futures::executor::block_on` refuses with a panic).
 fn park_on<F: Future>(future: F) -> F::Output {
     let waker = Waker::from(Arc::new(Unpark(thread::current())));
     let mut cx = Context::from_waker(&waker);

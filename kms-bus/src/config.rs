@@ -121,7 +121,7 @@ pub enum Overflow {
     /// and [`Publisher::publish_batch`](crate::Publisher::publish_batch)
     /// behave as under `Reject` (they never wait). Subscribers never lag.
     /// Reads that free a slot wake waiting publishers, which costs a Soa
-    /// reader one fence per read call (one per `drain`, however many slots
-    /// it frees) that the other policies do not pay.
+    /// reader one fence per read call that frees a slot (one per `drain`,
+    /// however many slots it frees) that the other policies do not pay.
     Wait,
 }

@@ -160,7 +160,10 @@
 //! [`Publisher::blocking_publish_wait`] block the calling thread. They back
 //! off first (spin, then yield), as crossbeam-channel does, and park only
 //! if the topic stays empty (or full): across threads that avoids a futex
-//! sleep and wake-up per message.
+//! sleep and wake-up per message. They deliver and refuse exactly as
+//! `recv` and `publish_wait` do, outside tokio's cooperative budget. Do not
+//! call them from async tasks: if the other side runs on the same worker
+//! thread, they never return.
 //!
 //! # Lints
 //!

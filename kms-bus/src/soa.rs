@@ -248,8 +248,9 @@ struct Slot<T> {
 
 // SAFETY: a `Soa<T>` owns `T` values (moved in by publishers on one thread
 // and out by readers on another: `T: Send`) and lets several readers clone
-// the same value through `&T` at the same time (`T: Sync`). Every other field
-// is an atomic or a mutex.
+// the same value through `&T` at the same time (`T: Sync`). The payload cells
+// sit in the `slots` beside atomics; every other field is an atomic, a mutex
+// or fixed at creation.
 unsafe impl<T: Send + Sync> Send for Soa<T> {}
 // SAFETY: as above; all shared mutation goes through atomics, and access to
 // each payload is arbitrated by the slot protocol in the module docs.

@@ -1,5 +1,5 @@
 //! Handles can cross threads and tasks: `Send + Sync` for payloads that are
-//! `Send + Sync` (the SoA backend lets several subscribers clone one payload
+//! `Send + Sync` (the Soa backend lets several subscribers clone one payload
 //! through `&T` at once, so `Bus::topic` requires `T: Sync`), and the `recv`
 //! and `publish_wait` futures are `Send`, so they can live in a
 //! `tokio::spawn`ed task.

@@ -6,9 +6,9 @@
 //!
 //! `Overflow::Wait` is modelled at capacity, freed by one read and by one
 //! `drain` (whose single `SeqCst` fence orders all its frees before the
-//! waiter check). `Overflow::Lag` is modelled too: an overwrite racing two readers, a wrap
-//! with two subscribers, exact lag counts, and a subscriber dropped
-//! mid-stream (under `Reject` and under `Lag`). These models once failed
+//! waiter check). `Overflow::Lag` is modelled too: an overwrite racing two
+//! readers, a wrap with two subscribers, exact lag counts, and a subscriber
+//! dropped mid-stream (under `Reject` and under `Lag`). These models once failed
 //! with a causality violation: `commit` stored a new lap's mask `Relaxed`,
 //! so a reader's claim on it did not synchronise with the overwrite's
 //! writing stamp (`soa.rs`, invariant 4).
