@@ -34,7 +34,8 @@ use std::thread::{self, Thread};
 use crossbeam_utils::Backoff;
 use tokio::task::coop;
 
-use crate::error::{PublishError, RecvError, TryRecvError};
+use crate::error::{PublishError, RecvError};
+use crate::subscriber::recv_result;
 use crate::{Publisher, Subscriber};
 
 impl<T: Clone> Subscriber<T> {
@@ -64,15 +65,14 @@ impl<T: Clone> Subscriber<T> {
     pub fn blocking_recv(&mut self) -> Result<T, RecvError> {
         let backoff = Backoff::new();
         loop {
-            match self.try_recv() {
-                Ok(msg) => return Ok(msg),
-                Err(TryRecvError::Lagged(missed)) => return Err(RecvError::Lagged(missed)),
-                Err(TryRecvError::Closed) => return Err(RecvError::Closed),
-                Err(TryRecvError::Empty) if backoff.is_completed() => {
-                    return park_on(coop::unconstrained(self.recv()));
-                }
-                Err(TryRecvError::Empty) => backoff.snooze(),
+            // `recv`'s own mapping: everything but `Empty` is an answer.
+            if let Some(result) = recv_result(self.try_recv()) {
+                return result;
             }
+            if backoff.is_completed() {
+                return park_on(coop::unconstrained(self.recv()));
+            }
+            backoff.snooze();
         }
     }
 }

@@ -294,6 +294,14 @@ impl<T> Soa<T> {
         }
     }
 
+    /// The slot of message `x`, indexed once: the functions of one slot's
+    /// protocol take it by reference, so the ring's slot pointer and length
+    /// are not read again (and re-checked) after each atomic access.
+    #[inline(always)]
+    fn slot(&self, x: u64) -> &Slot<T> {
+        &self.slots[self.index(x)]
+    }
+
     /// The stamp of slot `x % capacity` once message `x` is written.
     #[inline(always)]
     fn ready(&self, x: u64) -> u64 {
@@ -350,16 +358,16 @@ impl<T> Soa<T> {
         let mut released = Vec::new();
         let mut room = false;
         for x in next.max(end.saturating_sub(self.capacity))..end {
-            let i = self.index(x);
+            let slot = self.slot(x);
             let mut spins = 0;
             loop {
                 // Acquire: pairs with the publisher's ready store, so the
                 // payload and mask it wrote are visible.
-                let stamp = self.slots[i].stamp.load(Ordering::Acquire);
+                let stamp = slot.stamp.load(Ordering::Acquire);
                 if stamp == self.ready(x) {
-                    match self.claim(i, x, 1 << bit, None) {
+                    match self.claim(slot, x, 1 << bit, None) {
                         Claim::Last(value, spare) => {
-                            room |= self.free_slot(i);
+                            room |= self.free_slot(slot);
                             released.push(value);
                             released.extend(spare);
                         }
@@ -386,10 +394,10 @@ impl<T> Soa<T> {
     /// for this slot: the caller then asks [`Soa::room_wanted`] once, after
     /// the last slot it frees in a batch.
     #[inline]
-    fn free_slot(&self, i: usize) -> bool {
+    fn free_slot(&self, slot: &Slot<T>) -> bool {
         // Release: the payload move happens before a publisher that reads
         // this 0 (with Acquire) writes the slot again.
-        self.slots[i].mask.store(0, Ordering::Release);
+        slot.mask.store(0, Ordering::Release);
         self.overflow == Overflow::Wait
     }
 
@@ -420,19 +428,17 @@ impl<T> Soa<T> {
             Err(cause) => return Err((msg, cause)),
         };
         let mask = self.mask_for(first);
-        let i = self.index(first);
-        let evicted = self.make_room(i, first);
+        let slot = self.slot(first);
+        let evicted = self.make_room(slot, first);
         if mask == 0 {
             // No member at this message (every subscriber left since the
             // check in `reserve`): mark the slot written with no claim, so
             // no reader ever reads it, and hand the message back.
-            self.slots[i]
-                .stamp
-                .store(self.ready(first), Ordering::Release);
+            slot.stamp.store(self.ready(first), Ordering::Release);
             drop(evicted);
             return Err((msg, RejectCause::NoSubscribers));
         }
-        self.commit(i, first, mask, msg);
+        self.commit(slot, first, mask, msg);
         Ok(PublishedOne {
             seq: first,
             evicted,
@@ -471,18 +477,18 @@ impl<T> Soa<T> {
                 // an empty written slot, and every message goes back,
                 // including the ones this reservation was for.
                 for x in first..first + count {
-                    let i = self.index(x);
-                    outcome.evicted.extend(self.make_room(i, x));
-                    self.slots[i].stamp.store(self.ready(x), Ordering::Release);
+                    let slot = self.slot(x);
+                    outcome.evicted.extend(self.make_room(slot, x));
+                    slot.stamp.store(self.ready(x), Ordering::Release);
                 }
                 outcome.rejected = Some((msgs.collect(), RejectCause::NoSubscribers));
                 break;
             }
             // `count <= msgs.len()`, so the zip takes exactly `count`.
             for (x, msg) in (first..first + count).zip(msgs.by_ref()) {
-                let i = self.index(x);
-                outcome.evicted.extend(self.make_room(i, x));
-                self.commit(i, x, mask, msg);
+                let slot = self.slot(x);
+                outcome.evicted.extend(self.make_room(slot, x));
+                self.commit(slot, x, mask, msg);
                 outcome.published += 1;
                 outcome.end = x + 1;
             }
@@ -493,16 +499,14 @@ impl<T> Soa<T> {
         outcome
     }
 
-    /// Writes message `x` into its reserved slot `i` for the subscribers in
+    /// Writes message `x` into its reserved `slot` for the subscribers in
     /// `mask` and makes it readable.
     #[inline(always)]
-    fn commit(&self, i: usize, x: u64, mask: u64, msg: T) {
+    fn commit(&self, slot: &Slot<T>, x: u64, mask: u64, msg: T) {
         // SAFETY: message `x`'s slot is ours alone (invariant 1), and
         // `make_room` made sure no reader touches the old payload and took
         // it out if it was unread, so the cell is free to overwrite.
-        self.slots[i]
-            .payload
-            .with_mut(|p| unsafe { (*p).write(msg) });
+        slot.payload.with_mut(|p| unsafe { (*p).write(msg) });
         // Release: a `Lag` reader may claim this mask before it sees the
         // ready stamp below (it saw the previous lap's ready stamp and then
         // compare-and-swapped the mask word). Its Acquire compare-and-swap
@@ -512,10 +516,10 @@ impl<T> Soa<T> {
         // sequence and gives that reader nothing: loom reports the payload
         // write below racing the reader's clone. On x86 a `Release` store is
         // a plain store.
-        self.slots[i].mask.store(mask, Ordering::Release);
+        slot.mask.store(mask, Ordering::Release);
         // Release: pairs with the reader's Acquire of the stamp, so the
         // payload and mask are visible to it.
-        self.slots[i].stamp.store(self.ready(x), Ordering::Release);
+        slot.stamp.store(self.ready(x), Ordering::Release);
     }
 
     /// Sequence numbers taken so far: the messages published, plus any a
@@ -553,11 +557,11 @@ impl<T> Soa<T> {
             let mut unread = false;
             while free < wanted {
                 let x = tail + free;
-                let i = self.index(x);
+                let slot = self.slot(x);
                 // Acquire: pairs with the ready store of the previous lap,
                 // and (through the mask read) with the last reader's Release
                 // of mask 0, so its move happens before our write.
-                let stamp = self.slots[i].stamp.load(Ordering::Acquire);
+                let stamp = slot.stamp.load(Ordering::Acquire);
                 let previous_lap = (x << 1) | 1;
                 if stamp != previous_lap {
                     // Below: the previous lap is still being written.
@@ -565,8 +569,7 @@ impl<T> Soa<T> {
                     in_flight = stamp < previous_lap;
                     break;
                 }
-                if self.overflow != Overflow::Lag && self.slots[i].mask.load(Ordering::Acquire) != 0
-                {
+                if self.overflow != Overflow::Lag && slot.mask.load(Ordering::Acquire) != 0 {
                     unread = true;
                     break;
                 }
@@ -629,63 +632,55 @@ impl<T> Soa<T> {
         mask
     }
 
-    /// Under `Lag`, takes reserved slot `i` for message `x` from the message
+    /// Under `Lag`, takes the reserved `slot` for message `x` from the message
     /// one lap earlier: if that one is unread, stores the writing stamp,
     /// waits until no reader is inside a read, and takes the mask and the
     /// payload (invariant 4). Under `Reject` and `Wait` the reservation
     /// already saw the slot read by everybody.
     #[inline(always)]
-    fn make_room(&self, i: usize, x: u64) -> Option<T> {
+    fn make_room(&self, slot: &Slot<T>, x: u64) -> Option<T> {
         if self.overflow != Overflow::Lag {
             return None;
         }
         // Acquire: pairs with the last reader's Release of mask 0.
-        if self.slots[i].mask.load(Ordering::Acquire) == 0 {
+        if slot.mask.load(Ordering::Acquire) == 0 {
             // Everybody read it: no reader will touch the old payload.
             return None;
         }
-        self.evict(i, x)
+        self.evict(slot, x)
     }
 
     /// The slow half of [`Soa::make_room`].
     #[cold]
-    fn evict(&self, i: usize, x: u64) -> Option<T> {
+    fn evict(&self, slot: &Slot<T>, x: u64) -> Option<T> {
         // Release: a reader that sees this stamp also sees our reservation
         // of `x` in `tail` (its lag count relies on it). Readers that claim
         // the mask after our compare-and-swap below see it through that
         // compare-and-swap's Release.
-        self.slots[i]
-            .stamp
-            .store(self.writing(x), Ordering::Release);
+        slot.stamp.store(self.writing(x), Ordering::Release);
         let mut spins = 0;
-        let mut mask = self.slots[i].mask.load(Ordering::Acquire);
+        let mut mask = slot.mask.load(Ordering::Acquire);
         loop {
             if mask >> MAX_SUBSCRIBERS != 0 {
                 // A reader is inside a read of the old message; it finishes
                 // without waiting for anything.
                 backoff(&mut spins);
-                mask = self.slots[i].mask.load(Ordering::Acquire);
+                mask = slot.mask.load(Ordering::Acquire);
                 continue;
             }
             // AcqRel: Acquire pairs with readers' Release (their clones
             // happen before we drop the payload); Release publishes the
             // writing stamp to readers that claim after us.
-            match self.slots[i].mask.compare_exchange_weak(
-                mask,
-                0,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            match slot
+                .mask
+                .compare_exchange_weak(mask, 0, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) if mask & BITS != 0 => {
                     // SAFETY: the mask had claims, so the payload is
                     // initialised; we removed every claim while no reader
                     // was inside a read, and no reader can claim any more
                     // (its re-check sees the writing stamp).
-                    return Some(
-                        self.slots[i]
-                            .payload
-                            .with(|p| unsafe { (*p).assume_init_read() }),
-                    );
+                    return Some(slot.payload.with(|p| unsafe { (*p).assume_init_read() }));
                 }
                 Ok(_) => return None,
                 Err(actual) => mask = actual,
@@ -717,19 +712,19 @@ impl<T> Soa<T> {
         self.tail.load(Ordering::SeqCst) > next
     }
 
-    /// Takes the claim `bit` on slot `i`, which held message `x` when the
+    /// Takes the claim `bit` on `slot`, which held message `x` when the
     /// caller saw its ready stamp, cloning the payload if `clone` and other
     /// claims remain.
     #[inline]
-    fn claim(&self, i: usize, x: u64, bit: u64, clone: Option<fn(&T) -> T>) -> Claim<T> {
+    fn claim(&self, slot: &Slot<T>, x: u64, bit: u64, clone: Option<fn(&T) -> T>) -> Claim<T> {
         if self.overflow == Overflow::Lag {
-            return self.claim_lag(i, x, bit, clone);
+            return self.claim_lag(slot, x, bit, clone);
         }
         // Reject and Wait: the slot is not reused while our bit is set, so
         // the message is `x` for as long as we hold the claim.
         // Acquire: pairs with the other readers' Release mask updates (their
         // clones happen before we move the payload out).
-        let mut mask = self.slots[i].mask.load(Ordering::Acquire);
+        let mut mask = slot.mask.load(Ordering::Acquire);
         let mut copy: Option<T> = None;
         loop {
             if mask & bit == 0 {
@@ -739,9 +734,7 @@ impl<T> Soa<T> {
                 // SAFETY: the only claim left is ours (invariant 3) and the
                 // slot is not reused before the mask is 0. The mask is not
                 // 0, so the payload is initialised.
-                let value = self.slots[i]
-                    .payload
-                    .with(|p| unsafe { (*p).assume_init_read() });
+                let value = slot.payload.with(|p| unsafe { (*p).assume_init_read() });
                 // A clone taken before the other readers left is equal to
                 // the original; the caller drops it after freeing the slot.
                 return Claim::Last(value, copy);
@@ -752,14 +745,13 @@ impl<T> Soa<T> {
                 // its bit is the last) nor overwritten until we clear it.
                 // Shared access only: other readers may clone it too.
                 copy = Some(
-                    self.slots[i]
-                        .payload
+                    slot.payload
                         .with(|p| clone(unsafe { (*p).assume_init_ref() })),
                 );
             }
             // AcqRel: Release orders our clone before the last reader's move
             // and the slot's reuse; Acquire as for the load above.
-            match self.slots[i].mask.compare_exchange_weak(
+            match slot.mask.compare_exchange_weak(
                 mask,
                 mask & !bit,
                 Ordering::AcqRel,
@@ -776,8 +768,8 @@ impl<T> Soa<T> {
     /// touch the payload, and re-check the stamp after registering
     /// (invariant 4).
     #[inline]
-    fn claim_lag(&self, i: usize, x: u64, bit: u64, clone: Option<fn(&T) -> T>) -> Claim<T> {
-        let mut mask = self.slots[i].mask.load(Ordering::Acquire);
+    fn claim_lag(&self, slot: &Slot<T>, x: u64, bit: u64, clone: Option<fn(&T) -> T>) -> Claim<T> {
+        let mut mask = slot.mask.load(Ordering::Acquire);
         loop {
             if mask & bit == 0 {
                 return Claim::Gone;
@@ -789,12 +781,10 @@ impl<T> Soa<T> {
             let claimed = if last { ONE_READER } else { mask + ONE_READER };
             // Acquire: pairs with the Release of the publisher's mask writes
             // and of other readers' updates; see the re-check below.
-            if let Err(actual) = self.slots[i].mask.compare_exchange_weak(
-                mask,
-                claimed,
-                Ordering::Acquire,
-                Ordering::Acquire,
-            ) {
+            if let Err(actual) =
+                slot.mask
+                    .compare_exchange_weak(mask, claimed, Ordering::Acquire, Ordering::Acquire)
+            {
                 mask = actual;
                 continue;
             }
@@ -802,14 +792,14 @@ impl<T> Soa<T> {
             // overwrite stores the writing stamp before it takes the mask,
             // and we acquired the mask, so if the stamp is still `ready(x)`
             // the claim is on message `x`.
-            if self.slots[i].stamp.load(Ordering::Acquire) != self.ready(x) {
+            if slot.stamp.load(Ordering::Acquire) != self.ready(x) {
                 // Undo. While we are counted nobody else changes a
                 // last-claim word, and a shared claim only needs our count
                 // back.
                 if last {
-                    self.slots[i].mask.store(mask, Ordering::Release);
+                    slot.mask.store(mask, Ordering::Release);
                 } else {
-                    self.slots[i].mask.fetch_sub(ONE_READER, Ordering::Release);
+                    slot.mask.fetch_sub(ONE_READER, Ordering::Release);
                 }
                 return Claim::Gone;
             }
@@ -818,24 +808,21 @@ impl<T> Soa<T> {
                 // reader will touch the payload and the overwriting
                 // publisher waits for our count; the mask had a claim, so
                 // the payload is initialised.
-                let value = self.slots[i]
-                    .payload
-                    .with(|p| unsafe { (*p).assume_init_read() });
+                let value = slot.payload.with(|p| unsafe { (*p).assume_init_read() });
                 return Claim::Last(value, None);
             }
             // Uncounts us if `T::clone` panics; our bit stays, so the
             // message can be read again.
-            let guard = Counted(&self.slots[i].mask);
+            let guard = Counted(&slot.mask);
             let copy = clone.map(|clone| {
                 // SAFETY: our bit is set and we are counted, so the payload
                 // is initialised and is neither moved out nor overwritten
                 // until we leave. Shared access only.
-                self.slots[i]
-                    .payload
+                slot.payload
                     .with(|p| clone(unsafe { (*p).assume_init_ref() }))
             });
             std::mem::forget(guard);
-            return self.leave_shared(i, bit, copy);
+            return self.leave_shared(slot, bit, copy);
         }
     }
 
@@ -843,8 +830,8 @@ impl<T> Soa<T> {
     /// its count. If its bit was the last claim, it owns the payload and
     /// takes it out first (returned for the caller to drop, or delivered if
     /// it did not clone).
-    fn leave_shared(&self, i: usize, bit: u64, copy: Option<T>) -> Claim<T> {
-        let mut mask = self.slots[i].mask.load(Ordering::Acquire);
+    fn leave_shared(&self, slot: &Slot<T>, bit: u64, copy: Option<T>) -> Claim<T> {
+        let mut mask = slot.mask.load(Ordering::Acquire);
         loop {
             let last = mask & BITS == bit;
             // Last claim: keep our count while we take the payload out.
@@ -855,19 +842,15 @@ impl<T> Soa<T> {
             };
             // AcqRel: Release orders our clone before the payload's move and
             // the slot's reuse; Acquire pairs with other readers' Release.
-            match self.slots[i].mask.compare_exchange_weak(
-                mask,
-                left,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            match slot
+                .mask
+                .compare_exchange_weak(mask, left, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) if last => {
                     // SAFETY: we cleared the last claim while counted (so the
                     // overwriting publisher waits), and the payload is
                     // initialised because it had a claim until now.
-                    let value = self.slots[i]
-                        .payload
-                        .with(|p| unsafe { (*p).assume_init_read() });
+                    let value = slot.payload.with(|p| unsafe { (*p).assume_init_read() });
                     // Our count was the only one left; nothing else changes
                     // a word without claims except the overwriting
                     // publisher, which waits for the count.
@@ -911,22 +894,22 @@ impl<T: Clone> Soa<T> {
     #[inline(always)]
     fn read_at(&self, bit: u64, next: &mut u64) -> Option<Step<T>> {
         let x = *next;
-        let i = self.index(x);
+        let slot = self.slot(x);
         // Acquire: pairs with the publisher's ready store.
-        let stamp = self.slots[i].stamp.load(Ordering::Acquire);
+        let stamp = slot.stamp.load(Ordering::Acquire);
         if stamp < self.ready(x) {
             return Some(Step::of(Read::Empty));
         }
         if stamp > self.ready(x) {
             return Some(Step::of(self.lagged(next, stamp)));
         }
-        match self.claim(i, x, bit, Some(T::clone)) {
+        match self.claim(slot, x, bit, Some(T::clone)) {
             Claim::Last(value, spare) => {
                 *next = x + 1;
                 Some(Step {
                     read: Read::Message(value),
                     spare,
-                    room: self.free_slot(i),
+                    room: self.free_slot(slot),
                 })
             }
             Claim::Shared(value) => {
@@ -934,7 +917,7 @@ impl<T: Clone> Soa<T> {
                 Some(Step::of(Read::Message(value)))
             }
             Claim::Released | Claim::Gone => {
-                let stamp = self.slots[i].stamp.load(Ordering::Acquire);
+                let stamp = slot.stamp.load(Ordering::Acquire);
                 if stamp > self.ready(x) {
                     // Overwritten while we looked (`Lag`).
                     return Some(Step::of(self.lagged(next, stamp)));

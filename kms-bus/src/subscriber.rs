@@ -299,7 +299,7 @@ impl Future for YieldNow {
 }
 
 /// `recv`'s error for a `try_recv` result that is not `Empty`.
-fn recv_result<T>(result: Result<T, TryRecvError>) -> Option<Result<T, RecvError>> {
+pub(crate) fn recv_result<T>(result: Result<T, TryRecvError>) -> Option<Result<T, RecvError>> {
     match result {
         Ok(msg) => Some(Ok(msg)),
         Err(TryRecvError::Lagged(missed)) => Some(Err(RecvError::Lagged(missed))),
