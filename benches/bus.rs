@@ -50,9 +50,29 @@
 //!   `send` loop), and the consumers take the first ready message with
 //!   `blocking_recv` and the rest with `drain` (tokio: `try_recv`).
 //!
+//! * `threads/ping_pong`: latency, not throughput. A thread publishes one
+//!   message and blocks for the reply, which an echo thread (blocking in
+//!   `blocking_recv`, or the peers' blocking calls) publishes back on a
+//!   second topic; 256 round trips per iteration, so the time per element
+//!   is one round trip. Ours on two `Lag` topics; tokio broadcast and
+//!   crossbeam-channel (bounded) beside it. It shows whether the consumer's
+//!   adaptive back-off (`kms-bus/src/blocking.rs`), which waits longer
+//!   before it looks again while a stream flows, still looks early for a
+//!   lone reply.
+//!
+//! * `threads/cache_line`: no channel, the machine's floor. Two threads
+//!   hand one atomic word back and forth, each waiting for the other's
+//!   store, 1000 hand-offs per iteration, so the time per iteration in µs
+//!   is one cache-line transfer between cores in ns. On this 2-vCPU VM it
+//!   is about 45 ns or about 200 ns depending on where the host places the
+//!   two vCPUs at the moment, and every `threads/` group moves with it
+//!   (`docs/PERFORMANCE.md`); it runs before and after the other
+//!   `threads/` groups, so a run whose two readings differ changed mode on
+//!   the way.
+//!
 //! Run: `cargo bench --bench bus`. Results: `docs/PERFORMANCE.md`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -349,6 +369,122 @@ fn threads(c: &mut Criterion) {
     group.finish();
 }
 
+/// Hand-offs per iteration of `threads/cache_line`.
+const HAND_OFFS: u64 = 1000;
+
+/// `threads/cache_line` (module docs); `name` tells the reading before
+/// the `threads/` groups from the one after them.
+fn threads_cache_line(c: &mut Criterion, name: &str) {
+    let mut group = c.benchmark_group("threads/cache_line");
+    group.throughput(Throughput::Elements(HAND_OFFS));
+    group.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let word = Arc::new(AtomicU64::new(0));
+            let n = iters * HAND_OFFS;
+            // This thread stores the odd values, the other the even ones,
+            // each after seeing the value before it.
+            let hand_back = move |word: &AtomicU64, first: u64| {
+                for value in (first..n).step_by(2) {
+                    while word.load(Ordering::Acquire) != value {
+                        std::hint::spin_loop();
+                    }
+                    word.store(value + 1, Ordering::Release);
+                }
+            };
+            let other = std::thread::spawn({
+                let word = Arc::clone(&word);
+                move || hand_back(&word, 1)
+            });
+            let start = Instant::now();
+            hand_back(&word, 0);
+            let elapsed = start.elapsed();
+            other.join().expect("other thread");
+            elapsed
+        })
+    });
+    group.finish();
+}
+
+/// Round trips per iteration of `threads/ping_pong`.
+const ROUND_TRIPS: u64 = 256;
+
+/// Times `iters * ROUND_TRIPS` round trips: this thread runs `ask(i)`
+/// (send, then block for the reply) while an echo thread runs `echo()`
+/// (block for a message, send it back) as many times.
+fn round_trips(
+    iters: u64,
+    mut echo: impl FnMut() + Send + 'static,
+    mut ask: impl FnMut(u64),
+) -> Duration {
+    let n = iters * ROUND_TRIPS;
+    let echo = std::thread::spawn(move || (0..n).for_each(|_| echo()));
+    let start = Instant::now();
+    (0..n).for_each(&mut ask);
+    let elapsed = start.elapsed();
+    echo.join().expect("echo");
+    elapsed
+}
+
+fn threads_ping_pong(c: &mut Criterion) {
+    let mut group = c.benchmark_group("threads/ping_pong");
+    group.throughput(Throughput::Elements(ROUND_TRIPS));
+    group.bench_function("soa", |b| {
+        b.iter_custom(|iters| {
+            let ping = topic(Backend::Soa, Overflow::Lag, CAPACITY);
+            let pong = topic(Backend::Soa, Overflow::Lag, CAPACITY);
+            let mut ping_sub = ping.subscribe().expect("subscribe");
+            let mut pong_sub = pong.subscribe().expect("subscribe");
+            let (ping, pong) = (ping.publisher(), pong.publisher());
+            round_trips(
+                iters,
+                move || {
+                    let msg = ping_sub.blocking_recv().expect("recv");
+                    pong.publish(msg).expect("publish");
+                },
+                |i| {
+                    ping.publish(i).expect("publish");
+                    pong_sub.blocking_recv().expect("recv");
+                },
+            )
+        })
+    });
+    group.bench_function("tokio_broadcast", |b| {
+        b.iter_custom(|iters| {
+            let (ping, mut ping_rx) = broadcast::channel::<u64>(CAPACITY);
+            let (pong, mut pong_rx) = broadcast::channel::<u64>(CAPACITY);
+            round_trips(
+                iters,
+                move || {
+                    let msg = ping_rx.blocking_recv().expect("recv");
+                    pong.send(msg).expect("send");
+                },
+                |i| {
+                    ping.send(i).expect("send");
+                    pong_rx.blocking_recv().expect("recv");
+                },
+            )
+        })
+    });
+    group.bench_function("crossbeam_channel", |b| {
+        b.iter_custom(|iters| {
+            let (ping, ping_rx) = crossbeam_channel::bounded::<u64>(CAPACITY);
+            let (pong, pong_rx) = crossbeam_channel::bounded::<u64>(CAPACITY);
+            round_trips(
+                iters,
+                move || {
+                    let msg = ping_rx.recv().expect("recv");
+                    pong.send(msg).expect("send");
+                },
+                |i| {
+                    ping.send(i).expect("send");
+                    pong_rx.recv().expect("recv");
+                },
+            )
+        })
+    });
+    group.finish();
+}
+
 /// Producer threads in `threads/4_to_1_drain`.
 const PRODUCERS: usize = 4;
 /// Most messages the consumer takes per batch in `threads/4_to_1_drain`.
@@ -620,8 +756,11 @@ fn main() {
     publish_no_subscriber(&mut c);
     publish_try_recv(&mut c);
     fan_out(&mut c);
+    threads_cache_line(&mut c, "before");
     threads(&mut c);
     threads_fan_in(&mut c);
     threads_fan_out(&mut c);
+    threads_ping_pong(&mut c);
+    threads_cache_line(&mut c, "after");
     c.final_summary();
 }

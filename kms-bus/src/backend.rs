@@ -110,6 +110,17 @@ impl<T> Ring<T> {
         }
     }
 
+    /// Whether the message at `position` looks written (or overwritten)
+    /// now: a hint that orders nothing, for `blocking_recv`'s back-off.
+    /// Classic reads its tail under the lock; Soa loads one stamp.
+    #[cfg_attr(kms_loom, allow(dead_code))]
+    pub(crate) fn looks_ready(&self, position: &Position) -> bool {
+        match self {
+            Self::Classic(ring) => ring.sequence() > position.next,
+            Self::Soa(ring) => ring.looks_ready(position.next),
+        }
+    }
+
     /// Announces a subscriber at `position` about to park; call after
     /// creating its `Notified` and before its final re-check. Returns `true`
     /// if the caller must yield and look again instead of sleeping (a
@@ -119,6 +130,25 @@ impl<T> Ring<T> {
             // Classic wakes on every publish.
             Self::Classic(_) => false,
             Self::Soa(ring) => ring.park(position.next),
+        }
+    }
+
+    /// Starts a drain of at most `max` messages at `position`: Soa under
+    /// `Lag` with more than one subscriber covers it when `max >= 2`
+    /// (`Soa::cover`), so its reads that are not the last claim need one
+    /// compare-and-swap instead of two. Returns whether it did; then
+    /// [`Ring::uncover`] must follow. Classic never covers.
+    pub(crate) fn cover(&self, position: &Position, max: usize) -> bool {
+        match self {
+            Self::Classic(_) => false,
+            Self::Soa(ring) => ring.cover(position.bit, position.next, max),
+        }
+    }
+
+    /// Ends a drain that [`Ring::cover`] covered.
+    pub(crate) fn uncover(&self, position: &Position) {
+        if let Self::Soa(ring) = self {
+            ring.uncover(position.bit);
         }
     }
 
@@ -153,12 +183,13 @@ impl<T> Ring<T> {
 }
 
 impl<T: Clone> Ring<T> {
-    /// One read at `position`.
+    /// One read at `position`; `covered` inside a drain that
+    /// [`Ring::cover`] covered.
     #[inline]
-    pub(crate) fn read(&self, position: &mut Position) -> Step<T> {
+    pub(crate) fn read(&self, position: &mut Position, covered: bool) -> Step<T> {
         match self {
             Self::Classic(ring) => ring.read(&mut position.next),
-            Self::Soa(ring) => ring.read(position.bit, &mut position.next),
+            Self::Soa(ring) => ring.read(position.bit, &mut position.next, covered),
         }
     }
 }

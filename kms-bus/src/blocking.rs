@@ -1,19 +1,46 @@
 //! Receiving and publishing from plain threads, outside an async runtime.
 //!
 //! [`Subscriber::blocking_recv`] and [`Publisher::blocking_publish_wait`]
-//! first retry the non-blocking operation while backing off
-//! (`crossbeam_utils::Backoff`: 127 spin hints in growing rounds, then up to
-//! four `yield_now`s), and only then block the thread on the async
-//! operation ([`Subscriber::recv`] or [`Publisher::publish_wait`], polled by
-//! [`park_on`], which parks the thread until the topic's wake-up). This is
-//! what crossbeam-channel's blocking `recv` and `send` do before they park.
-//! A consumer that finds the topic empty for a moment, or a producer that
-//! finds it full, then costs microseconds of spinning and yielding instead
-//! of a futex sleep and a wake-up with a context switch on both sides.
-//! Across threads on two cores that was most of the time: with four
-//! producers and one consumer, parking at once made 0.7–1.4 million context
-//! switches per benchmark run, backing off first 28–72 thousand
-//! (`docs/PERFORMANCE.md`, "Bus across threads after the cross-thread work").
+//! first retry the non-blocking operation while backing off ([`Snooze`]:
+//! spin hints in growing rounds, then up to four `yield_now`s, the limits
+//! of crossbeam-utils' `Backoff`), and only then block the thread on the
+//! async operation ([`Subscriber::recv`] or [`Publisher::publish_wait`],
+//! polled by [`park_on`], which parks the thread until the topic's
+//! wake-up). This is what crossbeam-channel's blocking `recv` and `send`
+//! do before they park. A consumer that finds the topic empty for a
+//! moment, or a producer that finds it full, then costs microseconds of
+//! spinning and yielding instead of a futex sleep and a wake-up with a
+//! context switch on both sides. Across threads on two cores that was most
+//! of the time: with four producers and one consumer, parking at once made
+//! 0.7–1.4 million context switches per benchmark run, backing off first
+//! 28–72 thousand (`docs/PERFORMANCE.md`, "Bus across threads after the
+//! cross-thread work").
+//!
+//! # Adaptive start (`blocking_recv`)
+//!
+//! Every look at an empty topic reads the cache line of the slot the
+//! producers write next; each time it does, the producer's next write to
+//! that line must first take it back from the consumer's core (a
+//! cache-line transfer: about 45 ns on this machine, 200 ns when its two
+//! cores sit further apart). A consumer that looks again after one spin
+//! hint, as a back-off that always starts at its first round does, pays
+//! that transfer on nearly every message of a stream and makes the
+//! producers the bottleneck: four producer threads into one draining
+//! consumer took 81–94 µs per 4096 messages that way, with most drains
+//! taking 2 to 15 messages. So a subscriber keeps the round its back-off
+//! starts at (`Subscriber::backoff_start`, `0 ..= MAX_BACKOFF_START`) and
+//! adapts it after every wait, once the wait has its answer (a message, a
+//! lag report or `Closed`): one round later if the next message is already
+//! written too (a stream, which can wait for a longer run; after a lag
+//! report the ring is full, so this is the usual case), one round earlier
+//! if it is not (a lone message, such as a reply, whose latency the early
+//! looks serve). A call that finds a message at once does not wait and
+//! changes nothing. A stream's consumer then looks again only after 32
+//! spin hints and takes most messages in drains of 64 to 255 (47–54 µs per
+//! 4096), while a request and reply between two threads keeps looking
+//! again after one hint, and its round trips are unchanged.
+//! `docs/PERFORMANCE.md`, "Bus across threads: the consumer's adaptive
+//! back-off", has the figures.
 //!
 //! The contract is that of the async operations: the same messages, order,
 //! lag counts and errors, and nothing taken is lost. The async operation
@@ -31,7 +58,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 
-use crossbeam_utils::Backoff;
 use tokio::task::coop;
 
 use crate::error::{PublishError, RecvError};
@@ -42,13 +68,19 @@ impl<T: Clone> Subscriber<T> {
     /// Waits for the next message, blocking the calling thread: for
     /// consumers on plain threads (or inside `tokio::task::spawn_blocking`).
     ///
-    /// Backs off while the topic is empty (crossbeam-utils' `Backoff`: 127
-    /// spin hints in growing rounds, then up to four `yield_now`s), then
-    /// parks the thread until a publish, or the last publisher's drop,
-    /// wakes it. The messages, their order, the lag counts and the errors
-    /// are those of [`recv`](Subscriber::recv). Unlike `recv`, it does not
-    /// take part in tokio's cooperative budget: a parked thread has no
-    /// scheduler to yield to.
+    /// Backs off while the topic is empty (spin hints in rounds of 1, 2, 4,
+    /// ... 64, 127 in all, then up to four `yield_now`s), then parks the
+    /// thread until a publish, or the last publisher's drop, wakes it. A
+    /// subscriber whose waits keep ending with more than one message ready
+    /// (a stream) starts its back-off up to five rounds later, so it looks
+    /// again only after 32 spin hints and takes longer runs; each wait that
+    /// ends with a lone message moves the start one round back towards the
+    /// first (see the module docs).
+    ///
+    /// The messages, their order, the lag counts and the errors are those
+    /// of [`recv`](Subscriber::recv). Unlike `recv`, it does not take part
+    /// in tokio's cooperative budget: a parked thread has no scheduler to
+    /// yield to.
     ///
     /// Do not call it from an async task; use `recv` there. It blocks the
     /// task's worker thread until a message comes, and if the message must
@@ -63,17 +95,36 @@ impl<T: Clone> Subscriber<T> {
     /// [`RecvError::Closed`] when no publisher is alive and every message
     /// has been read.
     pub fn blocking_recv(&mut self) -> Result<T, RecvError> {
-        let backoff = Backoff::new();
+        let mut snooze = Snooze::starting_at(self.backoff_start);
+        let mut waited = false;
         loop {
             // `recv`'s own mapping: everything but `Empty` is an answer.
             if let Some(result) = recv_result(self.try_recv()) {
+                if waited {
+                    self.adapt_backoff();
+                }
                 return result;
             }
-            if backoff.is_completed() {
-                return park_on(coop::unconstrained(self.recv()));
+            if snooze.is_completed() {
+                let result = park_on(coop::unconstrained(self.recv()));
+                self.adapt_backoff();
+                return result;
             }
-            backoff.snooze();
+            snooze.snooze();
+            waited = true;
         }
+    }
+
+    /// After a wait that ended with an answer (a message, a lag report or
+    /// `Closed`): starts the next wait's back-off one round later if the
+    /// next message is already written (a stream), one round earlier if not
+    /// (module docs, "Adaptive start").
+    fn adapt_backoff(&mut self) {
+        self.backoff_start = if self.looks_ready() {
+            (self.backoff_start + 1).min(MAX_BACKOFF_START)
+        } else {
+            self.backoff_start.saturating_sub(1)
+        };
     }
 }
 
@@ -83,8 +134,8 @@ impl<T> Publisher<T> {
     /// `tokio::task::spawn_blocking`).
     ///
     /// On an [`Overflow::Wait`](crate::Overflow::Wait) topic it backs off
-    /// while the ring is full (crossbeam-utils' `Backoff`: 127 spin hints in
-    /// growing rounds, then up to four `yield_now`s), then parks the thread
+    /// while the ring is full (spin hints in rounds of 1, 2, 4, ... 64, 127
+    /// in all, then up to four `yield_now`s), then parks the thread
     /// until a read, or a departing subscriber, makes room. It publishes
     /// what [`publish_wait`](Publisher::publish_wait) would, with the same
     /// errors, but does not take part in tokio's cooperative budget. On
@@ -104,24 +155,69 @@ impl<T> Publisher<T> {
     /// subscriber (also when the last one leaves while this call waits), and
     /// on a `Reject` topic [`PublishError::Full`] with the message if the
     /// ring is full.
-    pub fn blocking_publish_wait(&self, msg: T) -> Result<(), PublishError<T>> {
+    pub fn blocking_publish_wait(&self, mut msg: T) -> Result<(), PublishError<T>> {
         if !self.waits_for_room() {
             return self.publish(msg);
         }
-        let backoff = Backoff::new();
-        let mut msg = msg;
+        let mut snooze = Snooze::starting_at(0);
         loop {
             match self.offer(msg) {
-                Err(PublishError::Full(back)) if backoff.is_completed() => {
+                Err(PublishError::Full(back)) if snooze.is_completed() => {
                     return park_on(coop::unconstrained(self.publish_wait(back)));
                 }
                 Err(PublishError::Full(back)) => {
                     msg = back;
-                    backoff.snooze();
+                    snooze.snooze();
                 }
                 other => return other,
             }
         }
+    }
+}
+
+/// The latest round `blocking_recv`'s back-off starts at: after a look
+/// that found the topic empty, it then looks again after `2^5 = 32` spin
+/// hints (about 0.7 µs here), and it still spins `32 + 64` hints before it
+/// yields. Chosen side by side with 0, 4 and 6 (`docs/PERFORMANCE.md`).
+pub(crate) const MAX_BACKOFF_START: u32 = 5;
+
+/// The last round of spin hints: round `r <= LAST_SPIN_ROUND` issues `2^r`
+/// hints (1 + 2 + ... + 64 = 127 from round 0).
+const LAST_SPIN_ROUND: u32 = 6;
+
+/// The last round; rounds after [`LAST_SPIN_ROUND`] yield the thread once
+/// each (four yields).
+const LAST_ROUND: u32 = 10;
+
+/// A back-off in rounds, the schedule of crossbeam-utils' `Backoff`
+/// (`snooze`, with its limits 6 and 10) that can start at a later round.
+struct Snooze {
+    /// The round the next [`Snooze::snooze`] runs.
+    round: u32,
+}
+
+impl Snooze {
+    /// A back-off whose first round is `round` (0 for the full schedule).
+    fn starting_at(round: u32) -> Self {
+        Self { round }
+    }
+
+    /// Whether every round has run: time to park.
+    fn is_completed(&self) -> bool {
+        self.round > LAST_ROUND
+    }
+
+    /// Runs one round: `2^round` spin hints up to round
+    /// [`LAST_SPIN_ROUND`], after it one `yield_now`.
+    fn snooze(&mut self) {
+        if self.round <= LAST_SPIN_ROUND {
+            for _ in 0..1u32 << self.round {
+                std::hint::spin_loop();
+            }
+        } else {
+            thread::yield_now();
+        }
+        self.round += 1;
     }
 }
 
@@ -154,5 +250,117 @@ fn park_on<F: Future>(future: F) -> F::Output {
             return output;
         }
         thread::park();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Snooze, LAST_ROUND, MAX_BACKOFF_START};
+    use crate::{Backend, Bus, Overflow, Subscriber, Topic, TopicConfig};
+
+    fn topic(backend: Backend) -> Topic<u64> {
+        Bus::new()
+            .topic::<u64>(
+                "blocking",
+                TopicConfig {
+                    capacity: 16,
+                    backend,
+                    overflow: Overflow::Wait,
+                },
+            )
+            .expect("valid config")
+    }
+
+    /// Counts the rounds a back-off runs before it is completed.
+    fn rounds(mut snooze: Snooze) -> u32 {
+        let mut rounds = 0;
+        while !snooze.is_completed() {
+            snooze.snooze();
+            rounds += 1;
+        }
+        rounds
+    }
+
+    #[test]
+    fn a_later_start_skips_the_first_spin_rounds_only() {
+        // Rounds 0..=6 spin, 7..=10 yield: crossbeam-utils' schedule.
+        assert_eq!(rounds(Snooze::starting_at(0)), LAST_ROUND + 1);
+        // Started at round 5: rounds 5 and 6 spin, then the same 4 yields.
+        assert_eq!(
+            rounds(Snooze::starting_at(MAX_BACKOFF_START)),
+            LAST_ROUND + 1 - MAX_BACKOFF_START
+        );
+    }
+
+    /// Takes one message without waiting and adapts as after a wait.
+    fn take_and_adapt(sub: &mut Subscriber<u64>) -> u32 {
+        sub.try_recv().expect("a message is ready");
+        sub.adapt_backoff();
+        sub.backoff_start
+    }
+
+    #[test]
+    fn the_start_moves_later_while_messages_queue_and_earlier_for_a_lone_one() {
+        for backend in [Backend::Soa, Backend::Classic] {
+            let topic = topic(backend);
+            let mut sub = topic.subscribe().expect("subscribe");
+            let publisher = topic.publisher();
+            let messages = MAX_BACKOFF_START as u64 + 3;
+            publisher.publish_batch(0..messages).expect("room");
+            // Each take but the last leaves the next message ready: one
+            // round later each time, capped.
+            let starts: Vec<u32> = (0..messages).map(|_| take_and_adapt(&mut sub)).collect();
+            let mut expected: Vec<u32> = (1..messages as u32)
+                .map(|s| s.min(MAX_BACKOFF_START))
+                .collect();
+            // The last message is alone: one round earlier.
+            expected.push(MAX_BACKOFF_START - 1);
+            assert_eq!(starts, expected, "{backend:?}");
+            // Lone messages bring it back to the first round, and no lower.
+            for _ in 0..MAX_BACKOFF_START + 1 {
+                publisher.publish(0).expect("room");
+                take_and_adapt(&mut sub);
+            }
+            assert_eq!(sub.backoff_start, 0, "{backend:?}");
+        }
+    }
+
+    #[test]
+    fn blocking_recv_adapts_after_a_wait_only() {
+        let topic = topic(Backend::Soa);
+        let mut sub = topic.subscribe().expect("subscribe");
+        let publisher = topic.publisher();
+        // A message ready at once: no wait, no change, though nothing
+        // follows it.
+        sub.backoff_start = 3;
+        publisher.publish(1).expect("subscribed");
+        assert_eq!(sub.blocking_recv(), Ok(1));
+        assert_eq!(sub.backoff_start, 3);
+        // One message, 50 ms after the call starts waiting (it parks within
+        // microseconds): a lone message, so one round earlier. A call that
+        // was held off the CPU until the message was there does not wait
+        // and changes nothing; such an attempt is repeated, up to 5 times.
+        let adapted = (0..5).any(|_| {
+            sub.backoff_start = MAX_BACKOFF_START;
+            let late = std::thread::spawn({
+                let publisher = publisher.clone();
+                move || {
+                    std::thread::sleep(Duration::from_millis(50));
+                    publisher.publish(7).expect("subscribed");
+                }
+            });
+            assert_eq!(sub.blocking_recv(), Ok(7));
+            late.join().expect("publisher");
+            match sub.backoff_start {
+                MAX_BACKOFF_START => false,
+                start => {
+                    assert_eq!(start, MAX_BACKOFF_START - 1);
+                    true
+                }
+            }
+        });
+        assert!(adapted, "no wait in five attempts moved the start");
     }
 }

@@ -43,8 +43,11 @@
 //!   subscriber that is gone.
 //! * **Locking.** A Classic topic has one lock; `T::clone` runs under it (when
 //!   a reader that is not the last one takes a copy). A Soa `Lag` reader is
-//!   counted in its slot while it clones. Either way a `Clone` impl must not
-//!   publish to the same topic. Payload drops and the batch iterator never
+//!   counted in its slot while it clones, and a Soa `Lag` `drain` among
+//!   several subscribers holds off publishers that would overwrite a
+//!   message it has still to read until it has read it or ended. Either
+//!   way a `Clone` impl must not publish to the same topic, nor wait for
+//!   anything that does. Payload drops and the batch iterator never
 //!   run inside the ring's protocol.
 //! * **Wait** ([`Overflow::Wait`]). [`Publisher::publish_wait`] (and
 //!   [`Publisher::blocking_publish_wait`] on plain threads) waits for room;
@@ -160,10 +163,12 @@
 //! [`Publisher::blocking_publish_wait`] block the calling thread. They back
 //! off first (spin, then yield), as crossbeam-channel does, and park only
 //! if the topic stays empty (or full): across threads that avoids a futex
-//! sleep and wake-up per message. They deliver and refuse exactly as
-//! `recv` and `publish_wait` do, outside tokio's cooperative budget. Do not
-//! call them from async tasks: if the other side runs on the same worker
-//! thread, they never return.
+//! sleep and wake-up per message. While a stream flows, `blocking_recv`
+//! waits longer before it looks again (so the producers keep the cache
+//! line they write), and for a lone message it looks early. They deliver
+//! and refuse exactly as `recv` and `publish_wait` do, outside tokio's
+//! cooperative budget. Do not call them from async tasks: if the other
+//! side runs on the same worker thread, they never return.
 //!
 //! # Lints
 //!

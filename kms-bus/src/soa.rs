@@ -14,6 +14,14 @@
 //!   count, comes from jonhoo/bus (`bus::Bus`), which keeps a reader count
 //!   per seat; a bitmask lets the last reader be recognised before it reads,
 //!   so it moves the payload out instead of cloning it.
+//! * Covering a drain (announce the first message the drain may read,
+//!   fence, then validate the stamp; the overwriter writes its stamp,
+//!   fences, then scans the announcements) follows the hazard-pointer
+//!   pattern of Maged Michael, "Hazard Pointers: Safe Memory Reclamation
+//!   for Lock-Free Objects" (IEEE TPDS 15(6), 2004). It differs on two
+//!   points: one announcement covers every later message (an era, closer
+//!   to Ramalhete and Correia's hazard eras, SPAA 2017), and the
+//!   overwriter waits instead of deferring the reclamation.
 //!
 //! # Layout
 //!
@@ -84,11 +92,14 @@
 //!    payload and mask written before it are visible; each reader's bit
 //!    clear (AcqRel) → the next reader's mask load or compare-and-swap
 //!    (Acquire), so every clone happens before the last reader's move.
-//! 4. **Overwriting** (`Lag`). A `Lag` reader counts itself in the mask
+//! 4. **Overwriting** (`Lag`). A `Lag` reader (except a read inside a
+//!    covered drain whose mask has other bits than its own, invariant 8)
+//!    counts itself in the mask
 //!    word's top bits with the compare-and-swap that claims (the last claim
 //!    clears the bits and counts in one step), re-checks the stamp, and
 //!    uncounts itself after its clone or move. A publisher that finds
-//!    the slot's mask `!= 0` stores the "writing" stamp, waits until the count is
+//!    the slot's mask `!= 0` stores the "writing" stamp, fences and waits
+//!    for covered drains (invariant 8), waits until the count is
 //!    0 and then takes the whole word with a compare-and-swap, with it the
 //!    old payload (dropped after the publish returns). A reader whose claim
 //!    landed on a later lap sees a changed stamp in its re-check and undoes
@@ -130,6 +141,39 @@
 //!    Synchronises: as invariant 2 for `active`/`tail`; as invariant 3 (or
 //!    4 under `Lag`) for each claim it clears; the `membership` mutex orders
 //!    it with the next `subscribe` that takes the bit.
+//! 8. **Covered drains** (`Lag`, more than one subscriber). A `drain`
+//!    first publishes its start `next` in `reading[b]` and issues a
+//!    `SeqCst` fence (`cover`); until it stores [`NOT_READING`] there
+//!    (`uncover`, when the drain ends or unwinds), its reads of a message
+//!    whose mask has other bits than its own clone the payload without
+//!    counting themselves, and clear their bit with one compare-and-swap
+//!    (which registers them instead if the bit turned out to be the last
+//!    claim, to move the payload out as in invariant 4; no stamp re-check
+//!    is needed, the cover keeps the slot on this lap). Only a subscriber
+//!    clears its own bit in a live message's mask, so while its bit is
+//!    set nobody else moves the payload out (invariant 3). A publisher that
+//!    overwrites a message `old` with claims left (`evict`) stores the
+//!    writing stamp, issues a `SeqCst` fence, and waits while a subscriber
+//!    whose bit is still in the mask has `reading[b] <= old`. Synchronises:
+//!    a store-load (Dekker) argument over (`reading[b]`, the slot's stamp):
+//!    either the drain's stamp load (after its fence) sees the writing
+//!    stamp and does not read `old`, or `evict`'s load of `reading[b]`
+//!    (after its fence) sees the cover and waits; `uncover`'s store
+//!    (Release) → `evict`'s load (Acquire), and each bit clear (Release) →
+//!    `evict`'s mask load (Acquire), so the drain's clones happen before
+//!    the payload is taken or overwritten; `cover`'s store (Release) → the
+//!    same load, so a publisher that reads a later drain's cover also sees
+//!    the earlier drain's accesses. A drain never waits for a publisher (a
+//!    slot being written ends it as `Empty`, one overwritten as `Lagged`),
+//!    so the wait ends after a bounded number of the drain's steps; in
+//!    time it lasts until the drain reads past `old` or ends, also while
+//!    its thread is descheduled, where a counted read held a publisher for
+//!    one clone only. Hence a `Clone` impl must not publish to the same
+//!    topic. Each read that is not the last claim costs one
+//!    compare-and-swap instead of two; a `drain` of 256 into 4 subscribers
+//!    on one thread spent most of its time in those
+//!    (`docs/PERFORMANCE.md`). A drain of at most one message is not
+//!    covered (nothing to save).
 //!
 //! # Wake-ups (edge-coalesced)
 //!
@@ -152,7 +196,8 @@
 //!
 //! The only user code that runs inside the protocol is `T::clone`, in a read,
 //! before the reader changes any shared state except its `Lag` count, which
-//! a guard releases on unwind. A panicking clone therefore leaves the ring as it
+//! a guard releases on unwind, and its drain's cover, which the drain's
+//! guard (`Cover` in `subscriber.rs`) ends on unwind. A panicking clone therefore leaves the ring as it
 //! was, and the subscriber can read the message again. Payloads that a
 //! publish overwrote, that a departing subscriber released, or that a reader
 //! cloned before becoming the last claimant are dropped by the caller after
@@ -189,6 +234,10 @@ const ONE_READER: u64 = 1 << MAX_SUBSCRIBERS;
 /// read its start; a publisher that meets it waits.
 const JOINING: u64 = u64::MAX;
 
+/// `reading[b]` while the subscriber with bit `b` is not inside a covered
+/// drain.
+const NOT_READING: u64 = u64::MAX;
+
 /// How many spin hints a busy-wait issues before it starts yielding.
 const SPINS_BEFORE_YIELD: u32 = 64;
 
@@ -213,6 +262,11 @@ pub(crate) struct Soa<T> {
     /// inside can panic between two changes of shared state (payloads taken
     /// out are dropped by the caller after the lock is released).
     membership: Mutex<u64>,
+    /// `reading[b]`: while the subscriber with bit `b` is inside a covered
+    /// `Lag` drain, the first message that drain may read; [`NOT_READING`]
+    /// otherwise (invariant 8). Each on its own cache line: written by its
+    /// subscriber once per drain, read by an overwriting publisher.
+    reading: Box<[CachePadded<AtomicU64>]>,
     /// Set by a subscriber about to park; cleared by the publisher that wakes
     /// the topic's waiters.
     parked: CachePadded<AtomicBool>,
@@ -266,6 +320,9 @@ impl<T> Soa<T> {
             active: CachePadded::new(AtomicU64::new(0)),
             newest_start: AtomicU64::new(0),
             starts: (0..MAX_SUBSCRIBERS).map(|_| AtomicU64::new(0)).collect(),
+            reading: (0..MAX_SUBSCRIBERS)
+                .map(|_| CachePadded::new(AtomicU64::new(NOT_READING)))
+                .collect(),
             membership: Mutex::new(0),
             parked: CachePadded::new(AtomicBool::new(false)),
             room_waiters: AtomicUsize::new(0),
@@ -365,7 +422,7 @@ impl<T> Soa<T> {
                 // payload and mask it wrote are visible.
                 let stamp = slot.stamp.load(Ordering::Acquire);
                 if stamp == self.ready(x) {
-                    match self.claim(slot, x, 1 << bit, None) {
+                    match self.claim(slot, x, 1 << bit, None, false) {
                         Claim::Last(value, spare) => {
                             room |= self.free_slot(slot);
                             released.push(value);
@@ -658,7 +715,18 @@ impl<T> Soa<T> {
         // the mask after our compare-and-swap below see it through that
         // compare-and-swap's Release.
         slot.stamp.store(self.writing(x), Ordering::Release);
+        // SeqCst: Dekker with `cover` (its `reading` store, a SeqCst fence,
+        // then the stamp loads of the drain): either the drain sees the
+        // writing stamp above and does not read the old message, or the
+        // loads of `reading` below see its cover and we wait (invariant 8).
+        fence(Ordering::SeqCst);
         let mut spins = 0;
+        // The message being overwritten; the slot had a claim, so it held a
+        // real message and `x >= capacity`.
+        let old = x.saturating_sub(self.capacity);
+        while self.covered_reader(slot, old) {
+            backoff(&mut spins);
+        }
         let mut mask = slot.mask.load(Ordering::Acquire);
         loop {
             if mask >> MAX_SUBSCRIBERS != 0 {
@@ -688,6 +756,63 @@ impl<T> Soa<T> {
         }
     }
 
+    /// Whether a subscriber that still has a claim on message `old` in `slot`
+    /// is inside a covered drain that may read it (invariant 8).
+    fn covered_reader(&self, slot: &Slot<T>, old: u64) -> bool {
+        // Acquire: a bit cleared here was cleared by its reader's Release
+        // compare-and-swap after its clone.
+        let mut bits = slot.mask.load(Ordering::Acquire) & BITS;
+        while bits != 0 {
+            let b = bits.trailing_zeros();
+            bits &= bits - 1;
+            // Acquire: pairs with `uncover`'s Release, so a drain that ended
+            // finished its clones before we take or overwrite the payload.
+            if self.reading[b as usize].load(Ordering::Acquire) <= old {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Starts a covered drain for the subscriber with `bit` at `next`
+    /// (invariant 8) of at most `max` messages, under `Lag` when the topic
+    /// has more than one subscriber and `max >= 2`: publishes `next` in
+    /// `reading[bit]` and fences. The
+    /// drain's reads that are not the last claim then clone without
+    /// registering in the mask word, one compare-and-swap per message
+    /// instead of two. Returns whether it covered; if so, call
+    /// [`Soa::uncover`] when the drain ends (also on unwind).
+    pub(crate) fn cover(&self, bit: u32, next: u64, max: usize) -> bool {
+        // Relaxed: a snapshot deciding whether covering pays; with one
+        // subscriber every read is the last claim, which registers anyway,
+        // and a drain of one message saves nothing.
+        if self.overflow != Overflow::Lag
+            || max < 2
+            || self.active.load(Ordering::Relaxed).count_ones() < 2
+        {
+            return false;
+        }
+        // Release: pairs with `covered_reader`'s Acquire, so a publisher
+        // that reads this cover also sees this subscriber's earlier drains
+        // (a later store by the same thread is not in `uncover`'s release
+        // sequence; the bit clears give the same, this states it).
+        self.reading[bit as usize].store(next, Ordering::Release);
+        // SeqCst: Dekker with `evict` (its writing stamp, a SeqCst fence,
+        // then `covered_reader`): either `evict` sees this cover (or a
+        // later value), or every stamp load of the drain (all after this
+        // fence) sees that writing stamp or a later one.
+        fence(Ordering::SeqCst);
+        true
+    }
+
+    /// Ends the covered drain of the subscriber with `bit`.
+    pub(crate) fn uncover(&self, bit: u32) {
+        // Release: every clone of the drain happens before the payload is
+        // taken or overwritten by a publisher that reads this (Acquire, in
+        // `covered_reader`).
+        self.reading[bit as usize].store(NOT_READING, Ordering::Release);
+    }
+
     /// Counts the caller as a publisher waiting for room and orders that
     /// with the readers' frees (Dekker, see `room_wanted`). Call before the
     /// final re-check, and [`Soa::stop_waiting`] after.
@@ -699,6 +824,15 @@ impl<T> Soa<T> {
     /// Undoes [`Soa::start_waiting`].
     pub(crate) fn stop_waiting(&self) {
         self.room_waiters.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Whether message `next`'s slot holds it written, or a later message
+    /// (a hint for `blocking_recv`'s back-off; a read decides).
+    #[cfg_attr(kms_loom, allow(dead_code))]
+    pub(crate) fn looks_ready(&self, next: u64) -> bool {
+        // Relaxed: a hint that makes nothing visible; the read that follows
+        // acquires the stamp itself (invariant 3).
+        self.slot(next).stamp.load(Ordering::Relaxed) >= self.ready(next)
     }
 
     /// Announces a subscriber at `next` about to park; call after creating
@@ -716,9 +850,16 @@ impl<T> Soa<T> {
     /// caller saw its ready stamp, cloning the payload if `clone` and other
     /// claims remain.
     #[inline]
-    fn claim(&self, slot: &Slot<T>, x: u64, bit: u64, clone: Option<fn(&T) -> T>) -> Claim<T> {
+    fn claim(
+        &self,
+        slot: &Slot<T>,
+        x: u64,
+        bit: u64,
+        clone: Option<fn(&T) -> T>,
+        covered: bool,
+    ) -> Claim<T> {
         if self.overflow == Overflow::Lag {
-            return self.claim_lag(slot, x, bit, clone);
+            return self.claim_lag(slot, x, bit, clone, covered);
         }
         // Reject and Wait: the slot is not reused while our bit is set, so
         // the message is `x` for as long as we hold the claim.
@@ -766,10 +907,21 @@ impl<T> Soa<T> {
     /// [`Soa::claim`] under `Lag`, where an overwriting publisher may take
     /// the slot: readers register in the mask word's reader count while they
     /// touch the payload, and re-check the stamp after registering
-    /// (invariant 4).
+    /// (invariant 4). A `covered` reader (inside a covered drain, invariant
+    /// 8) that is not the last claim clones without registering.
     #[inline]
-    fn claim_lag(&self, slot: &Slot<T>, x: u64, bit: u64, clone: Option<fn(&T) -> T>) -> Claim<T> {
+    fn claim_lag(
+        &self,
+        slot: &Slot<T>,
+        x: u64,
+        bit: u64,
+        clone: Option<fn(&T) -> T>,
+        covered: bool,
+    ) -> Claim<T> {
         let mut mask = slot.mask.load(Ordering::Acquire);
+        if covered && mask & bit != 0 && mask & BITS != bit {
+            return self.read_covered(slot, bit, clone, mask);
+        }
         loop {
             if mask & bit == 0 {
                 return Claim::Gone;
@@ -822,23 +974,63 @@ impl<T> Soa<T> {
                     .with(|p| clone(unsafe { (*p).assume_init_ref() }))
             });
             std::mem::forget(guard);
-            return self.leave_shared(slot, bit, copy);
+            return self.leave(slot, bit, copy, claimed, true);
         }
     }
 
-    /// A counted `Lag` reader with a shared claim leaves: clears its bit and
-    /// its count. If its bit was the last claim, it owns the payload and
-    /// takes it out first (returned for the caller to drop, or delivered if
-    /// it did not clone).
-    fn leave_shared(&self, slot: &Slot<T>, bit: u64, copy: Option<T>) -> Claim<T> {
-        let mut mask = slot.mask.load(Ordering::Acquire);
+    /// A covered `Lag` reader that is not the last claim on message `x`
+    /// (invariant 8): clones the payload without registering, then clears its
+    /// bit. If the others left meanwhile, so that its bit is the last claim,
+    /// it registers with the same compare-and-swap and takes the payload out
+    /// (the caller delivers it and drops the clone).
+    #[inline]
+    fn read_covered(
+        &self,
+        slot: &Slot<T>,
+        bit: u64,
+        clone: Option<fn(&T) -> T>,
+        mask: u64,
+    ) -> Claim<T> {
+        let copy = clone.map(|clone| {
+            // SAFETY: the caller saw the ready stamp of `x` after its cover
+            // was published (`cover`'s fence), so an overwriting publisher
+            // of this slot fenced after us and its `covered_reader` sees our
+            // cover and waits before it takes the mask or writes the payload
+            // (invariant 8); our bit is set and only we clear it, so no
+            // other reader moves the payload out (invariant 3). Shared
+            // access only. A panicking clone leaves our bit set (the
+            // message can be read again); the drain's guard ends the cover.
+            slot.payload
+                .with(|p| clone(unsafe { (*p).assume_init_ref() }))
+        });
+        self.leave(slot, bit, copy, mask, false)
+    }
+
+    /// A `Lag` reader with a shared claim leaves after its clone (if any):
+    /// clears its bit, and its count if `counted` (`claim_lag`; a covered
+    /// read, invariant 8, is not counted). If its bit was the last claim,
+    /// it keeps (or takes) one count and takes the payload out, returned
+    /// for the caller to drop, or delivered if it did not clone; the
+    /// caller's `free_slot` clears the count. `mask` is the caller's last
+    /// view of the word (a guess for the first compare-and-swap).
+    fn leave(
+        &self,
+        slot: &Slot<T>,
+        bit: u64,
+        copy: Option<T>,
+        mut mask: u64,
+        counted: bool,
+    ) -> Claim<T> {
+        let own = if counted { ONE_READER } else { 0 };
         loop {
+            // Only this subscriber clears its own bit (invariants 3 and 8).
+            debug_assert!(mask & bit != 0, "a reader's bit was cleared by another");
             let last = mask & BITS == bit;
-            // Last claim: keep our count while we take the payload out.
+            // Last claim: one count (ours) while we take the payload out.
             let left = if last {
-                mask - bit
+                mask - bit - own + ONE_READER
             } else {
-                mask - bit - ONE_READER
+                mask - bit - own
             };
             // AcqRel: Release orders our clone before the payload's move and
             // the slot's reuse; Acquire pairs with other readers' Release.
@@ -848,12 +1040,12 @@ impl<T> Soa<T> {
             {
                 Ok(_) if last => {
                     // SAFETY: we cleared the last claim while counted (so the
-                    // overwriting publisher waits), and the payload is
-                    // initialised because it had a claim until now.
+                    // overwriting publisher waits for our count, and for a
+                    // covered read also for our cover), and the payload is
+                    // initialised because it had a claim until now. Nothing
+                    // else changes a word without claims except that
+                    // publisher.
                     let value = slot.payload.with(|p| unsafe { (*p).assume_init_read() });
-                    // Our count was the only one left; nothing else changes
-                    // a word without claims except the overwriting
-                    // publisher, which waits for the count.
                     return Claim::Last(value, copy);
                 }
                 Ok(_) => return copy.map_or(Claim::Released, Claim::Shared),
@@ -881,9 +1073,9 @@ enum Claim<T> {
 impl<T: Clone> Soa<T> {
     /// One read for the subscriber with `bit` at `*next`.
     #[inline]
-    pub(crate) fn read(&self, bit: u32, next: &mut u64) -> Step<T> {
+    pub(crate) fn read(&self, bit: u32, next: &mut u64, covered: bool) -> Step<T> {
         loop {
-            if let Some(step) = self.read_at(1 << bit, next) {
+            if let Some(step) = self.read_at(1 << bit, next, covered) {
                 return step;
             }
         }
@@ -892,7 +1084,7 @@ impl<T: Clone> Soa<T> {
     /// One read attempt at `*next`; `None` if the message there does not
     /// carry `bit` and was skipped (then `*next` has advanced).
     #[inline(always)]
-    fn read_at(&self, bit: u64, next: &mut u64) -> Option<Step<T>> {
+    fn read_at(&self, bit: u64, next: &mut u64, covered: bool) -> Option<Step<T>> {
         let x = *next;
         let slot = self.slot(x);
         // Acquire: pairs with the publisher's ready store.
@@ -903,7 +1095,7 @@ impl<T: Clone> Soa<T> {
         if stamp > self.ready(x) {
             return Some(Step::of(self.lagged(next, stamp)));
         }
-        match self.claim(slot, x, bit, Some(T::clone)) {
+        match self.claim(slot, x, bit, Some(T::clone), covered) {
             Claim::Last(value, spare) => {
                 *next = x + 1;
                 Some(Step {

@@ -31,6 +31,11 @@ pub struct Subscriber<T> {
     /// A lag found by [`drain`](Subscriber::drain) after it had taken some
     /// messages: reported (and cleared) by the next read.
     pending_lag: u64,
+    /// The round `blocking_recv`'s back-off starts at, `0 ..=
+    /// MAX_BACKOFF_START`; adapted after every wait (`blocking.rs`,
+    /// "Adaptive start"). Used by nothing else.
+    #[cfg_attr(kms_loom, allow(dead_code))]
+    pub(crate) backoff_start: u32,
 }
 
 impl<T> Subscriber<T> {
@@ -41,6 +46,7 @@ impl<T> Subscriber<T> {
             shared,
             position,
             pending_lag: 0,
+            backoff_start: 0,
         })
     }
 
@@ -165,12 +171,15 @@ impl<T: Clone> Subscriber<T> {
             return Err(TryRecvError::Lagged(std::mem::take(&mut self.pending_lag)));
         }
         let mut taken = 0;
+        // A `Lag` drain among several subscribers is covered (`Soa::cover`,
+        // invariant 8) until `cover` drops, also on unwind.
+        let cover = Cover::new(&self.shared, self.position, max);
         // Publishers waiting for room are woken once per drain, not once
         // per freed slot, when `room` drops: also if a `T::clone` or a
         // spare's drop panics after earlier reads freed slots.
         let mut room = RoomWake::new(&self.shared);
         while taken < max {
-            match room.read(&mut self.position) {
+            match room.read(&mut self.position, cover.covered) {
                 Read::Message(msg) => {
                     out.push(msg);
                     taken += 1;
@@ -186,6 +195,7 @@ impl<T: Clone> Subscriber<T> {
             }
         }
         drop(room);
+        drop(cover);
         if taken > 0 {
             return Ok(taken);
         }
@@ -194,11 +204,19 @@ impl<T: Clone> Subscriber<T> {
         Ok(1)
     }
 
+    /// Whether the message at this subscriber's position looks written
+    /// already (or overwritten): a hint for `blocking_recv`'s back-off,
+    /// which reads nothing.
+    #[cfg_attr(kms_loom, allow(dead_code))]
+    pub(crate) fn looks_ready(&self) -> bool {
+        self.shared.ring.looks_ready(&self.position)
+    }
+
     /// One read step; wakes publishers waiting for room if it freed a slot
     /// they may want, and drops a spare copy if the ring asks for it.
     #[inline]
     fn read(&mut self) -> Read<T> {
-        RoomWake::new(&self.shared).read(&mut self.position)
+        RoomWake::new(&self.shared).read(&mut self.position, false)
     }
 
     /// After a read found nothing: `Empty` while a publisher is alive;
@@ -244,11 +262,12 @@ impl<'a, T> RoomWake<'a, T> {
 }
 
 impl<T: Clone> RoomWake<'_, T> {
-    /// One read at `position`; counts a lag in the topic's metrics and
-    /// drops a spare copy after noting whether the read freed a slot.
+    /// One read at `position` (`covered` inside a covered drain); counts a
+    /// lag in the topic's metrics and drops a spare copy after noting
+    /// whether the read freed a slot.
     #[inline(always)]
-    fn read(&mut self, position: &mut Position) -> Read<T> {
-        let Step { read, spare, room } = self.shared.ring.read(position);
+    fn read(&mut self, position: &mut Position, covered: bool) -> Read<T> {
+        let Step { read, spare, room } = self.shared.ring.read(position, covered);
         self.freed |= room;
         drop(spare);
         if let Read::Lagged(missed) = read {
@@ -263,6 +282,42 @@ impl<T> Drop for RoomWake<'_, T> {
     fn drop(&mut self) {
         if self.freed && self.shared.ring.room_wanted() {
             self.shared.room.notify_waiters();
+        }
+    }
+}
+
+/// A drain's cover (`Ring::cover`): ends it when dropped, also on unwind
+/// (a panicking `T::clone` inside the drain), so an overwriting publisher
+/// never waits for a drain that is over.
+struct Cover<'a, T> {
+    /// The subscriber's topic.
+    shared: &'a Shared<T>,
+    /// The subscriber's position when the drain started (its bit names
+    /// the cover).
+    position: Position,
+    /// Whether the ring covered the drain.
+    covered: bool,
+}
+
+impl<'a, T> Cover<'a, T> {
+    /// Covers a drain of at most `max` messages starting at `position` if
+    /// the ring does so.
+    #[inline(always)]
+    fn new(shared: &'a Shared<T>, position: Position, max: usize) -> Self {
+        let covered = shared.ring.cover(&position, max);
+        Self {
+            shared,
+            position,
+            covered,
+        }
+    }
+}
+
+impl<T> Drop for Cover<'_, T> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.covered {
+            self.shared.ring.uncover(&self.position);
         }
     }
 }

@@ -5,8 +5,9 @@
 //! The switch is `cfg(kms_loom)` (set with `RUSTFLAGS="--cfg kms_loom"`, see
 //! `loom-tests/`), never `cfg(loom)`, which tokio reads itself and breaks.
 //! The one exception is `blocking.rs`, left out of the loom build: it holds
-//! no shared state, only a calling thread's own back-off (crossbeam-utils'
-//! `Backoff`) and park around the operations the models check.
+//! no shared state, only a calling thread's own back-off (its `Snooze`, on
+//! crossbeam-utils' `Backoff` schedule) and park around the operations the
+//! models check.
 //!
 //! [`Notify`] is tokio's in both builds: loom cannot model tokio's internals,
 //! but its contract ("a `Notified` created before `notify_waiters` is woken by

@@ -7,7 +7,10 @@
 //! `Overflow::Wait` is modelled at capacity, freed by one read and by one
 //! `drain` (whose single `SeqCst` fence orders all its frees before the
 //! waiter check). `Overflow::Lag` is modelled too: an overwrite racing two
-//! readers, a wrap with two subscribers, exact lag counts, and a subscriber
+//! readers, two covered drains, a batch overwriting ahead of two covered
+//! drains, and a covered drain racing an unsubscribe (soa.rs, invariant 8),
+//! a wrap with two
+//! subscribers, exact lag counts, and a subscriber
 //! dropped mid-stream (under `Reject` and under `Lag`). These models once failed
 //! with a causality violation: `commit` stored a new lap's mask `Relaxed`,
 //! so a reader's claim on it did not synchronise with the overwrite's
@@ -72,11 +75,42 @@ fn try_take(sub: &mut Subscriber<Arc<u64>>, got: &mut Vec<u64>, lagged: &mut u64
     }
 }
 
+/// Drains `sub` once (at most `max`), recording what it gives.
+fn drain_into(sub: &mut Subscriber<Arc<u64>>, max: usize, got: &mut Vec<u64>, lagged: &mut u64) {
+    let mut out = Vec::new();
+    match sub.drain(&mut out, max) {
+        Ok(_) => got.extend(out.iter().map(|v| **v)),
+        Err(TryRecvError::Lagged(n)) => *lagged += n,
+        Err(TryRecvError::Empty | TryRecvError::Closed) => {}
+        Err(e) => panic!("unexpected {e}"),
+    }
+}
+
 /// Delivered values are increasing (in order, no duplicate) and, with the
 /// lag, account for all `published`.
 fn check_counts(got: &[u64], lagged: u64, published: u64) {
     assert!(got.windows(2).all(|w| w[0] < w[1]), "order: {got:?}");
     assert_eq!(got.len() as u64 + lagged, published, "{got:?} + {lagged}");
+}
+
+/// Receives the rest of `sub`'s stream into `got` and `lagged`, then
+/// checks them against the `published` messages (numbered `1..=published`)
+/// and that the newest one arrived.
+fn finish_lag(
+    sub: &mut Subscriber<Arc<u64>>,
+    got: &mut Vec<u64>,
+    lagged: &mut u64,
+    published: u64,
+) {
+    let (rest, more) = recv_all(sub);
+    got.extend(rest);
+    *lagged += more;
+    check_counts(got, *lagged, published);
+    assert_eq!(
+        got.last(),
+        Some(&published),
+        "the newest message is never lost"
+    );
 }
 
 fn check_released(originals: &[Arc<u64>]) {
@@ -301,16 +335,8 @@ fn lag_wrap_with_two_subscribers() {
         try_take(&mut a, &mut got_a, &mut lagged_a);
         producer.join().unwrap();
         let (mut b, mut got_b, mut lagged_b) = reader.join().unwrap();
-        for (sub, got, lagged) in [
-            (&mut a, &mut got_a, &mut lagged_a),
-            (&mut b, &mut got_b, &mut lagged_b),
-        ] {
-            let (rest, more) = recv_all(sub);
-            got.extend(rest);
-            *lagged += more;
-            check_counts(got, *lagged, 3);
-            assert_eq!(got.last(), Some(&3), "the newest message is never lost");
-        }
+        finish_lag(&mut a, &mut got_a, &mut lagged_a, 3);
+        finish_lag(&mut b, &mut got_b, &mut lagged_b, 3);
         drop((a, b, topic));
         check_released(&originals);
     });
@@ -338,17 +364,100 @@ fn lag_readers_race_an_overwrite() {
         try_take(&mut a, &mut got_a, &mut lagged_a);
         producer.join().unwrap();
         let (mut b, mut got_b, mut lagged_b) = reader.join().unwrap();
-        for (sub, got, lagged) in [
-            (&mut a, &mut got_a, &mut lagged_a),
-            (&mut b, &mut got_b, &mut lagged_b),
-        ] {
-            let (rest, more) = recv_all(sub);
-            got.extend(rest);
-            *lagged += more;
-            check_counts(got, *lagged, 2);
-            assert_eq!(got.last(), Some(&2), "the newest message is never lost");
-        }
+        finish_lag(&mut a, &mut got_a, &mut lagged_a, 2);
+        finish_lag(&mut b, &mut got_b, &mut lagged_b, 2);
         drop((a, b, topic));
+        check_released(&originals);
+    });
+}
+
+/// Two covered `Lag` drains (two subscribers, so each read that is not the
+/// last claim clones without counting itself, invariant 8) race a publish
+/// that overwrites the oldest message (capacity 2). Whichever way the
+/// overwrite and the covers interleave, nobody reads a payload being
+/// overwritten, each payload is dropped once, and the counts are exact.
+#[test]
+fn lag_drains_race_an_overwrite() {
+    loom::model(|| {
+        let originals = payloads(3);
+        let topic = topic(2, Overflow::Lag);
+        let mut a = topic.subscribe().unwrap();
+        let mut b = topic.subscribe().unwrap();
+        let publisher = topic.publisher();
+        publisher.publish(Arc::clone(&originals[0])).unwrap();
+        publisher.publish(Arc::clone(&originals[1])).unwrap();
+        let third = Arc::clone(&originals[2]);
+        let producer = thread::spawn(move || publisher.publish(third).unwrap());
+        let reader = thread::spawn(move || {
+            let (mut got, mut lagged) = (Vec::new(), 0);
+            drain_into(&mut b, 2, &mut got, &mut lagged);
+            (b, got, lagged)
+        });
+        let (mut got_a, mut lagged_a) = (Vec::new(), 0);
+        drain_into(&mut a, 2, &mut got_a, &mut lagged_a);
+        producer.join().unwrap();
+        let (mut b, mut got_b, mut lagged_b) = reader.join().unwrap();
+        finish_lag(&mut a, &mut got_a, &mut lagged_a, 3);
+        finish_lag(&mut b, &mut got_b, &mut lagged_b, 3);
+        drop((a, b, topic));
+        check_released(&originals);
+    });
+}
+
+/// A batch overwrites both slots (capacity 2) while one subscriber drains
+/// twice and the other has not read yet, so every read of the drains is
+/// covered and not the last claim: the batch's second overwrite waits on a
+/// cover that starts before the message it overwrites, or the drain sees
+/// the writing stamp, across two consecutive covers of the same subscriber.
+#[test]
+fn a_batch_overwrites_ahead_of_two_covered_drains() {
+    loom::model(|| {
+        let originals = payloads(4);
+        let topic = topic(2, Overflow::Lag);
+        let mut a = topic.subscribe().unwrap();
+        let mut b = topic.subscribe().unwrap();
+        let publisher = topic.publisher();
+        publisher.publish(Arc::clone(&originals[0])).unwrap();
+        publisher.publish(Arc::clone(&originals[1])).unwrap();
+        let batch = vec![Arc::clone(&originals[2]), Arc::clone(&originals[3])];
+        let producer = thread::spawn(move || {
+            publisher.publish_batch(batch).unwrap();
+        });
+        let (mut got_b, mut lagged_b) = (Vec::new(), 0);
+        drain_into(&mut b, 2, &mut got_b, &mut lagged_b);
+        drain_into(&mut b, 2, &mut got_b, &mut lagged_b);
+        producer.join().unwrap();
+        let (mut got_a, mut lagged_a) = (Vec::new(), 0);
+        finish_lag(&mut a, &mut got_a, &mut lagged_a, 4);
+        finish_lag(&mut b, &mut got_b, &mut lagged_b, 4);
+        drop((a, b, topic));
+        check_released(&originals);
+    });
+}
+
+/// A covered drain races an overwrite and the other subscriber's departure
+/// (whose claims are counted ones, `unsubscribe`): the drain's reads turn
+/// into last claims as the other bit goes, and every payload is dropped
+/// exactly once.
+#[test]
+fn a_covered_drain_races_an_unsubscribe() {
+    loom::model(|| {
+        let originals = payloads(3);
+        let topic = topic(2, Overflow::Lag);
+        let a = topic.subscribe().unwrap();
+        let mut b = topic.subscribe().unwrap();
+        let publisher = topic.publisher();
+        publisher.publish(Arc::clone(&originals[0])).unwrap();
+        publisher.publish(Arc::clone(&originals[1])).unwrap();
+        let third = Arc::clone(&originals[2]);
+        let producer = thread::spawn(move || publisher.publish(third).unwrap());
+        let leaver = thread::spawn(move || drop(a));
+        let (mut got, mut lagged) = (Vec::new(), 0);
+        drain_into(&mut b, 2, &mut got, &mut lagged);
+        producer.join().unwrap();
+        leaver.join().unwrap();
+        finish_lag(&mut b, &mut got, &mut lagged, 3);
+        drop((b, topic));
         check_released(&originals);
     });
 }
@@ -372,11 +481,7 @@ fn lag_counts_are_exact() {
         try_take(&mut sub, &mut got, &mut lagged);
         try_take(&mut sub, &mut got, &mut lagged);
         producer.join().unwrap();
-        let (rest, more) = recv_all(&mut sub);
-        got.extend(rest);
-        lagged += more;
-        check_counts(&got, lagged, 3);
-        assert_eq!(got.last(), Some(&3), "the newest message is never lost");
+        finish_lag(&mut sub, &mut got, &mut lagged, 3);
         drop((sub, topic));
         check_released(&originals);
     });
@@ -433,11 +538,7 @@ fn lag_subscriber_dropped_mid_stream() {
         try_take(&mut stays, &mut got, &mut lagged);
         producer.join().unwrap();
         leaver.join().unwrap();
-        let (rest, more) = recv_all(&mut stays);
-        got.extend(rest);
-        lagged += more;
-        check_counts(&got, lagged, 2);
-        assert_eq!(got.last(), Some(&2), "the newest message is never lost");
+        finish_lag(&mut stays, &mut got, &mut lagged, 2);
         drop((stays, topic));
         check_released(&originals);
     });
