@@ -89,7 +89,30 @@ impl Fixture {
         let (kms, key, signature) = (self.handle.client(), self.key.clone(), self.signature);
         tokio::spawn(async move { kms.verify(&key, &b"m"[..], signature).await })
     }
+
+    /// `n` verify calls like [`Fixture::spawn_verify`]'s, each polled once
+    /// on this task, so every request is on the topic when this returns.
+    /// (A spawned call may first run after a later `shutdown` has begun,
+    /// and is then rightly refused `ShuttingDown`.) Await the result for
+    /// their verdicts, in order. The gate must be closed: none is answered
+    /// yet.
+    async fn publish_verifies(&self, n: usize) -> Published {
+        let mut calls = Box::pin(futures::future::join_all((0..n).map(|_| {
+            let (kms, key, signature) = (self.handle.client(), self.key.clone(), self.signature);
+            async move { kms.verify(&key, &b"m"[..], signature).await }.boxed()
+        })));
+        assert!(
+            futures::poll!(calls.as_mut()).is_pending(),
+            "published, none answered while the gate is closed"
+        );
+        calls
+    }
 }
+
+/// What [`Fixture::publish_verifies`] returns: the calls, already published.
+type Published = std::pin::Pin<
+    Box<futures::future::JoinAll<futures::future::BoxFuture<'static, Result<(), KmsError>>>>,
+>;
 
 /// One pool thread, small batches, the injected verifier, and a key with a
 /// valid signature on `b"m"`. Without rules 0 and C: a gated verifier on
@@ -221,7 +244,7 @@ async fn priority_requests_are_not_stuck_behind_verify_batches() {
 async fn shutdown_mid_flight_finishes_the_running_batch() {
     let f = fixture(small());
     let kms = f.handle.client();
-    let running: Vec<_> = (0..4).map(|_| f.spawn_verify()).collect();
+    let running = f.publish_verifies(4).await;
     batches_started(&f.seen, 1).await;
     let shutdown = tokio::spawn(f.handle.shutdown());
     // Once shutdown has begun, new calls are refused at once, even though
@@ -246,9 +269,11 @@ async fn shutdown_mid_flight_finishes_the_running_batch() {
         .await
         .expect("shutdown completes")
         .expect("task");
-    for t in running {
-        assert_eq!(t.await.expect("task"), Ok(()), "accepted, so answered");
-    }
+    assert_eq!(
+        tokio::time::timeout(HANG, running).await.expect("no hang"),
+        vec![Ok(()); 4],
+        "accepted, so answered"
+    );
 }
 
 /// A `Bytes` whose owner counts its drop.
@@ -501,7 +526,7 @@ async fn shutdown_with_the_pool_queue_full_still_answers_the_whole_backlog() {
             .with_max_batch(4)
             .with_queue_capacity(16),
     );
-    let calls: Vec<_> = (0..12).map(|_| f.spawn_verify()).collect();
+    let calls = f.publish_verifies(12).await;
     // Two batches in flight (one running, blocked; one queued) fill the
     // pool's queue, so the actor stops reading with requests on the topic.
     dispatched(&f.handle, 2).await;
@@ -512,13 +537,11 @@ async fn shutdown_with_the_pool_queue_full_still_answers_the_whole_backlog() {
         .await
         .expect("shutdown completes")
         .expect("task");
-    for call in calls {
-        assert_eq!(
-            call.await.expect("task"),
-            Ok(()),
-            "queued before shutdown, so answered"
-        );
-    }
+    assert_eq!(
+        tokio::time::timeout(HANG, calls).await.expect("no hang"),
+        vec![Ok(()); 12],
+        "queued before shutdown, so answered"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
