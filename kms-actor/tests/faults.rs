@@ -94,8 +94,8 @@ impl Fixture {
     /// on this task, so every request is on the topic when this returns.
     /// (A spawned call may first run after a later `shutdown` has begun,
     /// and is then rightly refused `ShuttingDown`.) Await the result for
-    /// their verdicts, in order. The gate must be closed: none is answered
-    /// yet.
+    /// their verdicts, in order. The gate must be closed, so that they are
+    /// not all answered at once.
     async fn publish_verifies(&self, n: usize) -> Published {
         let mut calls = Box::pin(futures::future::join_all((0..n).map(|_| {
             let (kms, key, signature) = (self.handle.client(), self.key.clone(), self.signature);
@@ -103,7 +103,7 @@ impl Fixture {
         })));
         assert!(
             futures::poll!(calls.as_mut()).is_pending(),
-            "published, none answered while the gate is closed"
+            "published; not all answered while the gate is closed"
         );
         calls
     }
