@@ -12,7 +12,7 @@
 #
 # Usage: bash benches/http_cpu.sh [SECONDS per run, default 5] [RUNS, default 3] [CONNECTIONS, default 256]
 # SERVER=gateway (default), jsonwebtoken or floor chooses the server;
-# GATEWAY=path/to/gateway measures another build of the gateway (for
+# GATEWAY=path/to/kms-gateway measures another build of the gateway (for
 # instance one with benches/http/no-crypto.patch or no-kms.patch applied,
 # the decomposition in docs/PERFORMANCE.md). Needs wrk, curl and GNU time.
 set -euo pipefail
@@ -20,7 +20,7 @@ set -euo pipefail
 gateway=${GATEWAY:-}
 case $gateway in '' | /*) ;; *) gateway=$PWD/$gateway ;; esac
 cd "$(dirname "$0")/.."
-gateway=${gateway:-target/release/examples/gateway}
+gateway=${gateway:-target/release/kms-gateway}
 seconds=${1:-5}
 runs=${2:-3}
 connections=${3:-256}
@@ -28,7 +28,8 @@ server=${SERVER:-gateway}
 command -v wrk >/dev/null || { echo "http_cpu: wrk missing: apt-get install wrk" >&2; exit 1; }
 command -v curl >/dev/null || { echo "http_cpu: curl missing: apt-get install curl" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "http_cpu: /usr/bin/time missing: apt-get install time" >&2; exit 1; }
-cargo build --release --example gateway --example token_bench >&2
+cargo build --release -p kms-gateway >&2
+cargo build --release --example token_bench >&2
 work=target/http-cpu
 rm -rf "$work" && mkdir -p "$work"
 target/release/examples/token_bench gen --dir "$work" --keys 128 --tokens 20000 --forged-share 0.01

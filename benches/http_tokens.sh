@@ -19,7 +19,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-5}
 runs=${2:-5}
 command -v wrk >/dev/null || { echo "http_tokens: wrk missing: apt-get install wrk" >&2; exit 1; }
-cargo build --release --example gateway --example token_bench >&2
+cargo build --release -p kms-gateway >&2
+cargo build --release --example token_bench >&2
 bin=target/release/examples
 work=target/http-bench
 rm -rf "$work" && mkdir -p "$work"
@@ -42,7 +43,7 @@ address() {
   done
   cat "$log" >&2; exit 1
 }
-"$bin/gateway" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --trust-jwks "$work/jwks.json" \
+target/release/kms-gateway serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --trust-jwks "$work/jwks.json" \
   >/dev/null 2>"$work/gateway.log" &
 pids+=($!)
 "$bin/token_bench" peer --mode jsonwebtoken --listen 127.0.0.1:0 --jwks "$work/jwks.json" \

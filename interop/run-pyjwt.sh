@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # PyJWT interoperability against `gateway serve` (interop/pyjwt_check.py).
-# Needs the release gateway built (`cargo build --release --example gateway`),
+# Needs the release gateway built (`cargo build --release -p kms-gateway`),
 # python3 with venv, and PyPI for PyJWT + cryptography; fails with the
 # install hint if any is missing, never skips.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-gateway=target/release/examples/gateway
-[ -x "$gateway" ] || { echo "run-pyjwt: $gateway missing: cargo build --release --example gateway" >&2; exit 1; }
+gateway=target/release/kms-gateway
+[ -x "$gateway" ] || { echo "run-pyjwt: $gateway missing: cargo build --release -p kms-gateway" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "run-pyjwt: python3 missing: apt-get install python3 python3-venv" >&2; exit 1; }
 venv=target/pyjwt-venv
 if [ ! -x "$venv/bin/python" ]; then

@@ -1,29 +1,34 @@
-//! The gateway: the main job, and `serve`, an HTTP gateway on the KMS.
+//! `kms-gateway`: the main job, and `serve`, an HTTP gateway on the KMS.
 //!
 //! ```text
-//! cargo run --release --example gateway [-- --clients N] [--duration SECS]
+//! kms-gateway [--clients N] [--duration SECS]
 //!     [--invalid-share F] [--keys N] [--metrics-addr HOST:PORT]
-//! cargo run --release --example gateway -- serve [--listen ADDR]
+//! kms-gateway serve [--listen ADDR]
 //!     [--admin-listen ADDR] [--admin-token-file FILE] [--trust-jwks FILE]...
 //!     [--store DIR | --etcd URL[,URL...] [--etcd-prefix P]] [--master-key-file FILE] [--key TENANT:PURPOSE]
 //!     [--alg EdDSA|Ed25519]
 //! ```
+//!
+//! `cargo install --path kms-gateway` installs it (`--features etcd` for
+//! `serve --etcd`); `cargo run --release -p kms-gateway` runs the main job
+//! from the repository.
 //!
 //! With no command, the main job (`job.rs`): a bus and a KMS actor over an
 //! in-memory keystore, metrics as Prometheus text at
 //! `http://127.0.0.1:9600/metrics` while it runs, `--keys` signing keys
 //! created through the actor, and `--clients` concurrent client tasks that
 //! verify through the actor
-//! * first, every vector in `testdata/` (sign.input, Wycheproof, RFC 8032,
-//!   speccheck, CCTV, ZIP-215) with the verdict `expected_verdicts.tsv`
-//!   requires, by raw public key, and
+//! * first, every vector of the repository's `testdata/` (sign.input,
+//!   Wycheproof, RFC 8032, speccheck, CCTV, ZIP-215), embedded in the
+//!   binary (`vectors.rs`), with the verdict `expected_verdicts.tsv`
+//!   requires, by raw public key (`workload.rs`), and
 //! * then, for `--duration` seconds, tokens signed by the keystore and
 //!   verified by key id (half of the keys are rotated after signing, so
 //!   those tokens verify under a version that is no longer the head), of
 //!   which a share `--invalid-share` is forged and must be rejected.
 //!
 //! A live line shows throughput, p99 latency and mean batch size over the
-//! last half second. It reports (requests, verdicts against expectation,
+//! last half second. It reports (`report.rs`) (requests, verdicts against expectation,
 //! throughput, latency p50/p99, mean batch size, requests verified on their
 //! caller's task), then runs the HTTP phase (`http_phase.rs`): the public
 //! face of `gateway serve` on an ephemeral loopback port, `--clients`
@@ -33,81 +38,41 @@
 //! Defaults: 256 clients, 3 s, 5 % forged, 8 keys; nothing to set up.
 //!
 //! `serve` (`serve.rs`) serves HTTP until SIGINT or SIGTERM: a public face
-//! (JWKS, `/whoami` behind the bearer layer, `/healthz`) and an admin face
-//! (token issuance, rotation, metrics).
+//! (`public.rs`: JWKS, `/whoami` behind the bearer layer, `/healthz`) and
+//! an admin face (token issuance, rotation, key policy, metrics), over
+//! keys in memory, in a durable store or on etcd (`store.rs`), with its
+//! secrets read from files (`secrets.rs`).
+//!
+//! The command line (`cli.rs`) is a contract (docs/DESIGN.md §5c): every
+//! subcommand, flag, route and exit code keeps its name and meaning.
 //!
 //! Events go to stderr through a `tracing` subscriber filtered by
-//! `RUST_LOG` (default `warn`; `logging.rs`).
+//! `RUST_LOG` (default `warn`; `logging.rs`); metrics are Prometheus text
+//! (`telemetry.rs`).
 //!
 //! Exit codes: 0 success (and `--help`), 1 a wrong verdict or a start-up
-//! error, 2 a usage error.
+//! error, 2 a usage error (`--version` exits 0 too).
 
+#![forbid(unsafe_code)]
+
+mod cli;
 mod http_phase;
 mod job;
 mod logging;
+mod public;
+mod report;
+mod secrets;
 mod serve;
+mod store;
 mod telemetry;
+mod vectors;
+mod workload;
 
 use std::process::ExitCode;
-use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::Parser;
 
-#[derive(Parser)]
-#[command(
-    name = "gateway",
-    about = "The KMS gateway: the main job (no command) or `serve`, an HTTP gateway.",
-    args_conflicts_with_subcommands = true
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Option<Command>,
-    #[command(flatten)]
-    job: JobArgs,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Serve HTTP until SIGINT or SIGTERM: the public face (JWKS, /whoami,
-    /// /healthz) and the admin face (POST /tokens, POST /keys/rotate,
-    /// GET /metrics).
-    Serve(serve::ServeArgs),
-}
-
-/// The main job's flags.
-#[derive(Args)]
-struct JobArgs {
-    /// Concurrent client tasks (≥ 1).
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
-    clients: u64,
-    /// Seconds of tokens after the vectors.
-    #[arg(long, default_value_t = 3.0, value_parser = seconds)]
-    duration: f64,
-    /// Share of forged tokens (0..=1).
-    #[arg(long, default_value_t = 0.05, value_parser = share)]
-    invalid_share: f64,
-    /// Signing keys (1..=1000).
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=1000))]
-    keys: u64,
-    /// Where the Prometheus metrics are served while the job runs.
-    #[arg(long, default_value = telemetry::DEFAULT_METRICS_ADDR)]
-    metrics_addr: std::net::SocketAddr,
-}
-
-fn seconds(text: &str) -> Result<f64, String> {
-    let secs: f64 = text.parse().map_err(|e| format!("{e}"))?;
-    Duration::try_from_secs_f64(secs).map_err(|e| e.to_string())?;
-    Ok(secs)
-}
-
-fn share(text: &str) -> Result<f64, String> {
-    let share: f64 = text.parse().map_err(|e| format!("{e}"))?;
-    if (0.0..=1.0).contains(&share) {
-        Ok(share)
-    } else {
-        Err("must be between 0 and 1".to_owned())
-    }
-}
+use cli::{Cli, Command};
 
 fn main() -> ExitCode {
     // Usage errors exit 2 and `--help` 0, both by clap.
@@ -137,13 +102,7 @@ fn main() -> ExitCode {
             }
         },
         None => {
-            let options = job::Options {
-                clients: cli.job.clients as usize,
-                duration: Duration::from_secs_f64(cli.job.duration),
-                invalid_share: cli.job.invalid_share,
-                keys: cli.job.keys as usize,
-                metrics_addr: cli.job.metrics_addr,
-            };
+            let options = cli.job.options();
             let both = async {
                 let verdicts = job::run(&options).await?;
                 let statuses = http_phase::run(&options).await?;

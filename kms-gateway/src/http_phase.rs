@@ -34,8 +34,9 @@ use kms::core::{KeyId, Keystore};
 use kms::jose::{sign_compact, Algorithm, Header, TrustedJwkSet};
 use serde_json::json;
 
-use crate::job::{latency_histogram, print_latency_and_batches, print_result, Options};
-use crate::serve::public_router;
+use crate::job::Options;
+use crate::public;
+use crate::report::{latency_histogram, print_latency_and_batches, print_result};
 
 /// Requests prepared up front (`POOL / 8` rounds of four) and sent
 /// round-robin.
@@ -89,7 +90,7 @@ pub(crate) async fn run(options: &Options) -> Result<bool, String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let (stop_server, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(
-        axum::serve(listener, public_router(&handle, &key))
+        axum::serve(listener, public::router(&handle, &key))
             .with_graceful_shutdown(async {
                 let _ = stopped.await;
             })

@@ -1,16 +1,18 @@
 //! `gateway serve`: an HTTP gateway on the KMS, until SIGINT or SIGTERM.
 //!
 //! * Public face (`--listen`, default `127.0.0.1:8080`; port 0 picks a
-//!   free port, logged): `GET /.well-known/jwks.json`, `GET /whoami`
+//!   free port, logged; `public.rs`): `GET /.well-known/jwks.json`, `GET /whoami`
 //!   (behind `kms_http::BearerLayer`: 200 with the verified claims, else
 //!   the RFC 6750 challenge), `GET /healthz`. Nothing that issues tokens
 //!   or changes keys: any other path is 404.
 //! * Admin face (`--admin-listen`, default `127.0.0.1:8081`):
-//!   `POST /tokens`, `POST /keys/rotate`, `GET /metrics`. Refused at start
+//!   `POST /tokens`, `POST /keys/rotate`, `GET`/`POST /keys/policy`,
+//!   `POST /keys/trim`, `POST /keys/destroy`, `GET /metrics`
+//!   (`kms::http::admin_router`). Refused at start
 //!   on an address that is not loopback unless `--admin-token-file` gives
 //!   the bearer secret every admin request must carry (a file not readable
-//!   by every user, like the master key's).
-//! * Keys: in memory, or with `--store DIR --master-key-file FILE` in the
+//!   by every user, like the master key's; `secrets.rs`).
+//! * Keys (`store.rs`): in memory, or with `--store DIR --master-key-file FILE` in the
 //!   durable keystore (opened if it exists, created only in an absent or
 //!   empty directory), or with `--etcd URL[,URL...] --master-key-file FILE`
 //!   (`--etcd-prefix`, default `/kms`; a build with `--features etcd`) in
@@ -30,25 +32,18 @@
 
 use std::future::IntoFuture;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::extract::Request;
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
-use axum::routing::get;
-use axum::{Json, Router};
 use clap::Args;
 use kms::actor::{KmsActor, KmsConfig};
 use kms::bus::Bus;
-use kms::core::seal::SealKey;
-use kms::core::{KeyId, Keystore, KmsError};
-use kms::http::{admin_router, jwks_router, AdminConfig, BearerLayer, VerifiedClaims};
-use kms::jose::{Algorithm, TrustedJwkSet, Validation};
-use serde_json::{json, Value};
+use kms::core::Keystore;
+use kms::http::{admin_router, AdminConfig};
+use kms::jose::{Algorithm, TrustedJwkSet};
 use tokio::net::TcpListener;
 
-use crate::telemetry;
+use crate::{public, secrets, store, telemetry};
 
 /// How long the listeners may take to answer what is in flight at a stop.
 const DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
@@ -58,13 +53,13 @@ const DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 pub(crate) struct ServeArgs {
     /// The public face's address (port 0: any free port).
     #[arg(long, default_value = "127.0.0.1:8080")]
-    listen: SocketAddr,
+    pub(crate) listen: SocketAddr,
     /// The admin face's address; not loopback only with --admin-token-file.
     #[arg(long, default_value = "127.0.0.1:8081")]
-    admin_listen: SocketAddr,
+    pub(crate) admin_listen: SocketAddr,
     /// A file holding the bearer secret every admin request must carry.
     #[arg(long)]
-    admin_token_file: Option<PathBuf>,
+    pub(crate) admin_token_file: Option<PathBuf>,
     /// An external issuer's JWK Set whose tokens verify by kid (repeatable).
     #[arg(long)]
     trust_jwks: Vec<PathBuf>,
@@ -104,7 +99,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         .key
         .split_once(':')
         .ok_or_else(|| format!("--key {}: expected TENANT:PURPOSE", args.key))?;
-    let admin_token = admin_token(&args)?;
+    let admin_token = secrets::admin_token(&args)?;
     let trusted = args
         .trust_jwks
         .iter()
@@ -119,10 +114,11 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
     #[cfg(feature = "etcd")]
     let mut _follower = None;
     let keystore = match (&args.store, &args.etcd, &args.master_key_file) {
-        (Some(dir), _, Some(key_file)) => open_store(dir, || master_key(key_file))?,
+        (Some(dir), _, Some(key_file)) => store::open_store(dir, || secrets::master_key(key_file))?,
         #[cfg(feature = "etcd")]
         (None, Some(endpoints), Some(key_file)) => {
-            let (keystore, follower) = open_fleet(endpoints, &args.etcd_prefix, key_file).await?;
+            let (keystore, follower) =
+                store::open_fleet(endpoints, &args.etcd_prefix, key_file).await?;
             _follower = Some(follower);
             keystore
         }
@@ -146,7 +142,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         .with_token_alg(args.alg)
         .with_token_purposes(vec![purpose.to_owned()]);
     let handle = KmsActor::spawn(config, keystore, &Bus::new()).map_err(|e| e.to_string())?;
-    let public = public_router(&handle, &key);
+    let public = public::router(&handle, &key);
     // The admin face's requests are audited (target `kms::audit`) under
     // this principal.
     let admin = admin_router(
@@ -202,140 +198,16 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// The public face: JWKS, `/whoami` behind the bearer layer, `/healthz`.
-pub(crate) fn public_router(handle: &kms::actor::KmsHandle, key: &KeyId) -> Router {
-    let whoami = Router::new()
-        .route(
-            "/whoami",
-            get(|mut request: Request| async move {
-                // Taken out of the request, not cloned as `Extension`
-                // would: the claims are written back as they came.
-                match request.extensions_mut().remove::<VerifiedClaims>() {
-                    Some(VerifiedClaims(claims)) => {
-                        Json(Value::Object(claims.into_map())).into_response()
-                    }
-                    // Only behind the layer, which always sets them.
-                    None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-                }
-            }),
-        )
-        .layer(BearerLayer::new(handle.client(), Validation::default()));
-    Router::new()
-        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
-        .merge(whoami)
-        .merge(jwks_router(handle.client(), key.clone()))
-}
-
-/// The admin secret, if any; refuses a non-loopback admin face without one.
-fn admin_token(args: &ServeArgs) -> Result<Option<Arc<[u8]>>, String> {
-    let Some(path) = &args.admin_token_file else {
-        if !args.admin_listen.ip().is_loopback() {
-            return Err(format!(
-                "--admin-listen {} is not a loopback address: the admin face issues tokens and \
-                 rotates keys, so it needs --admin-token-file there",
-                args.admin_listen
-            ));
-        }
-        return Ok(None);
-    };
-    refuse_world_readable(path, "--admin-token-file")?;
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("--admin-token-file {}: {e}", path.display()))?;
-    let token = text.trim();
-    if token.is_empty() {
-        return Err(format!("--admin-token-file {} is empty", path.display()));
-    }
-    Ok(Some(Arc::from(token.as_bytes())))
-}
-
-/// Reads the master key file: 64 hex characters (a trailing newline is
-/// fine), not readable by every user.
-fn master_key(path: &Path) -> Result<SealKey, String> {
-    let what = |e: &dyn std::fmt::Display| format!("--master-key-file {}: {e}", path.display());
-    refuse_world_readable(path, "--master-key-file")?;
-    let text = zeroize::Zeroizing::new(std::fs::read_to_string(path).map_err(|e| what(&e))?);
-    let hex_text = text.trim_end_matches(['\n', '\r']);
-    let mut bytes = zeroize::Zeroizing::new([0u8; 32]);
-    hex::decode_to_slice(hex_text, bytes.as_mut_slice())
-        .map_err(|e| what(&format!("expected 64 hex characters ({e})")))?;
-    SealKey::from_bytes("gateway-master", 1, &bytes).map_err(|e| what(&e))
-}
-
-/// Refuses a secret file every user can read.
-fn refuse_world_readable(path: &Path, flag: &str) -> Result<(), String> {
-    let metadata =
-        std::fs::metadata(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        if metadata.permissions().mode() & 0o004 != 0 {
-            return Err(format!(
-                "{flag} {}: is readable by every user; chmod o-r it",
-                path.display()
-            ));
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = metadata;
-    Ok(())
-}
-
-/// Joins the fleet on the etcd cluster at `endpoints` (comma-separated),
-/// records under `prefix`, with the fleet's master key.
-#[cfg(feature = "etcd")]
-async fn open_fleet(
-    endpoints: &str,
-    prefix: &str,
-    key_file: &Path,
-) -> Result<(Keystore, kms::etcd::Follower), String> {
-    let what = |e: &dyn std::fmt::Display| format!("--etcd {endpoints}: {e}");
-    let config =
-        kms::etcd::EtcdConfig::new(endpoints.split(',').map(str::trim)).with_prefix(prefix);
-    let keyring = kms::core::seal::Keyring::from(master_key(key_file)?);
-    // Blocking calls (it waits for etcd): off the runtime's workers.
-    tokio::task::spawn_blocking(move || kms::etcd::open(config, keyring))
-        .await
-        .map_err(|e| what(&e))?
-        .map_err(|e| what(&e))
-}
-
 /// Exits 2 for `--etcd` in a build without the `etcd` feature, saying how
 /// to build one.
 pub(crate) fn check_build(args: &ServeArgs) -> Result<(), String> {
     if args.etcd.is_some() && !cfg!(feature = "etcd") {
         return Err(
-            "--etcd needs a build with the etcd feature: cargo run --release --features etcd --example gateway -- serve --etcd URL ..."
+            "--etcd needs a build with the etcd feature: cargo install --path kms-gateway --features etcd, then kms-gateway serve --etcd URL ..."
                 .to_owned(),
         );
     }
     Ok(())
-}
-
-/// Opens the store in `dir`, or creates one in an absent or empty
-/// directory; a non-empty directory without a store is an error. `master`
-/// reads the master key (once per attempt: a `SealKey` is not `Clone`).
-fn open_store(
-    dir: &Path,
-    master: impl Fn() -> Result<SealKey, String>,
-) -> Result<Keystore, String> {
-    let what = |e: &dyn std::fmt::Display| format!("--store {}: {e}", dir.display());
-    match Keystore::open(dir, master()?) {
-        Ok(ks) => Ok(ks),
-        Err(KmsError::StoreNotFound { .. }) => {
-            let empty = match std::fs::read_dir(dir) {
-                Ok(mut entries) => entries.next().is_none(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-                Err(e) => return Err(what(&e)),
-            };
-            if !empty {
-                return Err(what(
-                    &"is not empty and holds no keystore; refusing to create one there",
-                ));
-            }
-            Keystore::create(dir, master()?).map_err(|e| what(&e))
-        }
-        Err(e) => Err(what(&e)),
-    }
 }
 
 async fn bind(addr: SocketAddr, flag: &str) -> Result<TcpListener, String> {

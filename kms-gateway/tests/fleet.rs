@@ -1,12 +1,13 @@
-//! Three `gateway serve --etcd` processes on one etcd (feature `etcd`; the
-//! gateway example must be built with it: `cargo build --features etcd
-//! --example gateway`): they start at once and sign with one key, a token
+//! Three `kms-gateway serve --etcd` processes on one etcd (feature `etcd`:
+//! `cargo test -p kms-gateway --features etcd --test fleet`, which builds
+//! the binary with it): they start at once and sign with one key, a token
 //! issued on one verifies on the others, a rotation on any node reaches
 //! every node's JWKS, and concurrent rotations from two nodes make one
 //! history. Every wait is bounded.
 #![cfg(unix)]
 
-#[path = "../examples/fleet/etcd_cluster.rs"]
+// The etcd cluster the facade's fleet example and tests start.
+#[path = "../../examples/fleet/etcd_cluster.rs"]
 mod etcd_cluster;
 #[path = "support/serving.rs"]
 mod serving;

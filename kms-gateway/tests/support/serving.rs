@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -16,17 +16,9 @@ use serde_json::Value;
 /// The deadline that catches a hang.
 pub const HANG: Duration = Duration::from_secs(60);
 
-/// The gateway example, built next to this test by `cargo test`.
+/// The `kms-gateway` binary, built by `cargo test` for this test.
 pub fn gateway() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let path = dir.join("examples").join("gateway");
-    assert!(
-        path.exists(),
-        "{} is missing: build the examples",
-        path.display()
-    );
-    path
+    PathBuf::from(env!("CARGO_BIN_EXE_kms-gateway"))
 }
 
 /// A running `gateway serve` and its two faces.

@@ -1,4 +1,4 @@
-//! `gateway serve` as a user starts it: the example binary on loopback
+//! `gateway serve` as a user starts it: the `kms-gateway` binary on loopback
 //! ports it picks (port 0), driven over real sockets, stopped by SIGTERM.
 //! Also its start-up refusals and exit codes. Deadlines only catch hangs.
 #![cfg(unix)]
@@ -232,7 +232,20 @@ fn start_up_refusals_exit_1_and_usage_errors_2() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
     assert_eq!(run(&["--help"]).0, 0);
+    assert_eq!(run(&["--version"]).0, 0);
     assert_eq!(run(&["serve", "--help"]).0, 0);
+    if !cfg!(feature = "etcd") {
+        let key = s(&good_key);
+        let (code, stderr) = run(&[
+            "serve",
+            "--etcd",
+            "http://127.0.0.1:2379",
+            "--master-key-file",
+            &key,
+        ]);
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stderr.contains("--features etcd"), "{stderr}");
+    }
     assert_eq!(run(&["--bogus"]).0, 2);
     assert_eq!(run(&["serve", "--alg", "HS256"]).0, 2);
     assert_eq!(
@@ -314,4 +327,44 @@ fn the_admin_face_runs_the_key_lifecycle_durably_and_audits_it() {
     let (status, _) = http(third.admin, "POST", "/tokens", &ct, r#"{"sub":"new"}"#);
     assert_eq!(status, 200);
     assert_eq!(third.stop(), 0);
+}
+
+/// The main job needs no files: run from an empty directory (as an
+/// installed binary is), it verifies every embedded vector and its tokens,
+/// and reports PASS.
+#[test]
+fn the_main_job_runs_from_an_empty_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(gateway())
+        .current_dir(dir.path())
+        .args(["--clients", "4", "--duration", "0.2", "--keys", "2"])
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run the main job");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > HANG {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the main job did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let report = reader.join().expect("stdout reader");
+    assert_eq!(status.code(), Some(0), "{report}");
+    // 2 290 fixed-length vectors before any token; both phases pass.
+    assert!(report.contains("2290 test vectors"), "{report}");
+    assert_eq!(report.matches("result              PASS").count(), 2, "{report}");
 }

@@ -1,44 +1,28 @@
-//! The main job (`gateway` with no command): the vector phase and the
-//! token phase through the KMS actor, with a live line and a report.
-
-use crate::telemetry;
+//! The main job's load driver (`kms-gateway` with no command): the vector
+//! phase and the token phase (`workload.rs`) through the KMS actor from
+//! `--clients` tasks, with a live line and a report (`report.rs`).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
-use kms::actor::{KmsActor, KmsClient, KmsConfig, KmsStats};
+use kms::actor::{KmsActor, KmsClient, KmsConfig};
 use kms::bus::Bus;
-use kms::core::{KeyId, Keystore, KmsError};
-use kms_vectors::{load_all_testdata, ExpectedVerdicts};
+use kms::core::{Keystore, KmsError};
 
-/// Distinct tokens signed up front and verified round-robin for the run.
-const TOKEN_POOL: usize = 32_768;
+use crate::report::{latency_histogram, live_line, print_latency_and_batches, print_result};
+use crate::telemetry;
+use crate::workload::{token_jobs, vector_jobs, Job, Target, TOKEN_POOL};
 
-/// The main job's flags (parsed by `main.rs`).
+/// The main job's flags (parsed by `cli.rs`).
 pub(crate) struct Options {
     pub(crate) clients: usize,
     pub(crate) duration: Duration,
     pub(crate) invalid_share: f64,
     pub(crate) keys: usize,
     pub(crate) metrics_addr: std::net::SocketAddr,
-}
-
-/// What one request asks and what its verdict must be.
-struct Job {
-    label: String,
-    target: Target,
-    message: Bytes,
-    signature: [u8; 64],
-    expect_valid: bool,
-}
-
-enum Target {
-    PublicKey([u8; 32]),
-    Key(KeyId),
 }
 
 /// What each client records; the reporter reads and resets `window`.
@@ -48,34 +32,6 @@ struct Tally {
     matched: usize,
     mismatches: Vec<String>,
     retries: usize,
-}
-
-/// A latency histogram in µs: 1 µs to 60 s, 3 significant digits.
-pub(crate) fn latency_histogram() -> Result<Histogram<u64>, String> {
-    Histogram::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())
-}
-
-/// The report lines both phases print: latency and the actor's batching.
-pub(crate) fn print_latency_and_batches(latency: &Histogram<u64>, stats: &KmsStats) {
-    println!(
-        "  latency             p50 {} µs, p99 {} µs",
-        latency.value_at_quantile(0.50),
-        latency.value_at_quantile(0.99)
-    );
-    println!(
-        "  batches             {} , mean batch size {:.1}; {} verified on their caller's task (quiet node)",
-        stats.batches,
-        stats.mean_batch_size(),
-        stats.caller_verified
-    );
-}
-
-/// The last report line.
-pub(crate) fn print_result(pass: bool) {
-    println!(
-        "  result              {}",
-        if pass { "PASS" } else { "FAIL" }
-    );
 }
 
 impl Tally {
@@ -241,16 +197,6 @@ pub(crate) async fn run(options: &Options) -> Result<bool, String> {
     Ok(all_match)
 }
 
-/// Throughput, p99 and mean batch size since the last tick.
-fn live_line(latency: &Histogram<u64>, window: &KmsStats, took: Duration) -> String {
-    format!(
-        "{:>7.0} verifies/s  p99 {:>6} µs  mean batch {:>5.1}",
-        latency.len() as f64 / took.as_secs_f64().max(1e-9),
-        latency.value_at_quantile(0.99),
-        window.mean_batch_size()
-    )
-}
-
 /// Verifies one job through the actor, retrying retryable errors; returns
 /// the verdict (`Ok(valid)`) or the non-retryable error, and the retry count.
 async fn verify(kms: &KmsClient, job: &Job) -> (Result<bool, KmsError>, usize) {
@@ -273,128 +219,6 @@ async fn verify(kms: &KmsClient, job: &Job) -> (Result<bool, KmsError>, usize) {
             Err(e) => return (Err(e), retries),
         }
     }
-}
-
-/// Every fixed-length vector in `testdata/`, with its required verdict.
-/// (Wrong-length cases cannot be expressed through the API, which takes
-/// exactly 32 and 64 bytes; all of them are expected invalid.)
-fn vector_jobs() -> Result<Vec<Job>, String> {
-    let expected = ExpectedVerdicts::load_default().map_err(|e| e.to_string())?;
-    let cases = load_all_testdata().map_err(|e| e.to_string())?;
-    let mut jobs = Vec::with_capacity(cases.len());
-    for case in cases {
-        let expect_valid = expected
-            .for_case(&case)
-            .ok_or_else(|| format!("no expected verdict for {} {}", case.suite, case.id))?;
-        let Some((pk, sig)) = case.fixed() else {
-            if expect_valid {
-                return Err(format!(
-                    "{} {} has a wrong length but is expected valid",
-                    case.suite, case.id
-                ));
-            }
-            continue;
-        };
-        jobs.push(Job {
-            label: format!("{} {}", case.suite, case.id),
-            target: Target::PublicKey(*pk),
-            message: Bytes::from(case.message.clone()),
-            signature: *sig,
-            expect_valid,
-        });
-    }
-    Ok(jobs)
-}
-
-/// Creates `options.keys` keys through the actor, signs [`TOKEN_POOL`]
-/// tokens with the keystore on all cores, then rotates every second key
-/// (the `passports` keys) through the actor, so their tokens verify under a
-/// version that is no longer the head. A share `options.invalid_share` is
-/// forged (one flipped bit in the signature or the claims).
-async fn token_jobs(
-    kms: &KmsClient,
-    keystore: &Keystore,
-    options: &Options,
-) -> Result<Vec<Job>, String> {
-    let mut keys = Vec::with_capacity(options.keys);
-    for i in 0..options.keys {
-        let tenant = format!("tenant-{}", i / 2);
-        let purpose = if i % 2 == 0 { "tokens" } else { "passports" };
-        keys.push(
-            kms.create_key(&tenant, purpose)
-                .await
-                .map_err(|e| e.to_string())?,
-        );
-    }
-    let keystore = keystore.clone();
-    // Forged when a hash of the index falls below this, out of 1 000 000.
-    let forged_per_million = (options.invalid_share * 1_000_000.0).round() as usize;
-    let count = TOKEN_POOL;
-    let signer_keys = keys.clone();
-    let jobs = tokio::task::spawn_blocking(move || {
-        let keys = signer_keys;
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let chunk = count.div_ceil(threads).max(1);
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..count)
-                .step_by(chunk)
-                .map(|start| {
-                    let (keystore, keys) = (&keystore, &keys);
-                    scope.spawn(move || {
-                        (start..(start + chunk).min(count))
-                            .map(|i| token(keystore, keys, i, forged_per_million))
-                            .collect::<Result<Vec<Job>, String>>()
-                    })
-                })
-                .collect();
-            let mut jobs = Vec::with_capacity(count);
-            for w in workers {
-                jobs.extend(w.join().map_err(|_| "token signer panicked".to_owned())??);
-            }
-            Ok::<Vec<Job>, String>(jobs)
-        })
-    })
-    .await
-    .map_err(|e| e.to_string())??;
-    for key in keys.iter().filter(|k| k.purpose() == "passports") {
-        kms.rotate(key).await.map_err(|e| e.to_string())?;
-    }
-    Ok(jobs)
-}
-
-fn token(
-    keystore: &Keystore,
-    keys: &[KeyId],
-    i: usize,
-    forged_per_million: usize,
-) -> Result<Job, String> {
-    let key = &keys[i % keys.len()];
-    let claims = format!(
-        r#"{{"sub":"user-{i}","aud":"{}","iat":{},"scope":"read write"}}"#,
-        key.purpose(),
-        1_700_000_000 + i
-    );
-    let (signer, mut signature) = keystore
-        .sign(key, claims.as_bytes())
-        .map_err(|e| e.to_string())?;
-    let mut message = claims.into_bytes();
-    // Deterministic spread of forgeries: a multiplicative hash of i.
-    let forged = (i.wrapping_mul(2_654_435_761) >> 7) % 1_000_000 < forged_per_million;
-    if forged {
-        if i.is_multiple_of(2) {
-            signature[i % 64] ^= 1 << (i % 8);
-        } else {
-            let at = i % message.len();
-            message[at] ^= 0x01;
-        }
-    }
-    Ok(Job {
-        label: format!("token {i} ({signer})"),
-        target: Target::Key(signer),
-        message: Bytes::from(message),
-        signature,
-        expect_valid: !forged,
-    })
 }
 
 fn word(valid: bool) -> &'static str {
