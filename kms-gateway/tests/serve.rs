@@ -366,5 +366,9 @@ fn the_main_job_runs_from_an_empty_directory() {
     assert_eq!(status.code(), Some(0), "{report}");
     // 2 290 fixed-length vectors before any token; both phases pass.
     assert!(report.contains("2290 test vectors"), "{report}");
-    assert_eq!(report.matches("result              PASS").count(), 2, "{report}");
+    assert_eq!(
+        report.matches("result              PASS").count(),
+        2,
+        "{report}"
+    );
 }
