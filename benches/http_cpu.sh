@@ -55,6 +55,8 @@ done
 grep -qE "$ready" "$work/server.log" || { echo "http_cpu: $server did not start:" >&2; cat "$work/server.log" >&2; exit 1; }
 public=$(grep -m1 -oE "(public face on|listening on) http://[0-9.:]+" "$work/server.log" | sed -E 's/.*http:\/\///')
 admin=$(grep -m1 -oE "admin face on http://[0-9.:]+" "$work/server.log" | sed -E 's/.*http:\/\///' || true)
+# The admin secret the gateway generated (the admin face needs it).
+secret_file=$(sed -n 's/^gateway serve: admin secret in //p' "$work/server.log")
 
 # CPU clock ticks (user + system): the whole process (threads that exited
 # included), then per thread name. The fields after the `(comm)` part are
@@ -71,7 +73,7 @@ ticks() {
 # series whose name and labels match.
 actor() {
   [ -n "$admin" ] || { echo 0 0 0 0; return; }
-  curl -sf "http://$admin/metrics" | awk '
+  curl -sf -H "Authorization: Bearer $(cat "$secret_file")" "http://$admin/metrics" | awk '
     $1 ~ /^kms_ops_total[{].*op="verify"/ {v += $2}
     $1 ~ /^kms_batch_size_sum([{]|$)/ {s += $2}
     $1 ~ /^kms_batch_size_count([{]|$)/ {n += $2}

@@ -4,8 +4,9 @@
 key (DIR/key.pem) and its JWK Set (DIR/jwks.json, kid "pyjwt-1", alg EdDSA)
 for `gateway serve --trust-jwks`.
 
-`check DIR PUBLIC ADMIN`: against a running `gateway serve` (its public and
-admin faces, host:port), check that
+`check DIR PUBLIC ADMIN ADMIN_SECRET_FILE`: against a running `gateway
+serve` (its public and admin faces, host:port, and the file holding its
+admin secret), check that
 * tokens PyJWT signs with that key are accepted by /whoami (which verifies
   through KmsClient::verify_jwt), with their claims;
 * tampered, `alg: none`, HS256-keyed-with-the-public-key, expired and
@@ -72,7 +73,9 @@ def expect(condition: bool, what: str) -> None:
     print(f"pyjwt interop: ok: {what}")
 
 
-def check(directory: str, public: str, admin: str) -> None:
+def check(directory: str, public: str, admin: str, secret_file: str) -> None:
+    with open(secret_file) as f:
+        admin_secret = f.read().strip()
     with open(f"{directory}/key.pem", "rb") as f:
         key = serialization.load_pem_private_key(f.read(), password=None)
     public_raw = key.public_key().public_bytes(
@@ -114,7 +117,10 @@ def check(directory: str, public: str, admin: str) -> None:
         )
 
     status, _, body = request(
-        f"http://{admin}/tokens", method="POST", body=json.dumps({"sub": "alice"}).encode()
+        f"http://{admin}/tokens",
+        method="POST",
+        token=admin_secret,
+        body=json.dumps({"sub": "alice"}).encode(),
     )
     expect(status == 200, "the admin face issues a token")
     ours = json.loads(body)["token"]
@@ -136,7 +142,7 @@ def check(directory: str, public: str, admin: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["prepare"] and len(sys.argv) == 3:
         prepare(sys.argv[2])
-    elif sys.argv[1:2] == ["check"] and len(sys.argv) == 5:
-        check(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1:2] == ["check"] and len(sys.argv) == 6:
+        check(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     else:
-        sys.exit("usage: pyjwt_check.py prepare DIR | check DIR PUBLIC ADMIN")
+        sys.exit("usage: pyjwt_check.py prepare DIR | check DIR PUBLIC ADMIN ADMIN_SECRET_FILE")

@@ -34,8 +34,11 @@ done
 line=$(grep "public face on .* signing key" "$work/serve.log") || { cat "$work/serve.log" >&2; exit 1; }
 public=$(sed -E 's/.*public face on http:\/\/([^,]+),.*/\1/' <<<"$line")
 admin=$(sed -E 's/.*admin face on http:\/\/([^,]+),.*/\1/' <<<"$line")
+# The admin secret it generated (no --admin-token-file given).
+secret=$(sed -n 's/^gateway serve: admin secret in //p' "$work/serve.log")
+[ -n "$secret" ] || { cat "$work/serve.log" >&2; exit 1; }
 
-"$venv/bin/python" interop/pyjwt_check.py check "$work" "$public" "$admin"
+"$venv/bin/python" interop/pyjwt_check.py check "$work" "$public" "$admin" "$secret"
 
 kill -TERM "$pid"
 for _ in $(seq 1 600); do

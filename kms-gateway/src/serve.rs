@@ -8,10 +8,18 @@
 //! * Admin face (`--admin-listen`, default `127.0.0.1:8081`):
 //!   `POST /tokens`, `POST /keys/rotate`, `GET`/`POST /keys/policy`,
 //!   `POST /keys/trim`, `POST /keys/destroy`, `GET /metrics`
-//!   (`kms::http::admin_router`). Refused at start
-//!   on an address that is not loopback unless `--admin-token-file` gives
-//!   the bearer secret every admin request must carry (a file not readable
-//!   by every user, like the master key's; `secrets.rs`).
+//!   (`kms::http::admin_router`). Every request needs the admin secret as
+//!   its bearer token: the one in `--admin-token-file` (a file not
+//!   readable by every user, like the master key's; required on an address
+//!   that is not loopback, else exit 1), or, without it, one generated at
+//!   every start into a private temporary directory, announced as
+//!   `gateway serve: admin secret in PATH` before the readiness line
+//!   (`secrets.rs`). A request from a web page (`Origin`,
+//!   `Sec-Fetch-Site`) or with a `Host` other than the face's own address,
+//!   `localhost:PORT` or an `--admin-host` name is 403; a `POST` without a
+//!   JSON body is 415.
+//! * `--metrics-listen ADDR` (off by default): `GET /metrics` alone,
+//!   without the secret, for Prometheus.
 //! * Keys (`store.rs`): in memory, or with `--store DIR --master-key-file FILE` in the
 //!   durable keystore (opened if it exists, created only in an absent or
 //!   empty directory), or with `--etcd URL[,URL...] --master-key-file FILE`
@@ -57,9 +65,18 @@ pub(crate) struct ServeArgs {
     /// The admin face's address; not loopback only with --admin-token-file.
     #[arg(long, default_value = "127.0.0.1:8081")]
     pub(crate) admin_listen: SocketAddr,
-    /// A file holding the bearer secret every admin request must carry.
+    /// A file holding the bearer secret every admin request must carry
+    /// (without it, on loopback, one is generated at every start).
     #[arg(long)]
     pub(crate) admin_token_file: Option<PathBuf>,
+    /// A name clients give the admin face in `Host` (repeatable); its own
+    /// address and localhost:PORT are always accepted.
+    #[arg(long, value_name = "NAME")]
+    admin_host: Vec<String>,
+    /// Serve `GET /metrics` alone, without the admin secret, on this
+    /// address (for Prometheus); off by default.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
     /// An external issuer's JWK Set whose tokens verify by kid (repeatable).
     #[arg(long)]
     trust_jwks: Vec<PathBuf>,
@@ -99,7 +116,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         .key
         .split_once(':')
         .ok_or_else(|| format!("--key {}: expected TENANT:PURPOSE", args.key))?;
-    let admin_token = secrets::admin_token(&args)?;
+    let admin_token_file = secrets::admin_token_file(&args)?;
     let trusted = args
         .trust_jwks
         .iter()
@@ -142,45 +159,68 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         .with_token_alg(args.alg)
         .with_token_purposes(vec![purpose.to_owned()]);
     let handle = KmsActor::spawn(config, keystore, &Bus::new()).map_err(|e| e.to_string())?;
-    let public = public::router(&handle, &key);
-    // The admin face's requests are audited (target `kms::audit`) under
-    // this principal.
-    let admin = admin_router(
-        handle.client().with_principal("gateway-admin"),
-        AdminConfig {
-            admin_token,
-            metrics: Some(Arc::new(move || metrics.render())),
-            ..AdminConfig::new(key.clone())
-        },
-    );
+    // After the store opened: a start that fails there leaves no file.
+    let admin_secret = match admin_token_file {
+        Some(secret) => secret,
+        None => secrets::generate()?,
+    };
     // Before anything is served: a SIGTERM that follows the readiness line
     // at once must find its handler installed.
     let stop_signal = signal()?;
     let public_listener = bind(args.listen, "--listen").await?;
     let admin_listener = bind(args.admin_listen, "--admin-listen").await?;
+    let metrics_listener = match args.metrics_listen {
+        Some(addr) => Some(bind(addr, "--metrics-listen").await?),
+        None => None,
+    };
+    let admin_addr = local(&admin_listener)?;
+    let render = metrics.clone();
+    // The admin face's requests are audited (target `kms::audit`) under
+    // this principal.
+    let admin = admin_router(
+        handle.client().with_principal("gateway-admin"),
+        AdminConfig {
+            admin_token: Some(Arc::clone(&admin_secret.token)),
+            metrics: Some(Arc::new(move || render.render())),
+            allowed_hosts: admin_hosts(admin_addr, &args.admin_host),
+            ..AdminConfig::new(key.clone())
+        },
+    );
+    if let Some(path) = &admin_secret.generated {
+        eprintln!("gateway serve: admin secret in {}", path.display());
+    }
+    let mut faces = vec![
+        ("public", public_listener, public::router(&handle, &key)),
+        ("admin", admin_listener, admin),
+    ];
+    if let Some(listener) = metrics_listener {
+        eprintln!(
+            "gateway serve: metrics on http://{}/metrics",
+            local(&listener)?
+        );
+        faces.push(("metrics", listener, telemetry::router(metrics)));
+    }
     eprintln!(
-        "gateway serve: public face on http://{}, admin face on http://{}, signing key {key}",
-        local(&public_listener)?,
-        local(&admin_listener)?,
+        "gateway serve: public face on http://{}, admin face on http://{admin_addr}, signing key {key}",
+        local(&faces[0].1)?,
     );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
-    };
-    let public = tokio::spawn(
-        axum::serve(public_listener, public)
-            .with_graceful_shutdown(stopped(stop_rx.clone()))
-            .into_future(),
-    );
-    let admin = tokio::spawn(
-        axum::serve(admin_listener, admin)
-            .with_graceful_shutdown(stopped(stop_rx))
-            .into_future(),
-    );
+    let servers: Vec<_> = faces
+        .into_iter()
+        .map(|(name, listener, router)| {
+            let mut stop = stop_rx.clone();
+            let server = axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = stop.wait_for(|stop| *stop).await;
+                })
+                .into_future();
+            (name, tokio::spawn(server))
+        })
+        .collect();
     stop_signal.await?;
     eprintln!("gateway serve: stopping");
     let _ = stop_tx.send(true);
-    for (name, server) in [("public", public), ("admin", admin)] {
+    for (name, server) in servers {
         // A connection that never finishes its request must not keep the
         // store open forever.
         match tokio::time::timeout(DRAIN, server).await {
@@ -196,6 +236,18 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
     handle.shutdown().await;
     eprintln!("gateway serve: stopped");
     Ok(())
+}
+
+/// The `Host` values the admin face answers: its bound address, localhost
+/// on its port, and each `--admin-host` name, bare and with the port.
+fn admin_hosts(bound: SocketAddr, names: &[String]) -> Vec<String> {
+    let port = bound.port();
+    let mut hosts = vec![bound.to_string(), format!("localhost:{port}")];
+    for name in names {
+        hosts.push(name.clone());
+        hosts.push(format!("{name}:{port}"));
+    }
+    hosts
 }
 
 /// Exits 2 for `--etcd` in a build without the `etcd` feature, saying how

@@ -42,6 +42,26 @@ pub fn install_handle() -> Result<PrometheusHandle, String> {
     Ok(handle)
 }
 
+/// `GET /metrics` alone, rendering `handle` (`--metrics-listen`: for
+/// Prometheus, without the admin secret); any other path is 404.
+pub fn router(handle: PrometheusHandle) -> axum::Router {
+    axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let text = handle.render();
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4",
+                    )],
+                    text,
+                )
+            }
+        }),
+    )
+}
+
 /// The library's recommended histogram buckets.
 fn with_buckets(builder: PrometheusBuilder) -> Result<PrometheusBuilder, BuildError> {
     let latency = |name: &str| Matcher::Full(name.to_owned());

@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use etcd_cluster::EtcdCluster;
-use serving::{http, json, Serving};
+use serving::{admin_http, json, Serving};
 
 /// Waits (at most 10 s) until every node lists exactly `want`.
 fn wait_for_kids(nodes: &[Serving], want: &BTreeSet<String>) {
@@ -39,13 +39,7 @@ fn wait_for_kids(nodes: &[Serving], want: &BTreeSet<String>) {
 
 /// Issues a token on `node`'s admin face: `(token, kid)`.
 fn issue(node: &Serving, sub: &str) -> (String, String) {
-    let (status, body) = http(
-        node.admin,
-        "POST",
-        "/tokens",
-        &[("Content-Type", "application/json")],
-        &format!(r#"{{"sub":"{sub}"}}"#),
-    );
+    let (status, body) = node.admin("POST", "/tokens", &format!(r#"{{"sub":"{sub}"}}"#));
     assert_eq!(status, 200, "{body}");
     let body = json(&body);
     (
@@ -65,11 +59,17 @@ fn sub_at(node: &Serving, token: &str) -> (u16, String) {
     (status, sub)
 }
 
-/// Rotates on the admin face at `admin`; the new head's kid.
-fn rotate(admin: SocketAddr) -> String {
-    let (status, body) = http(admin, "POST", "/keys/rotate", &[], "");
+/// Rotates on the admin face at `admin` with its `secret`; the new head's
+/// kid.
+fn rotate((admin, secret): (SocketAddr, &str)) -> String {
+    let (status, body) = admin_http(admin, secret, "POST", "/keys/rotate", "{}");
     assert_eq!(status, 200, "{body}");
     json(&body)["kid"].as_str().expect("kid").to_owned()
+}
+
+/// A node's admin face and its secret.
+fn face(node: &Serving) -> (SocketAddr, &str) {
+    (node.admin, node.admin_secret.as_deref().expect("secret"))
 }
 
 #[test]
@@ -122,7 +122,7 @@ fn three_gateways_share_one_key_and_follow_each_others_rotations() {
 
     // A rotation on node 1 reaches every node; node 2 then signs with it
     // and node 0 verifies; the old version still verifies everywhere.
-    let v2 = rotate(nodes[1].admin);
+    let v2 = rotate(face(&nodes[1]));
     let mut want = first.clone();
     want.insert(v2.clone());
     wait_for_kids(&nodes, &want);
@@ -133,7 +133,7 @@ fn three_gateways_share_one_key_and_follow_each_others_rotations() {
 
     // Two nodes rotating at once: each gets its own version, one history.
     let made: Vec<String> = std::thread::scope(|s| {
-        let rotating: Vec<_> = [nodes[0].admin, nodes[2].admin]
+        let rotating: Vec<_> = [face(&nodes[0]), face(&nodes[2])]
             .into_iter()
             .map(|admin| s.spawn(move || (0..5).map(|_| rotate(admin)).collect::<Vec<_>>()))
             .collect();

@@ -25,13 +25,7 @@ fn serve_answers_on_both_faces_and_stops_on_sigterm() {
     assert_eq!(http(s.public, "POST", "/tokens", &[], "{}").0, 404);
     assert_eq!(http(s.public, "POST", "/keys/rotate", &[], "").0, 404);
 
-    let (status, body) = http(
-        s.admin,
-        "POST",
-        "/tokens",
-        &[("Content-Type", "application/json")],
-        r#"{"sub":"alice"}"#,
-    );
+    let (status, body) = s.admin("POST", "/tokens", r#"{"sub":"alice"}"#);
     assert_eq!(status, 200, "{body}");
     let issued = json(&body);
     let token = issued["token"].as_str().expect("token");
@@ -39,21 +33,26 @@ fn serve_answers_on_both_faces_and_stops_on_sigterm() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(json(&body)["sub"], "alice");
 
-    let (status, body) = http(s.admin, "POST", "/keys/rotate", &[], "");
+    let (status, body) = s.admin("POST", "/keys/rotate", "");
     assert_eq!(status, 200, "{body}");
     assert_ne!(json(&body)["kid"], issued["kid"]);
     let (_, body) = http(s.public, "GET", "/.well-known/jwks.json", &[], "");
     assert_eq!(json(&body)["keys"].as_array().map(Vec::len), Some(2));
     // The rotated-away version still verifies.
     assert_eq!(s.whoami(token).0, 200);
-    let (status, body) = http(s.admin, "GET", "/metrics", &[], "");
+    let (status, body) = s.admin("GET", "/metrics", "");
     assert_eq!(status, 200);
     assert!(body.contains("kms_ops_total"), "{body}");
     assert!(body.contains("kms_build_info{"), "{body}");
-    assert!(
-        s.early.is_empty(),
-        "nothing below warn by default: {:?}",
-        s.early
+    // The admin face needs its secret, which this start generated.
+    assert_eq!(http(s.admin, "GET", "/metrics", &[], "").0, 401);
+    assert_eq!(
+        s.early.iter().map(String::as_str).collect::<Vec<_>>(),
+        [format!(
+            "gateway serve: admin secret in {}",
+            s.secret_path().display()
+        )],
+        "nothing below warn by default"
     );
     assert_eq!(s.stop(), 0);
 }
@@ -260,24 +259,17 @@ fn the_admin_face_runs_the_key_lifecycle_durably_and_audits_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let args = durable_store(dir.path(), "cd");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let ct = [("Content-Type", "application/json")];
     let first = Serving::start(&args);
-    let (_, body) = http(first.admin, "POST", "/tokens", &ct, r#"{"sub":"old"}"#);
+    let (_, body) = first.admin("POST", "/tokens", r#"{"sub":"old"}"#);
     let old_token = json(&body)["token"].as_str().expect("token").to_owned();
-    let (status, _) = http(first.admin, "POST", "/keys/rotate", &[], "");
+    let (status, _) = first.admin("POST", "/keys/rotate", "");
     assert_eq!(status, 200);
-    let (status, body) = http(
-        first.admin,
-        "POST",
-        "/keys/policy",
-        &ct,
-        r#"{"min_verify_version": 2}"#,
-    );
+    let (status, body) = first.admin("POST", "/keys/policy", r#"{"min_verify_version": 2}"#);
     assert_eq!(
         (status, json(&body)["min_verify_version"].as_u64()),
         (200, Some(2))
     );
-    let (status, body) = http(first.admin, "POST", "/keys/trim", &ct, r#"{"below": 2}"#);
+    let (status, body) = first.admin("POST", "/keys/trim", r#"{"below": 2}"#);
     assert_eq!(status, 200, "{body}");
     assert_eq!(first.kids().len(), 1, "v1 left the JWKS");
     assert_eq!(first.whoami(&old_token).0, 401, "a v1 token is refused");
@@ -304,13 +296,13 @@ fn the_admin_face_runs_the_key_lifecycle_durably_and_audits_it() {
 
     // Durable: the policy and the trim are there after a restart.
     let second = Serving::start(&args);
-    let (_, body) = http(second.admin, "GET", "/keys/policy", &[], "");
+    let (_, body) = second.admin("GET", "/keys/policy", "");
     assert_eq!(json(&body)["min_verify_version"], 2);
     let kept = second.kids();
     assert_eq!(kept.len(), 1);
-    let (status, body) = http(second.admin, "POST", "/keys/destroy", &[], "");
+    let (status, body) = second.admin("POST", "/keys/destroy", "");
     assert_eq!(status, 200, "{body}");
-    let (status, body) = http(second.admin, "POST", "/tokens", &ct, r#"{"sub":"x"}"#);
+    let (status, body) = second.admin("POST", "/tokens", r#"{"sub":"x"}"#);
     assert_eq!(
         (status, json(&body)["error"].as_str()),
         (409, Some("kms.key_destroyed"))
@@ -324,7 +316,7 @@ fn the_admin_face_runs_the_key_lifecycle_durably_and_audits_it() {
     let fresh = third.kids();
     assert_eq!(fresh.len(), 1);
     assert_ne!(fresh, kept);
-    let (status, _) = http(third.admin, "POST", "/tokens", &ct, r#"{"sub":"new"}"#);
+    let (status, _) = third.admin("POST", "/tokens", r#"{"sub":"new"}"#);
     assert_eq!(status, 200);
     assert_eq!(third.stop(), 0);
 }
@@ -371,4 +363,112 @@ fn the_main_job_runs_from_an_empty_directory() {
         2,
         "{report}"
     );
+}
+
+/// The admin face always needs its secret: generated at start into a
+/// private file when `--admin-token-file` is not given, removed at stop.
+/// What a web page can send (a form, a foreign `Origin`, a rebound `Host`,
+/// a POST without JSON) is refused before it reaches a key, and
+/// `--metrics-listen` serves the metrics alone without the secret.
+#[test]
+fn the_admin_face_needs_its_secret_and_refuses_what_a_page_can_send() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Serving::start(&[
+        "--admin-host",
+        "kms-admin.internal",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    let path = s.secret_path();
+    let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    let dir = path.parent().expect("its directory").to_owned();
+    assert_eq!(mode(&dir), 0o700);
+    let secret = s.admin_secret.clone().expect("secret");
+    assert_eq!(secret.len(), 64, "32 random bytes as hex");
+    assert!(secret.bytes().all(|b| b.is_ascii_hexdigit()));
+
+    let bearer = format!("Bearer {secret}");
+    let port = s.admin.port();
+    let rebound = format!("rebind.attacker.example:{port}");
+    let named = format!("kms-admin.internal:{port}");
+    let json_type = ("Content-Type", "application/json");
+    for (headers, body, status) in [
+        // No secret, on every route.
+        (vec![json_type], "{}", 401),
+        (
+            vec![("Authorization", "Bearer wrong"), json_type],
+            "{}",
+            401,
+        ),
+        // A plain HTML form from a page on another site.
+        (
+            vec![
+                ("Origin", "http://attacker.example"),
+                ("Content-Type", "application/x-www-form-urlencoded"),
+            ],
+            "x=1",
+            403,
+        ),
+        (
+            vec![
+                ("Authorization", &bearer),
+                ("Sec-Fetch-Site", "cross-site"),
+                json_type,
+            ],
+            "{}",
+            403,
+        ),
+        // DNS rebinding: the page's own origin, the attacker's name.
+        (
+            vec![("Host", &rebound), ("Authorization", &bearer), json_type],
+            "{}",
+            403,
+        ),
+        // The secret, but no JSON.
+        (
+            vec![("Authorization", &bearer), ("Content-Type", "text/plain")],
+            "{}",
+            415,
+        ),
+        (vec![("Authorization", &bearer)], "", 415),
+    ] {
+        let (got, answer) = http(s.admin, "POST", "/keys/destroy", &headers, body);
+        assert_eq!(got, status, "{headers:?}: {answer}");
+    }
+    // None reached the key: it still signs.
+    assert_eq!(s.admin("POST", "/tokens", r#"{"sub":"a"}"#).0, 200);
+    // The names the face answers to.
+    for host in [
+        named.as_str(),
+        "kms-admin.internal",
+        &format!("localhost:{port}"),
+    ] {
+        let (got, answer) = http(
+            s.admin,
+            "GET",
+            "/keys/policy",
+            &[("Host", host), ("Authorization", &bearer)],
+            "",
+        );
+        assert_eq!(got, 200, "{host}: {answer}");
+    }
+
+    // --metrics-listen: the metrics alone, without the secret.
+    let metrics: std::net::SocketAddr = s
+        .early
+        .iter()
+        .find_map(|l| l.strip_prefix("gateway serve: metrics on http://"))
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .expect("the metrics address")
+        .parse()
+        .expect("socket address");
+    let (status, text) = http(metrics, "GET", "/metrics", &[], "");
+    assert_eq!(status, 200);
+    assert!(text.contains("kms_ops_total"), "{text}");
+    assert_eq!(http(metrics, "GET", "/keys/policy", &[], "").0, 404);
+    assert_eq!(http(metrics, "POST", "/tokens", &[json_type], "{}").0, 404);
+
+    assert_eq!(s.stop(), 0);
+    assert!(!dir.exists(), "the secret's directory is removed at stop");
 }

@@ -1,6 +1,15 @@
 //! [`admin_router`]: token issuance and key rotation, for a listener that
-//! only operators reach (the gateway binds it to loopback unless a bearer
-//! secret protects it).
+//! only operators reach (the gateway always protects it with a bearer
+//! secret, and binds it to loopback unless told otherwise).
+//!
+//! Every request passes, in this order: the browser guard
+//! (`admin_guard.rs`: 403 for an `Origin` header, a `Sec-Fetch-Site` other
+//! than `none`, or a `Host` that is not one of
+//! [`AdminConfig::allowed_hosts`]), then the secret (401 without it, when
+//! [`AdminConfig::admin_token`] is set), then routing. Every `POST` needs
+//! `Content-Type: application/json` and a JSON object body (`{}` for
+//! `rotate` and `destroy`), else 415 or 400: a plain HTML form cannot send
+//! one.
 //!
 //! Routes: `POST /tokens` (a JSON object of claims → `{"token", "kid"}`),
 //! `POST /keys/rotate` (→ `{"kid"}` of the new head), the key lifecycle
@@ -27,6 +36,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::admin_guard::AllowedHosts;
 use crate::error_body::{error_response, json_answer, kms_error_response};
 use crate::key_admin;
 
@@ -48,6 +58,13 @@ pub struct AdminConfig {
     pub admin_token: Option<Arc<[u8]>>,
     /// Renders `GET /metrics` (Prometheus text); `None`: 404.
     pub metrics: Option<Arc<dyn Fn() -> String + Send + Sync>>,
+    /// The `Host` values (`host[:port]`, as a client sends them) this face
+    /// answers, compared ASCII case-insensitively; a request with another
+    /// `Host`, or none, is 403 `admin.forbidden_host` (DNS rebinding).
+    /// Empty (the default): any `Host`, for an embedder that mounts the
+    /// router behind its own front; give the face's own addresses
+    /// (`127.0.0.1:8081`, `localhost:8081`) when browsers run on its host.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl std::fmt::Debug for AdminConfig {
@@ -61,19 +78,21 @@ impl std::fmt::Debug for AdminConfig {
                 &self.admin_token.as_ref().map(|_| "<secret>"),
             )
             .field("metrics", &self.metrics.is_some())
+            .field("allowed_hosts", &self.allowed_hosts)
             .finish()
     }
 }
 
 impl AdminConfig {
     /// Serves `key` with the defaults: 15-minute tokens, no admin secret,
-    /// no metrics route.
+    /// no metrics route, any `Host`.
     pub fn new(key: KeyId) -> Self {
         AdminConfig {
             key,
             token_lifetime: Duration::from_secs(15 * 60),
             admin_token: None,
             metrics: None,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -84,6 +103,8 @@ pub(crate) struct Admin {
     pub(crate) config: AdminConfig,
     /// SHA-256 of `config.admin_token`, computed once.
     secret_digest: Option<[u8; 32]>,
+    /// `config.allowed_hosts`, lowercased once.
+    hosts: AllowedHosts,
     /// Held across a policy change's read, change and write back, so two
     /// concurrent `POST /keys/policy` cannot lose one's fields.
     pub(crate) policy_change: Arc<tokio::sync::Mutex<()>>,
@@ -95,14 +116,16 @@ pub fn admin_router(client: KmsClient, config: AdminConfig) -> Router {
         .admin_token
         .as_ref()
         .map(|secret| Sha256::digest(secret).into());
+    let hosts = AllowedHosts::new(&config.allowed_hosts);
     let state = Admin {
         client,
         config,
         secret_digest,
+        hosts,
         policy_change: Arc::default(),
     };
-    // `layer`, not `route_layer`: the secret is checked before routing,
-    // so without it every path (the fallbacks included) answers 401 alike.
+    // `layer`, not `route_layer`: the guard and the secret come before
+    // routing, so every path (the fallbacks included) answers alike.
     Router::new()
         .route("/tokens", post(issue))
         .route("/keys/rotate", post(rotate))
@@ -120,8 +143,12 @@ pub fn admin_router(client: KmsClient, config: AdminConfig) -> Router {
         .with_state(state)
 }
 
-/// Refuses a request without the admin secret, when one is configured.
+/// Refuses a request from a web page or to another host (403), then one
+/// without the admin secret when one is configured (401).
 async fn authorize(State(admin): State<Admin>, request: Request, next: Next) -> Response {
+    if let Some(refusal) = admin.hosts.refusal(&request) {
+        return refusal;
+    }
     if authorized(&admin, request.headers()) {
         next.run(request).await
     } else {
@@ -192,9 +219,11 @@ async fn issue(
     }
 }
 
-/// A request body that must be a JSON object (`Content-Type:
-/// application/json` or none); `what` names it in the refusals: 415 for
-/// another type, 400 for a body that is not a JSON object.
+/// A request body that must be a JSON object sent as `Content-Type:
+/// application/json` (parameters such as `charset` allowed); `what` names
+/// it in the refusals: 415 `http.unsupported_media_type` for another type
+/// or none (what an HTML form sends), 400 `http.invalid_<what>` for a body
+/// that is not a JSON object.
 pub(crate) fn json_object(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -210,15 +239,12 @@ pub(crate) fn json_object(
             )))
         }
     };
-    let json_or_none = match headers.get(header::CONTENT_TYPE) {
-        None => true,
-        Some(v) => v.to_str().ok().is_some_and(|v| {
-            v.split(';')
-                .next()
-                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-        }),
-    };
-    if !json_or_none {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
         return Err(Box::new(error_response(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "http.unsupported_media_type",
@@ -246,8 +272,34 @@ fn add_times(claims: &mut Map<String, Value>, lifetime: Duration) {
         .or_insert(json!(now.saturating_add(lifetime.as_secs())));
 }
 
-/// `POST /keys/rotate`.
-async fn rotate(State(admin): State<Admin>) -> Response {
+/// A body that must be the empty JSON object `{}` (`rotate`, `destroy`):
+/// the refusals of [`json_object`], and 400 `http.invalid_<what>` for an
+/// object with members.
+pub(crate) fn empty_object(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    what: &str,
+) -> Result<(), Box<Response>> {
+    if json_object(headers, body, what)?.is_empty() {
+        Ok(())
+    } else {
+        Err(Box::new(error_response(
+            StatusCode::BAD_REQUEST,
+            &format!("http.invalid_{what}"),
+            &format!("{what} takes the empty object {{}}"),
+        )))
+    }
+}
+
+/// `POST /keys/rotate` with `{}`.
+async fn rotate(
+    State(admin): State<Admin>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if let Err(refusal) = empty_object(&headers, body, "rotate") {
+        return *refusal;
+    }
     json_answer(
         admin.client.rotate(&admin.config.key).await,
         |head| json!({ "kid": head.to_string() }),

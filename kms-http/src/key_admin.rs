@@ -14,7 +14,7 @@
 //! * `POST /keys/trim` with `{"below": N}` → 200
 //!   `{"min_available_version": M}` (the lowest version that keeps its
 //!   secret afterwards);
-//! * `POST /keys/destroy` (no body needed) → 200 `{"destroyed": "<the
+//! * `POST /keys/destroy` with `{}` → 200 `{"destroyed": "<the
 //!   signing key id>"}`;
 //!   afterwards `POST /tokens` answers 409 `kms.key_destroyed` and the JWK
 //!   Set is empty.
@@ -33,7 +33,7 @@ use axum::response::Response;
 use kms_core::KeyPolicy;
 use serde_json::{json, Map, Value};
 
-use crate::admin::{json_object, Admin};
+use crate::admin::{empty_object, json_object, Admin};
 use crate::error_body::{error_response, json_answer, kms_error_response};
 
 /// `GET /keys/policy`.
@@ -112,8 +112,15 @@ pub(crate) async fn trim(
     )
 }
 
-/// `POST /keys/destroy`.
-pub(crate) async fn destroy(State(admin): State<Admin>) -> Response {
+/// `POST /keys/destroy` with `{}`.
+pub(crate) async fn destroy(
+    State(admin): State<Admin>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if let Err(refusal) = empty_object(&headers, body, "destroy") {
+        return *refusal;
+    }
     let key = &admin.config.key;
     json_answer(
         admin.client.destroy(key).await,

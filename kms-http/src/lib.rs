@@ -16,14 +16,16 @@
 //! * [`jwks_router`]: `GET /.well-known/jwks.json`, every verifying version
 //!   of the signing key as a JWK Set.
 //! * [`admin_router`]: token issuance and rotation, for a listener the
-//!   public cannot reach; every non-2xx answer is a JSON body
-//!   `{"error": "<stable code>", "message": "<text>"}`.
+//!   public cannot reach; it refuses requests from web pages and to other
+//!   hosts (403), takes JSON bodies only, and every non-2xx answer is a
+//!   JSON body `{"error": "<stable code>", "message": "<text>"}`.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_debug_implementations, unreachable_pub)]
 
 mod admin;
+mod admin_guard;
 mod bearer;
 mod error_body;
 mod jwks;

@@ -151,18 +151,9 @@ async fn the_admin_router_issues_rotates_and_answers_errors_in_json() {
     let admin = admin_router(handle.client(), AdminConfig::new(key.clone()));
     let public = public(&handle, &key);
     let old = issue(&admin, json!({"sub": "a"})).await;
-    let (status, _, body) = send(
-        &admin,
-        Request::post("/keys/rotate")
-            .body(Body::empty())
-            .expect("request"),
-    )
-    .await;
+    let (status, body) = post_json(&admin, "/keys/rotate", json!({})).await;
     assert_eq!(status, StatusCode::OK);
-    let new_kid = serde_json::from_slice::<Value>(&body).expect("json")["kid"]
-        .as_str()
-        .expect("kid")
-        .to_owned();
+    let new_kid = body["kid"].as_str().expect("kid").to_owned();
     assert_ne!(new_kid, key.to_string());
     let new = issue(&admin, json!({"sub": "b"})).await;
     for token in [&old, &new] {
@@ -181,10 +172,34 @@ async fn the_admin_router_issues_rotates_and_answers_errors_in_json() {
     for (request, status, code) in [
         (
             Request::post("/tokens")
+                .header(header::CONTENT_TYPE, "application/json")
                 .body(Body::from("[1]"))
                 .expect("request"),
             StatusCode::BAD_REQUEST,
             "http.invalid_claims",
+        ),
+        // A JSON body without its type: what a page's no-cors fetch sends.
+        (
+            Request::post("/tokens")
+                .body(Body::from("{}"))
+                .expect("request"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "http.unsupported_media_type",
+        ),
+        (
+            Request::post("/keys/rotate")
+                .body(Body::empty())
+                .expect("request"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "http.unsupported_media_type",
+        ),
+        (
+            Request::post("/keys/rotate")
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(r#"{"now":true}"#))
+                .expect("request"),
+            StatusCode::BAD_REQUEST,
+            "http.invalid_rotate",
         ),
         (
             Request::post("/tokens")
@@ -281,9 +296,107 @@ async fn an_admin_secret_guards_every_admin_route() {
     );
     let request = Request::post("/keys/rotate")
         .header(header::AUTHORIZATION, "Bearer s3cret")
-        .body(Body::empty())
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from("{}"))
         .expect("request");
     assert_eq!(send(&admin, request).await.0, StatusCode::OK);
+    handle.shutdown().await;
+}
+
+/// What a web page in a browser on the admin face's host can send: a
+/// plain HTML form, a `no-cors` fetch, a request under a rebound DNS name.
+/// Each is refused before it reaches the key, with or without the secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_face_refuses_what_a_web_page_can_send() {
+    let (handle, key) = spawn(KmsConfig::default());
+    let config = AdminConfig {
+        admin_token: Some(Arc::from(&b"s3cret"[..])),
+        allowed_hosts: vec!["127.0.0.1:8081".into(), "localhost:8081".into()],
+        ..AdminConfig::new(key.clone())
+    };
+    let admin = admin_router(handle.client(), config);
+    let destroy = |headers: &[(&str, &str)], body: &'static str| {
+        let mut request = Request::post("/keys/destroy");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.body(Body::from(body)).expect("request")
+    };
+    let secret = ("authorization", "Bearer s3cret");
+    let json = ("content-type", "application/json");
+    for (headers, body, status, code) in [
+        // An HTML form from another site (browsers add Origin to it).
+        (
+            &[
+                ("host", "127.0.0.1:8081"),
+                ("origin", "http://attacker.example"),
+                ("content-type", "application/x-www-form-urlencoded"),
+            ][..],
+            "x=1",
+            StatusCode::FORBIDDEN,
+            "admin.cross_origin",
+        ),
+        // A no-cors fetch, marked by Fetch Metadata; even with the secret.
+        (
+            &[
+                ("host", "127.0.0.1:8081"),
+                ("sec-fetch-site", "cross-site"),
+                secret,
+                json,
+            ],
+            "{}",
+            StatusCode::FORBIDDEN,
+            "admin.cross_origin",
+        ),
+        // DNS rebinding: same origin for the page, the attacker's name.
+        (
+            &[("host", "rebind.attacker.example:8081"), secret, json],
+            "{}",
+            StatusCode::FORBIDDEN,
+            "admin.forbidden_host",
+        ),
+        // The right host, a form body: no JSON type.
+        (
+            &[
+                ("host", "localhost:8081"),
+                secret,
+                ("content-type", "text/plain"),
+            ],
+            "{}",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "http.unsupported_media_type",
+        ),
+        (
+            &[("host", "localhost:8081"), secret],
+            "",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "http.unsupported_media_type",
+        ),
+        // The right host, no secret.
+        (
+            &[("host", "127.0.0.1:8081"), json],
+            "{}",
+            StatusCode::UNAUTHORIZED,
+            "admin.unauthorized",
+        ),
+    ] {
+        let (got, _, answer) = send(&admin, destroy(headers, body)).await;
+        assert_eq!(got, status, "{headers:?}");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&answer).expect("json")["error"],
+            code,
+            "{headers:?}"
+        );
+    }
+    // None of them reached the key; an operator's request does.
+    assert!(handle.client().sign(&key, &b"m"[..]).await.is_ok());
+    let (got, _, _) = send(
+        &admin,
+        destroy(&[("host", "127.0.0.1:8081"), secret, json], "{}"),
+    )
+    .await;
+    assert_eq!(got, StatusCode::OK);
+    assert!(handle.client().sign(&key, &b"m"[..]).await.is_err());
     handle.shutdown().await;
 }
 

@@ -26,6 +26,9 @@ pub struct Serving {
     pub child: Child,
     pub public: SocketAddr,
     pub admin: SocketAddr,
+    /// The admin secret: the one it generated (read from the file it
+    /// named), or `None` when the test gave `--admin-token-file`.
+    pub admin_secret: Option<String>,
     /// The rest of its stderr, line by line.
     pub lines: mpsc::Receiver<String>,
     /// Its stderr lines before the line with the addresses.
@@ -79,9 +82,19 @@ impl Serving {
                 .parse()
                 .expect("socket address")
         };
+        let admin_secret = early
+            .iter()
+            .find_map(|l| l.strip_prefix("gateway serve: admin secret in "))
+            .map(|path| {
+                std::fs::read_to_string(path)
+                    .unwrap_or_else(|e| panic!("read the admin secret at {path}: {e}"))
+                    .trim()
+                    .to_owned()
+            });
         Serving {
             public: addr("public"),
             admin: addr("admin"),
+            admin_secret,
             child,
             lines,
             early,
@@ -111,6 +124,26 @@ impl Serving {
             &[("Authorization", &bearer)],
             "",
         )
+    }
+
+    /// A request to the admin face as an operator sends it: its secret as
+    /// the bearer token, and for a `POST` the JSON `body` (`{}` when
+    /// empty) as `application/json`.
+    pub fn admin(&self, method: &str, path: &str, body: &str) -> (u16, String) {
+        let secret = self
+            .admin_secret
+            .as_deref()
+            .expect("a generated admin secret");
+        admin_http(self.admin, secret, method, path, body)
+    }
+
+    /// Where the generated admin secret is.
+    pub fn secret_path(&self) -> PathBuf {
+        self.early
+            .iter()
+            .find_map(|l| l.strip_prefix("gateway serve: admin secret in "))
+            .map(PathBuf::from)
+            .expect("a generated admin secret")
     }
 
     /// SIGTERM, then the exit status, within the deadline.
@@ -152,7 +185,8 @@ impl Drop for Serving {
     }
 }
 
-/// One HTTP/1.1 request on its own connection: status and body.
+/// One HTTP/1.1 request on its own connection (`Host: ADDR` unless
+/// `headers` has one): status and body.
 pub fn http(
     addr: SocketAddr,
     method: &str,
@@ -163,9 +197,16 @@ pub fn http(
     let mut stream = TcpStream::connect(addr).expect("connect");
     stream.set_read_timeout(Some(HANG)).expect("timeout");
     let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
+    // `Host: ADDR` unless the caller sends its own.
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        request += &format!("Host: {addr}\r\n");
+    }
     for (name, value) in headers {
         request += &format!("{name}: {value}\r\n");
     }
@@ -184,6 +225,32 @@ pub fn http(
         .map(|(_, b)| b.to_owned())
         .unwrap_or_default();
     (status, body)
+}
+
+/// [`Serving::admin`] with the admin face's address and `secret` given.
+pub fn admin_http(
+    addr: SocketAddr,
+    secret: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, String) {
+    let bearer = format!("Bearer {secret}");
+    if method == "POST" {
+        let body = if body.is_empty() { "{}" } else { body };
+        http(
+            addr,
+            method,
+            path,
+            &[
+                ("Authorization", &bearer),
+                ("Content-Type", "application/json"),
+            ],
+            body,
+        )
+    } else {
+        http(addr, method, path, &[("Authorization", &bearer)], body)
+    }
 }
 
 pub fn json(body: &str) -> Value {
