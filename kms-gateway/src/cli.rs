@@ -58,6 +58,29 @@ fn seconds(text: &str) -> Result<f64, String> {
     Ok(secs)
 }
 
+/// `serve`'s flags with every default (for the main job's HTTP phase,
+/// which serves the public face as `serve` does).
+pub(crate) fn serve_defaults() -> Result<serve::ServeArgs, String> {
+    match Cli::try_parse_from(["kms-gateway", "serve"]) {
+        Ok(Cli {
+            command: Some(Command::Serve(args)),
+            ..
+        }) => Ok(args),
+        Ok(_) => Err("serve's defaults did not parse as serve".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A timeout flag's value: seconds, fractions allowed, more than 0.
+pub(crate) fn timeout(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text.parse().map_err(|e| format!("{e}"))?;
+    match Duration::try_from_secs_f64(secs) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err("must be more than 0".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn share(text: &str) -> Result<f64, String> {
     let share: f64 = text.parse().map_err(|e| format!("{e}"))?;
     if (0.0..=1.0).contains(&share) {

@@ -16,7 +16,6 @@
 //! Every status is checked against its expectation; the report gives
 //! requests/s, latency p50/p99 and the actor's mean batch size.
 
-use std::future::IntoFuture;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -35,8 +34,8 @@ use kms::jose::{sign_compact, Algorithm, Header, TrustedJwkSet};
 use serde_json::json;
 
 use crate::job::Options;
-use crate::public;
 use crate::report::{latency_histogram, print_latency_and_batches, print_result};
+use crate::{listener, public};
 
 /// Requests prepared up front (`POOL / 8` rounds of four) and sent
 /// round-robin.
@@ -84,18 +83,19 @@ pub(crate) async fn run(options: &Options) -> Result<bool, String> {
     let kms = handle.client();
     let probes = Arc::new(probes(&kms, &key, &partner).await?);
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    let socket = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| format!("binding a loopback port: {e}"))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let (stop_server, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(
-        axum::serve(listener, public::router(&handle, &key))
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            })
-            .into_future(),
-    );
+    let addr = socket.local_addr().map_err(|e| e.to_string())?;
+    // Served as `serve` serves it: its accept loop, its default limits.
+    let limits = crate::cli::serve_defaults()?.limits();
+    let (stop_server, stopped) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(listener::serve(
+        socket,
+        public::router(&handle, &key),
+        limits,
+        stopped,
+    ));
     eprintln!(
         "gateway: HTTP phase on http://{addr}: {} clients over keep-alive connections for {:.1} s",
         options.clients,
@@ -175,11 +175,8 @@ pub(crate) async fn run(options: &Options) -> Result<bool, String> {
     let took = started.elapsed();
     progress.finish_and_clear();
     let stats = handle.stats().since(&before);
-    let _ = stop_server.send(());
-    server
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
+    let _ = stop_server.send(true);
+    server.await.map_err(|e| e.to_string())?;
     handle.shutdown().await;
 
     let t = tally.lock().unwrap_or_else(PoisonError::into_inner);

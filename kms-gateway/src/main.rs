@@ -58,6 +58,7 @@
 mod cli;
 mod http_phase;
 mod job;
+mod listener;
 mod logging;
 mod public;
 mod report;

@@ -20,6 +20,10 @@
 //!   JSON body is 415.
 //! * `--metrics-listen ADDR` (off by default): `GET /metrics` alone,
 //!   without the secret, for Prometheus.
+//! * Every face is served by `listener.rs`: `--header-timeout`,
+//!   `--idle-timeout`, `--request-timeout` (503 past it) and
+//!   `--max-connections` (per face); the soft open-files limit is raised to
+//!   the hard one at start.
 //! * Keys (`store.rs`): in memory, or with `--store DIR --master-key-file FILE` in the
 //!   durable keystore (opened if it exists, created only in an absent or
 //!   empty directory), or with `--etcd URL[,URL...] --master-key-file FILE`
@@ -38,11 +42,12 @@
 //! answered (for at most 30 s), the actor shuts down (the store is closed),
 //! exit 0. Every start-up error is a message and exit 1.
 
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
+use axum::Router;
 use clap::Args;
 use kms::actor::{KmsActor, KmsConfig};
 use kms::bus::Bus;
@@ -51,10 +56,11 @@ use kms::http::{admin_router, AdminConfig};
 use kms::jose::{Algorithm, TrustedJwkSet};
 use tokio::net::TcpListener;
 
+use crate::listener::{self, Limits};
 use crate::{public, secrets, store, telemetry};
 
 /// How long the listeners may take to answer what is in flight at a stop.
-const DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
+const DRAIN: Duration = Duration::from_secs(30);
 
 /// `gateway serve`'s flags (a contract: add, never rename).
 #[derive(Args)]
@@ -77,6 +83,22 @@ pub(crate) struct ServeArgs {
     /// address (for Prometheus); off by default.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<SocketAddr>,
+    /// Seconds a request's head may take to arrive (from accept for the
+    /// first, from its first byte for later ones); then the connection is
+    /// closed.
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = crate::cli::timeout)]
+    header_timeout: Duration,
+    /// Seconds a keep-alive connection may wait for its next request.
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = crate::cli::timeout)]
+    idle_timeout: Duration,
+    /// Seconds the gateway's own routes may take to start answering; then
+    /// 503.
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = crate::cli::timeout)]
+    request_timeout: Duration,
+    /// Connections open at once on each face; more wait in the backlog.
+    #[arg(long, value_name = "N", default_value_t = 4096,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
     /// An external issuer's JWK Set whose tokens verify by kid (repeatable).
     #[arg(long)]
     trust_jwks: Vec<PathBuf>,
@@ -106,12 +128,29 @@ pub(crate) struct ServeArgs {
     alg: Algorithm,
 }
 
+impl ServeArgs {
+    /// The connection limits of `--header-timeout`, `--idle-timeout` and
+    /// `--max-connections`.
+    pub(crate) fn limits(&self) -> Limits {
+        Limits {
+            header_timeout: self.header_timeout,
+            idle_timeout: self.idle_timeout,
+            max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+        }
+    }
+}
+
 fn alg(text: &str) -> Result<Algorithm, String> {
     Algorithm::parse(text).map_err(|_| "must be EdDSA or Ed25519".to_owned())
 }
 
 /// Runs `gateway serve` until a signal; `Err` is a start-up error.
 pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
+    // Not fatal: the faces still serve, up to the lower limit.
+    match listener::raise_open_files_limit() {
+        Ok(limit) => tracing::debug!(?limit, "open-files limit"),
+        Err(e) => eprintln!("gateway serve: warning: {e}"),
+    }
     let (tenant, purpose) = args
         .key
         .split_once(':')
@@ -150,7 +189,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
     let upkeep = metrics.clone();
     tokio::spawn(async move {
         loop {
-            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            tokio::time::sleep(Duration::from_secs(5)).await;
             upkeep.run_upkeep();
         }
     });
@@ -189,31 +228,37 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
     if let Some(path) = &admin_secret.generated {
         eprintln!("gateway serve: admin secret in {}", path.display());
     }
+    let within = |router: Router| {
+        let timeout = args.request_timeout;
+        router.layer(axum::middleware::from_fn(move |request, next| {
+            listener::within(timeout, request, next)
+        }))
+    };
     let mut faces = vec![
-        ("public", public_listener, public::router(&handle, &key)),
-        ("admin", admin_listener, admin),
+        (
+            "public",
+            public_listener,
+            within(public::router(&handle, &key)),
+        ),
+        ("admin", admin_listener, within(admin)),
     ];
     if let Some(listener) = metrics_listener {
         eprintln!(
             "gateway serve: metrics on http://{}/metrics",
             local(&listener)?
         );
-        faces.push(("metrics", listener, telemetry::router(metrics)));
+        faces.push(("metrics", listener, within(telemetry::router(metrics))));
     }
     eprintln!(
         "gateway serve: public face on http://{}, admin face on http://{admin_addr}, signing key {key}",
         local(&faces[0].1)?,
     );
+    let limits = args.limits();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let servers: Vec<_> = faces
         .into_iter()
-        .map(|(name, listener, router)| {
-            let mut stop = stop_rx.clone();
-            let server = axum::serve(listener, router)
-                .with_graceful_shutdown(async move {
-                    let _ = stop.wait_for(|stop| *stop).await;
-                })
-                .into_future();
+        .map(|(name, socket, router)| {
+            let server = listener::serve(socket, router, limits, stop_rx.clone());
             (name, tokio::spawn(server))
         })
         .collect();
@@ -224,8 +269,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         // A connection that never finishes its request must not keep the
         // store open forever.
         match tokio::time::timeout(DRAIN, server).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => eprintln!("gateway serve: the {name} face failed: {e}"),
+            Ok(Ok(())) => {}
             Ok(Err(e)) => eprintln!("gateway serve: the {name} face's task failed: {e}"),
             Err(_) => eprintln!(
                 "gateway serve: the {name} face did not drain in {} s; closing anyway",

@@ -41,7 +41,22 @@ impl Serving {
     }
 
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Serving {
-        let mut child = Command::new(gateway())
+        Serving::start_wrapped(&[], args, env)
+    }
+
+    /// Starts it through `wrapper` (a command that ends by running its
+    /// arguments, as `sh -c '...; exec "$@"' sh` does), or directly when
+    /// `wrapper` is empty.
+    pub fn start_wrapped(wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> Serving {
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(gateway());
+                command
+            }
+            None => Command::new(gateway()),
+        };
+        let mut child = command
             .env_remove("RUST_LOG")
             .envs(env.iter().copied())
             .arg("serve")

@@ -1,0 +1,397 @@
+//! One face's server: an accept loop on hyper (HTTP/1.1) with the limits a
+//! server on a network needs, which `axum::serve` does not set (it builds
+//! hyper without a timer, so hyper's header-read timeout is off, and it
+//! accepts without bound).
+//!
+//! * **At most [`Limits::max_connections`] connections** at once per face:
+//!   a slot is taken before `accept`, so further clients wait in the
+//!   kernel's backlog instead of costing a file descriptor each.
+//! * **Header timeout** ([`Limits::header_timeout`]): a connection's first
+//!   request must have arrived whole within it from `accept` (so it will
+//!   cover a TLS handshake too); a later request within it from its first
+//!   byte. Otherwise the connection is closed: a client that sends one
+//!   header byte every few seconds (slowloris) is cut off.
+//! * **Idle timeout** ([`Limits::idle_timeout`]): a keep-alive connection
+//!   with no request in flight and no byte of a next one is closed after
+//!   it.
+//! * **Stop:** when `stop` turns true the loop stops accepting, every
+//!   connection finishes the request in flight (hyper's graceful
+//!   shutdown) and closes; [`serve`] returns when all are closed.
+//!
+//! The request timeout (until the response headers) is a layer on the
+//! routes ([`within`]), not a connection limit.
+//!
+//! Invariant (`Activity`): a connection's IO, its service and its
+//! watchdog are polled by one task (one `select!`), so the watchdog reads
+//! a state that only its own task writes; it re-reads it whenever the IO
+//! or the service signals a change.
+
+use std::convert::Infallible;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::Router;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+/// A face's connection limits (the `serve` flags of the same names).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// `--header-timeout`: a request's head must arrive within it.
+    pub(crate) header_timeout: Duration,
+    /// `--idle-timeout`: the longest a keep-alive connection waits for its
+    /// next request.
+    pub(crate) idle_timeout: Duration,
+    /// `--max-connections`: connections open at once on the face.
+    pub(crate) max_connections: usize,
+}
+
+/// How long to wait before accepting again after `accept` failed (out of
+/// file descriptors, say), so the loop does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Serves `router` on `listener` within `limits` until `stop` turns true
+/// and every connection has closed (module docs).
+pub(crate) async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    mut stop: watch::Receiver<bool>,
+) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    loop {
+        let slot = tokio::select! {
+            biased;
+            () = stopped(&mut stop) => break,
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+        };
+        let stream = tokio::select! {
+            biased;
+            () = stopped(&mut stop) => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed; retrying");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        // Small answers go out at once (as axum::serve does).
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(connection(
+            stream,
+            router.clone(),
+            limits,
+            stop.clone(),
+            slot,
+        ));
+    }
+    drop(listener);
+    // Every connection holds a slot until it closes.
+    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let _ = slots.acquire_many(all).await;
+}
+
+/// Serves one connection until it closes, a timeout ends it, or a stop
+/// lets its request in flight finish.
+async fn connection(
+    stream: TcpStream,
+    router: Router,
+    limits: Limits,
+    mut stop: watch::Receiver<bool>,
+    _slot: OwnedSemaphorePermit,
+) {
+    let activity = Arc::new(Activity::new());
+    let io = TokioIo::new(Watched {
+        inner: stream,
+        activity: Arc::clone(&activity),
+    });
+    let service = {
+        let activity = Arc::clone(&activity);
+        hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            let in_flight = InFlight::begin(&activity);
+            let call = router.clone().oneshot(request.map(Body::new));
+            async move {
+                let response = call.await?;
+                // Until the body is sent (or dropped), the request counts
+                // as in flight: the guard goes with it.
+                Ok::<_, Infallible>(response.map(|body| {
+                    Body::new(body.map_frame(move |frame| {
+                        let _in_flight = &in_flight;
+                        frame
+                    }))
+                }))
+            }
+        })
+    };
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // Our watchdog times the heads: hyper's own timer would also cut idle
+    // keep-alive connections at the header timeout.
+    builder.timer(TokioTimer::new()).header_read_timeout(None);
+    let conn = builder.serve_connection(io, service);
+    let mut conn = std::pin::pin!(conn);
+    let mut stopping = false;
+    loop {
+        let changed = activity.changed.notified();
+        let deadline = activity.deadline(&limits);
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            () = changed => {}
+            () = sleep_until(deadline) => {
+                if activity.deadline(&limits).is_some_and(|d| d <= Instant::now()) {
+                    // No request in flight: dropping the connection loses
+                    // nothing that was accepted.
+                    return;
+                }
+            }
+            () = stopped(&mut stop), if !stopping => {
+                stopping = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// Resolves once `stop` is true (or its sender is gone).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    // The guard `wait_for` returns is not `Send`: dropped here.
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What the watchdog of one connection reads (module docs, invariant):
+/// times in µs since `born`. Every access is made by the connection's own
+/// task, so `Relaxed` orderings suffice (the atomics are there because
+/// the service must be `Send`).
+struct Activity {
+    born: Instant,
+    /// Requests whose response has not been sent whole.
+    in_flight: AtomicU64,
+    /// Requests served to the end.
+    served: AtomicU64,
+    /// When the connection last became idle (no request in flight).
+    idle_since: AtomicU64,
+    /// The first byte read since it became idle; [`NONE`] when none.
+    first_byte: AtomicU64,
+    /// Signalled when any of the above changes.
+    changed: Notify,
+}
+
+/// No time recorded.
+const NONE: u64 = u64::MAX;
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            born: Instant::now(),
+            in_flight: AtomicU64::new(0),
+            served: AtomicU64::new(0),
+            idle_since: AtomicU64::new(0),
+            first_byte: AtomicU64::new(NONE),
+            changed: Notify::new(),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.born.elapsed().as_micros()).unwrap_or(NONE - 1)
+    }
+
+    fn at(&self, micros: u64, plus: Duration) -> Instant {
+        self.born + Duration::from_micros(micros) + plus
+    }
+
+    /// When the connection is to be closed, if nothing happens first;
+    /// `None` while a request is in flight.
+    fn deadline(&self, limits: &Limits) -> Option<Instant> {
+        if self.in_flight.load(Ordering::Relaxed) > 0 {
+            return None;
+        }
+        let first_byte = self.first_byte.load(Ordering::Relaxed);
+        Some(if self.served.load(Ordering::Relaxed) == 0 {
+            // From accept, whatever arrived meanwhile.
+            self.at(0, limits.header_timeout)
+        } else if first_byte != NONE {
+            self.at(first_byte, limits.header_timeout)
+        } else {
+            self.at(self.idle_since.load(Ordering::Relaxed), limits.idle_timeout)
+        })
+    }
+
+    /// Bytes arrived: the first since the connection became idle starts
+    /// the next request's header timeout.
+    fn read(&self) {
+        if self.in_flight.load(Ordering::Relaxed) == 0
+            && self.first_byte.load(Ordering::Relaxed) == NONE
+        {
+            self.first_byte.store(self.now(), Ordering::Relaxed);
+            self.changed.notify_one();
+        }
+    }
+}
+
+/// One request in flight on its connection, from its head to the end of
+/// its response.
+struct InFlight(Arc<Activity>);
+
+impl InFlight {
+    fn begin(activity: &Arc<Activity>) -> Self {
+        activity.in_flight.fetch_add(1, Ordering::Relaxed);
+        activity.first_byte.store(NONE, Ordering::Relaxed);
+        activity.changed.notify_one();
+        InFlight(Arc::clone(activity))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let activity = &self.0;
+        activity.served.fetch_add(1, Ordering::Relaxed);
+        if activity.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
+            activity.idle_since.store(activity.now(), Ordering::Relaxed);
+        }
+        activity.changed.notify_one();
+    }
+}
+
+/// The connection's socket, telling its [`Activity`] when bytes arrive.
+struct Watched {
+    inner: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.read();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Raises the soft limit on open files (`RLIMIT_NOFILE`) to the hard
+/// limit, so that `--max-connections` on each face, the store and etcd
+/// fit (many systems start services at a soft limit of 1024). Returns the
+/// limit now in force (`None`: unlimited).
+///
+/// # Errors
+/// `setrlimit`'s, as text (the limit then stays as it was).
+pub(crate) fn raise_open_files_limit() -> Result<Option<u64>, String> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current == limit.maximum {
+        return Ok(limit.current);
+    }
+    setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        },
+    )
+    .map_err(|e| format!("raising the open-files limit to {:?}: {e}", limit.maximum))?;
+    Ok(limit.maximum)
+}
+
+/// The request timeout (`--request-timeout`), as a layer on a face's own
+/// routes: a request whose response headers are not ready within
+/// `timeout` is answered 503 `http.request_timeout` with `Retry-After`
+/// (its handler is dropped).
+pub(crate) async fn within(timeout: Duration, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => kms::http::error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "http.request_timeout",
+            "the request took longer than the server's request timeout",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::get;
+
+    #[tokio::test]
+    async fn a_route_slower_than_the_request_timeout_is_answered_503() {
+        let timeout = Duration::from_millis(50);
+        let router = Router::new()
+            .route("/slow", get(|| tokio::time::sleep(Duration::from_secs(30))))
+            .route("/fast", get(|| async {}))
+            .layer(axum::middleware::from_fn(move |request, next| {
+                within(timeout, request, next)
+            }));
+        let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
+        let fast = router.clone().oneshot(get("/fast")).await.unwrap();
+        assert_eq!(fast.status(), StatusCode::OK);
+        let started = std::time::Instant::now();
+        let slow = router.oneshot(get("/slow")).await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(10), "not cut off");
+        assert_eq!(slow.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(slow.headers()["retry-after"], "1");
+        let body = axum::body::to_bytes(slow.into_body(), 1024).await.unwrap();
+        assert!(String::from_utf8_lossy(&body).contains("http.request_timeout"));
+    }
+}
