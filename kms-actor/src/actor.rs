@@ -197,6 +197,7 @@ impl KmsActor {
             keystore: RwLock::new(Some(keystore.clone())),
             verifier: Arc::clone(&verifier),
             trusted: RwLock::new(Arc::new(trusted)),
+            generation: keystore.key_set_generation(),
             token_alg: config.token_alg,
             token_purposes: config.token_purposes.clone(),
         });
@@ -670,6 +671,7 @@ impl KmsHandle {
             .trusted
             .write()
             .unwrap_or_else(PoisonError::into_inner) = Arc::new(loaded);
+        self.shared.generation.advance();
         Ok(count)
     }
 

@@ -312,6 +312,18 @@ impl KmsClient {
         .await
     }
 
+    /// The key-set generation: a count that advances after every change
+    /// that could change a verdict or a JWK Set, made anywhere in this
+    /// actor's keys (a key created, rotated, its policy changed, trimmed or
+    /// destroyed, a fleet update applied, the trusted JWK Sets reloaded;
+    /// `kms_core::KeySetGeneration`). Reading it costs one atomic load and
+    /// no request. A cache tags what it computed with the generation read
+    /// before computing it, and uses it only while this still returns
+    /// that tag.
+    pub fn key_set_generation(&self) -> u64 {
+        self.shared.generation.get()
+    }
+
     /// The state shared with the actor.
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared

@@ -42,6 +42,10 @@ pub(crate) struct Shared {
     pub(crate) verifier: Verifier,
     /// Trusted external keys by `kid`, replaced whole on reload.
     pub(crate) trusted: RwLock<Arc<TrustedKeys>>,
+    /// The keystore's key-set generation, which a reload of `trusted` also
+    /// advances (after the swap): what caches of verdicts and key sets
+    /// compare against.
+    pub(crate) generation: kms_core::KeySetGeneration,
     /// The `alg` of issued tokens and published JWKs.
     pub(crate) token_alg: kms_jose::Algorithm,
     /// Purposes of keystore keys that issue and verify tokens.

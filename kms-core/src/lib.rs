@@ -41,6 +41,6 @@ mod sync;
 pub use error::KmsError;
 pub use key_id::{Alg, KeyId, KeyIdField, KeyIdParseError, MAX_NAME_LEN};
 pub use keystore::{
-    Attestation, KeyPolicy, Keystore, Origin, Rewrapped, VersionInfo, CONFLICT_ATTEMPTS,
-    EXPORT_AAD, MIN_AUTO_ROTATE, STORE_FILE,
+    Attestation, KeyPolicy, KeySetGeneration, Keystore, Origin, Rewrapped, VersionInfo,
+    CONFLICT_ATTEMPTS, EXPORT_AAD, MIN_AUTO_ROTATE, STORE_FILE,
 };

@@ -453,3 +453,38 @@ fn concurrent_checks_that_saw_the_same_head_rotate_once() {
         assert_eq!(ks.attest(&key).expect("attest").head.version(), 2);
     }
 }
+
+/// Every change that can change a verdict or a JWK Set advances the
+/// key-set generation, after it is visible; reads and signatures do not.
+#[test]
+fn every_key_change_advances_the_key_set_generation() {
+    let ks = Keystore::new();
+    let generation = ks.key_set_generation();
+    let last = std::cell::Cell::new(generation.get());
+    let advanced = |what: &str| {
+        let now = generation.get();
+        assert!(now > last.get(), "{what} did not advance the generation");
+        last.set(now);
+    };
+    let key = ks.create_ed25519("acme", "tokens").expect("create");
+    advanced("create");
+    ks.sign(&key, b"m").expect("sign");
+    ks.attest(&key).expect("attest");
+    assert_eq!(
+        generation.get(),
+        last.get(),
+        "sign and attest change nothing"
+    );
+    ks.rotate(&key).expect("rotate");
+    advanced("rotate");
+    let mut policy = ks.policy(&key).expect("policy");
+    policy.min_verify_version = 2;
+    ks.set_policy(&key, policy).expect("set_policy");
+    advanced("set_policy");
+    ks.trim(&key, 2).expect("trim");
+    advanced("trim");
+    ks.destroy(&key).expect("destroy");
+    advanced("destroy");
+    // Clones share the count.
+    assert_eq!(ks.clone().key_set_generation().get(), last.get());
+}

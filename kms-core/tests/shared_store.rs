@@ -200,6 +200,25 @@ fn two_nodes() -> (Arc<Mutex<Store>>, Node, Keystore, Node, Keystore) {
     (store, a, ks_a, b, ks_b)
 }
 
+/// A fleet update that changes a key (applied by `refresh`) advances the
+/// key-set generation of the node that applies it; one that finds
+/// nothing new does not.
+#[test]
+fn a_refresh_that_changes_a_key_advances_the_generation() {
+    let (_, _, ks_a, _, ks_b) = two_nodes();
+    let key = ks_a.create_ed25519("acme", "tokens").expect("create");
+    let generation = ks_b.key_set_generation();
+    let before = generation.get();
+    ks_b.refresh().expect("refresh");
+    let after_create = generation.get();
+    assert!(after_create > before, "a's new key");
+    ks_b.refresh().expect("refresh");
+    assert_eq!(generation.get(), after_create, "nothing new");
+    ks_a.rotate(&key).expect("rotate");
+    ks_b.refresh().expect("refresh");
+    assert!(generation.get() > after_create, "a's rotation");
+}
+
 #[test]
 fn a_pointer_before_its_key_is_followed_once_the_key_arrives() {
     let (_, _, ks_a, b, ks_b) = two_nodes();

@@ -88,11 +88,12 @@ pub(crate) async fn run(options: &Options) -> Result<bool, String> {
         .map_err(|e| format!("binding a loopback port: {e}"))?;
     let addr = socket.local_addr().map_err(|e| e.to_string())?;
     // Served as `serve` serves it: its accept loop, its default limits.
-    let limits = crate::cli::serve_defaults()?.limits();
+    let defaults = crate::cli::serve_defaults()?;
+    let limits = defaults.limits();
     let (stop_server, stopped) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(listener::serve(
         socket,
-        public::router(&handle, &key),
+        public::router(&handle, &key, defaults.jwks()),
         limits,
         stopped,
     ));

@@ -1,4 +1,6 @@
-//! `serve`'s public face: `GET /.well-known/jwks.json`, `GET /whoami`
+//! `serve`'s public face: `GET /.well-known/jwks.json` (a snapshot per
+//! key-set change, `Cache-Control: public, max-age=--jwks-max-age`,
+//! `ETag`, 304), `GET /whoami`
 //! behind `kms::http::BearerLayer` (200 with the verified claims, else the
 //! RFC 6750 challenge) and `GET /healthz`. Nothing here issues tokens or
 //! changes keys; any other path is 404. The main job's HTTP phase serves
@@ -10,12 +12,12 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use kms::core::KeyId;
-use kms::http::{jwks_router, BearerLayer, VerifiedClaims};
+use kms::http::{jwks_router_with, BearerLayer, JwksConfig, VerifiedClaims};
 use kms::jose::Validation;
 use serde_json::{json, Value};
 
 /// The public face: JWKS, `/whoami` behind the bearer layer, `/healthz`.
-pub(crate) fn router(handle: &kms::actor::KmsHandle, key: &KeyId) -> Router {
+pub(crate) fn router(handle: &kms::actor::KmsHandle, key: &KeyId, jwks: JwksConfig) -> Router {
     let whoami = Router::new()
         .route(
             "/whoami",
@@ -35,5 +37,5 @@ pub(crate) fn router(handle: &kms::actor::KmsHandle, key: &KeyId) -> Router {
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .merge(whoami)
-        .merge(jwks_router(handle.client(), key.clone()))
+        .merge(jwks_router_with(handle.client(), key.clone(), jwks))
 }

@@ -52,7 +52,7 @@ use clap::Args;
 use kms::actor::{KmsActor, KmsConfig};
 use kms::bus::Bus;
 use kms::core::Keystore;
-use kms::http::{admin_router, AdminConfig};
+use kms::http::{admin_router, AdminConfig, JwksConfig};
 use kms::jose::{Algorithm, TrustedJwkSet};
 use tokio::net::TcpListener;
 
@@ -95,6 +95,10 @@ pub(crate) struct ServeArgs {
     /// 503.
     #[arg(long, value_name = "SECS", default_value = "60", value_parser = crate::cli::timeout)]
     request_timeout: Duration,
+    /// Seconds verifiers and proxies may cache the JWK Set
+    /// (`Cache-Control: public, max-age=`); whole seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    jwks_max_age: u64,
     /// Connections open at once on each face; more wait in the backlog.
     #[arg(long, value_name = "N", default_value_t = 4096,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -129,6 +133,11 @@ pub(crate) struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// How the public face serves the JWK Set (`--jwks-max-age`).
+    pub(crate) fn jwks(&self) -> JwksConfig {
+        JwksConfig::default().with_max_age(Duration::from_secs(self.jwks_max_age))
+    }
+
     /// The connection limits of `--header-timeout`, `--idle-timeout` and
     /// `--max-connections`.
     pub(crate) fn limits(&self) -> Limits {
@@ -238,7 +247,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         (
             "public",
             public_listener,
-            within(public::router(&handle, &key)),
+            within(public::router(&handle, &key, args.jwks())),
         ),
         ("admin", admin_listener, within(admin)),
     ];

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serving::{gateway, http, json, Serving, HANG};
+use serving::{gateway, http, http_full, json, Serving, HANG};
 
 #[test]
 fn serve_answers_on_both_faces_and_stops_on_sigterm() {
@@ -471,4 +471,45 @@ fn the_admin_face_needs_its_secret_and_refuses_what_a_page_can_send() {
 
     assert_eq!(s.stop(), 0);
     assert!(!dir.exists(), "the secret's directory is removed at stop");
+}
+
+/// The JWK Set is cacheable for `--jwks-max-age`, carries an `ETag`, is
+/// 304 for a matching `If-None-Match`, and changes (with its `ETag`) at a
+/// rotation.
+#[test]
+fn the_jwks_is_cacheable_and_revalidates() {
+    let s = Serving::start(&["--jwks-max-age", "7"]);
+    let header = |lines: &[String], name: &str| -> String {
+        lines
+            .iter()
+            .find_map(|l| {
+                let (n, v) = l.split_once(':')?;
+                n.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+            })
+            .unwrap_or_else(|| panic!("no {name} in {lines:?}"))
+    };
+    let (status, lines, body) = http_full(s.public, "GET", "/.well-known/jwks.json", &[], "");
+    assert_eq!(status, 200);
+    assert_eq!(header(&lines, "cache-control"), "public, max-age=7");
+    let etag = header(&lines, "etag");
+    let (status, _, again) = http_full(
+        s.public,
+        "GET",
+        "/.well-known/jwks.json",
+        &[("If-None-Match", &etag)],
+        "",
+    );
+    assert_eq!((status, again.as_str()), (304, ""));
+    assert_eq!(s.admin("POST", "/keys/rotate", "").0, 200);
+    let (status, lines, rotated) = http_full(
+        s.public,
+        "GET",
+        "/.well-known/jwks.json",
+        &[("If-None-Match", &etag)],
+        "",
+    );
+    assert_eq!(status, 200, "the rotation changed the set");
+    assert_ne!(header(&lines, "etag"), etag);
+    assert_ne!(rotated, body);
+    assert_eq!(s.stop(), 0);
 }

@@ -14,7 +14,9 @@
 //!   one `Authorization` header; 503 with `Retry-After` when the KMS is
 //!   overloaded or shutting down; 500 for an internal error.
 //! * [`jwks_router`]: `GET /.well-known/jwks.json`, every verifying version
-//!   of the signing key as a JWK Set.
+//!   of the signing key as a JWK Set, from a snapshot rebuilt once per
+//!   key-set change (so a flood of it never reaches the actor), with
+//!   `Cache-Control`, `ETag` and 304.
 //! * [`admin_router`]: token issuance and rotation, for a listener the
 //!   public cannot reach; it refuses requests from web pages and to other
 //!   hosts (403), takes JSON bodies only, and every non-2xx answer is a
@@ -34,4 +36,4 @@ mod key_admin;
 pub use admin::{admin_router, AdminConfig};
 pub use bearer::{BearerLayer, BearerService, VerifiedClaims};
 pub use error_body::error_response;
-pub use jwks::{jwks_router, JWKS_PATH};
+pub use jwks::{jwks_router, jwks_router_with, JwksConfig, JWKS_PATH};

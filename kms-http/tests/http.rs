@@ -545,3 +545,56 @@ async fn the_admin_face_reads_and_changes_the_policy_trims_and_destroys() {
     );
     handle.shutdown().await;
 }
+
+/// The JWK Set is a snapshot per key-set generation: a flood of it does
+/// not reach the actor's priority lane (here one message deep, where the
+/// old route answered 503 and crowded out the rotation), a rotation
+/// during the flood is answered and shows in the next answer, and a
+/// matching `If-None-Match` is 304.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jwks_flood_stays_off_the_actor_and_follows_rotations() {
+    let (handle, key) = spawn(KmsConfig::default().with_priority_capacity(1));
+    let public = public(&handle, &key);
+    let (status, headers, first) = send(&public, get_with(JWKS_PATH, &[])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers[header::CACHE_CONTROL], "public, max-age=60");
+    let etag = headers[header::ETAG].clone();
+    let flood = (0..2000).map(|_| send(&public, get_with(JWKS_PATH, &[])));
+    let client = handle.client();
+    let rotation = tokio::spawn(async move { client.rotate(&key).await });
+    let answers = futures::future::join_all(flood).await;
+    let rotated = rotation
+        .await
+        .expect("task")
+        .expect("the rotation is answered");
+    assert!(
+        answers.iter().all(|(s, _, _)| *s == StatusCode::OK),
+        "{:?}",
+        answers.iter().map(|(s, _, _)| *s).collect::<Vec<_>>()
+    );
+    // After the rotation: the new set, under a new ETag.
+    let request = Request::get(JWKS_PATH)
+        .header(header::IF_NONE_MATCH, etag.clone())
+        .body(Body::empty())
+        .expect("request");
+    let (status, headers, body) = send(&public, request).await;
+    assert_eq!(status, StatusCode::OK, "the old ETag no longer matches");
+    assert_ne!(headers[header::ETAG], etag);
+    assert_ne!(body, first);
+    let set: Value = serde_json::from_slice(&body).expect("json");
+    assert!(set["keys"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .any(|k| k["kid"] == rotated.to_string()));
+    // The current ETag: 304, no body.
+    let request = Request::get(JWKS_PATH)
+        .header(header::IF_NONE_MATCH, headers[header::ETAG].clone())
+        .body(Body::empty())
+        .expect("request");
+    let (status, again, body) = send(&public, request).await;
+    assert_eq!(status, StatusCode::NOT_MODIFIED);
+    assert!(body.is_empty());
+    assert_eq!(again[header::ETAG], headers[header::ETAG]);
+    handle.shutdown().await;
+}

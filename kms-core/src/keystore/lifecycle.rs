@@ -251,7 +251,9 @@ impl Keystore {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let planned = plan(&versions)?;
-        Ok(apply(&mut versions, planned))
+        let applied = apply(&mut versions, planned);
+        self.generation.advance();
+        Ok(applied)
     }
 }
 

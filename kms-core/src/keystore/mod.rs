@@ -40,6 +40,7 @@
 
 mod directory;
 mod durable;
+mod generation;
 mod legacy;
 mod lifecycle;
 mod policy;
@@ -68,6 +69,7 @@ use records::{KeyState, StoredKey};
 
 pub use crate::storage::file::STORE_FILE;
 pub use durable::Rewrapped;
+pub use generation::KeySetGeneration;
 pub use policy::{KeyPolicy, MIN_AUTO_ROTATE};
 pub use transfer::EXPORT_AAD;
 
@@ -230,6 +232,9 @@ pub struct Keystore {
     /// The on-disk store, for a keystore made by [`Keystore::create`] or
     /// [`Keystore::open`].
     durable: Option<std::sync::Arc<Durable>>,
+    /// Advanced after every change to the keys in memory (a plain atomic,
+    /// not loom's: it orders nothing the loom models check).
+    generation: KeySetGeneration,
 }
 
 impl fmt::Debug for Keystore {
@@ -378,6 +383,7 @@ impl Keystore {
             keys: Arc::new(RwLock::new(HashMap::with_capacity(stored.keys.len()))),
             signing: Arc::default(),
             durable: Some(std::sync::Arc::new(durable)),
+            generation: KeySetGeneration::default(),
         };
         keystore.apply_stored(stored)?;
         Ok(keystore)
@@ -444,6 +450,9 @@ impl Keystore {
             for id in stored.signing {
                 signing.insert((id.tenant().to_owned(), id.purpose().to_owned()), id);
             }
+        }
+        if !heads.is_empty() {
+            self.generation.advance();
         }
         Ok(heads)
     }
@@ -740,6 +749,15 @@ impl Keystore {
         Ok(())
     }
 
+    /// The count of changes to this keystore's keys (and, through its
+    /// clones, to every owner's that shares it): advanced after each key
+    /// created or imported, rotation, policy change, trim, destroy and
+    /// fleet update this keystore's memory takes ([`KeySetGeneration`]).
+    /// Clones of the keystore share it.
+    pub fn key_set_generation(&self) -> KeySetGeneration {
+        self.generation.clone()
+    }
+
     /// Whether `key` is held and not destroyed.
     fn is_live(&self, key: &KeyId) -> bool {
         self.record(key)
@@ -761,6 +779,7 @@ impl Keystore {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(id.uuid(), record);
+        self.generation.advance();
         Ok(id)
     }
 
@@ -904,6 +923,7 @@ impl Keystore {
         let next = next_after(versions.list.len())?;
         fresh.info.version = next;
         versions.list.push(Arc::new(fresh));
+        self.generation.advance();
         Ok(Some(record.id.with_version(next)))
     }
 

@@ -209,6 +209,18 @@ pub fn http(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, String) {
+    let (status, _, body) = http_full(addr, method, path, headers, body);
+    (status, body)
+}
+
+/// [`http`], with the answer's header lines (`name: value`) too.
+pub fn http_full(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Vec<String>, String) {
     let mut stream = TcpStream::connect(addr).expect("connect");
     stream.set_read_timeout(Some(HANG)).expect("timeout");
     let mut request = format!(
@@ -235,11 +247,9 @@ pub fn http(
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("no status in {response:?}"));
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let lines = head.lines().skip(1).map(str::to_owned).collect();
+    (status, lines, body.to_owned())
 }
 
 /// [`Serving::admin`] with the admin face's address and `secret` given.
