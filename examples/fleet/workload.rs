@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use kms::actor::TokenKeys;
 use kms::core::{KeyId, KmsError};
 use kms::jose::{CompactJws, Validation};
 use serde_json::json;
@@ -141,7 +142,11 @@ pub(crate) async fn cross_verify(
             Verdicts::count(&verdicts.never_arrived);
             continue;
         }
-        match verifier.client().verify_jwt(&token, &validation).await {
+        match verifier
+            .client()
+            .verify_jwt(&token, &TokenKeys::of(&verifier.key), &validation)
+            .await
+        {
             Ok(verified) if verified.claims.get("sub") == Some(&json!(sub)) => {
                 Verdicts::count(&verdicts.accepted)
             }
@@ -152,7 +157,7 @@ pub(crate) async fn cross_verify(
         }
         match verifier
             .client()
-            .verify_jwt(&forge(&token), &validation)
+            .verify_jwt(&forge(&token), &TokenKeys::of(&verifier.key), &validation)
             .await
         {
             Err(KmsError::InvalidToken { .. }) => Verdicts::count(&verdicts.refused),

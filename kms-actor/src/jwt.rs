@@ -4,9 +4,11 @@
 //!
 //! A token's key is found by its `kid`, in exactly one place: a `kid` in
 //! the `KeyId` text form (`kms:…`) names a keystore version, and is
-//! accepted only if its key's purpose is one of
+//! accepted only if its key's tenant and purpose are among the
+//! [`TokenKeys`] the caller accepts and its purpose is one of
 //! `KmsConfig::token_purposes`; any other `kid` names a trusted external
-//! JWK (decoded once, when its set was loaded). Loading refuses a trusted
+//! JWK (decoded once, when its set was loaded), accepted when the
+//! caller's [`TokenKeys`] accept trusted keys. Loading refuses a trusted
 //! `kid` in the `KeyId` form (it could name a version the keystore makes
 //! later) and a `kid` twice. The signature is then verified on the same
 //! path as [`KmsClient::verify`] (rule C on a quiet node, else a coalesced
@@ -31,6 +33,7 @@ use serde::Serialize;
 
 use crate::client::KmsClient;
 use crate::request::{Op, VerifyBy};
+use crate::token_keys::TokenKeys;
 
 /// Trusted external keys by `kid`.
 #[derive(Debug, Default)]
@@ -177,14 +180,16 @@ impl KmsClient {
     }
 
     /// Verifies a compact JWS/JWT (at most 8 KiB) and returns its claims,
-    /// once they pass `validation`, with the key that signed it. The key is
-    /// found by the token's `kid` (module docs); the signature takes the
-    /// batch path of [`KmsClient::verify`].
+    /// once they pass `validation`, with the key that signed it, which
+    /// must be one of `keys`. The key is found by the token's `kid`
+    /// (module docs); the signature takes the batch path of
+    /// [`KmsClient::verify`].
     ///
     /// # Errors
     /// [`KmsError::InvalidToken`] for every refusal of the token (its
     /// `code` says why: `jose.malformed`, `jose.unsupported_alg`,
-    /// `jose.missing_kid`, `jose.unknown_kid`, `jose.alg_mismatch`,
+    /// `jose.missing_kid`, `jose.unknown_kid` (also for a key `keys` does
+    /// not accept), `jose.alg_mismatch`,
     /// `jose.invalid_signature`, `jose.expired`, …, and
     /// `kms.version_disallowed` for a keystore version below its key's
     /// `min_verify_version`, `kms.key_destroyed` for a destroyed key's);
@@ -192,6 +197,7 @@ impl KmsClient {
     pub async fn verify_jwt(
         &self,
         token: &str,
+        keys: &TokenKeys,
         validation: &Validation,
     ) -> Result<VerifiedJwt, KmsError> {
         let jws = CompactJws::parse(token).map_err(invalid)?;
@@ -215,7 +221,16 @@ impl KmsClient {
                         "names a key whose purpose is not a token purpose",
                     ));
                 }
+                if !keys.accepts_keystore(id.tenant(), id.purpose()) {
+                    return Err(unknown_kid(
+                        kid,
+                        "names a key this verifier does not accept",
+                    ));
+                }
                 (VerifyBy::Key(id.clone()), JwtSigner::Key(id))
+            }
+            Err(_) if !keys.accepts_trusted() => {
+                return Err(unknown_kid(kid, "is not a key this verifier accepts"));
             }
             Err(_) => {
                 let trusted = self

@@ -73,6 +73,7 @@ mod stats;
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod test_hooks;
+mod token_keys;
 mod writer;
 
 pub use actor::{KmsActor, KmsHandle};
@@ -85,3 +86,4 @@ pub use jwt::{JwtSigner, VerifiedJwt};
 #[cfg(feature = "tower")]
 pub use retry::RetryPolicy;
 pub use stats::KmsStats;
+pub use token_keys::TokenKeys;

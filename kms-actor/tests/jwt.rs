@@ -77,7 +77,10 @@ async fn issued_tokens_verify_before_and_after_a_rotation() {
         let jws = kms_jose::CompactJws::parse(token).expect("parse");
         assert_eq!(jws.header().kid(), Some(kid.as_str()));
         assert_eq!(jws.header().alg(), Algorithm::EdDSA);
-        let got = kms.verify_jwt(token, &validation).await.expect("verifies");
+        let got = kms
+            .verify_jwt(token, &keys(), &validation)
+            .await
+            .expect("verifies");
         assert_eq!(got.claims.get("sub"), Some(&json!("alice")));
         assert_eq!(got.signer, JwtSigner::Key(kid.parse().expect("kid")));
     }
@@ -93,7 +96,7 @@ async fn issued_tokens_verify_before_and_after_a_rotation() {
         .await
         .expect("sign");
     assert_eq!(
-        code(kms.verify_jwt(&expired, &validation).await),
+        code(kms.verify_jwt(&expired, &keys(), &validation).await),
         "jose.expired"
     );
     let (head, signature) = first.rsplit_once('.').expect("parts");
@@ -103,7 +106,7 @@ async fn issued_tokens_verify_before_and_after_a_rotation() {
         base64_url(br#"{"sub":"mallory","exp":9999999999}"#)
     );
     assert_eq!(
-        code(kms.verify_jwt(&forged, &validation).await),
+        code(kms.verify_jwt(&forged, &keys(), &validation).await),
         "jose.invalid_signature"
     );
     handle.shutdown().await;
@@ -119,7 +122,10 @@ async fn own_keys_accept_both_algs_and_issue_the_configured_one() {
         .expect("sign");
     let jws = kms_jose::CompactJws::parse(&token).expect("parse");
     assert_eq!(jws.header().alg(), Algorithm::Ed25519);
-    assert!(kms.verify_jwt(&token, &Validation::default()).await.is_ok());
+    assert!(kms
+        .verify_jwt(&token, &keys(), &Validation::default())
+        .await
+        .is_ok());
     assert_eq!(kms.jwks(&key).await.expect("jwks").keys.len(), 1);
     // The other alg under the same key: built here, signed by `sign`.
     let input = kms_jose::signing_input(
@@ -131,7 +137,10 @@ async fn own_keys_accept_both_algs_and_issue_the_configured_one() {
         .await
         .expect("sign");
     let eddsa = kms_jose::finish_compact(input, &signature);
-    assert!(kms.verify_jwt(&eddsa, &Validation::default()).await.is_ok());
+    assert!(kms
+        .verify_jwt(&eddsa, &keys(), &Validation::default())
+        .await
+        .is_ok());
     handle.shutdown().await;
 }
 
@@ -143,38 +152,44 @@ async fn trusted_keys_are_found_by_kid_with_their_alg_binding() {
     let v = Validation::default();
     let claims = json!({"sub": "bob", "exp": now() + 600});
     let ok = outside_token(&signing, Algorithm::Ed25519, "ext-1", claims.clone());
-    let got = kms.verify_jwt(&ok, &v).await.expect("verifies");
+    let got = kms.verify_jwt(&ok, &keys(), &v).await.expect("verifies");
     assert_eq!(got.claims.get("sub"), Some(&json!("bob")));
     assert_eq!(got.signer, JwtSigner::Trusted("ext-1".to_owned()));
     let other_alg = outside_token(&signing, Algorithm::EdDSA, "ext-1", claims.clone());
     assert_eq!(
-        code(kms.verify_jwt(&other_alg, &v).await),
+        code(kms.verify_jwt(&other_alg, &keys(), &v).await),
         "jose.alg_mismatch"
     );
     let stranger = SigningKey::from_bytes(&[43; 32]);
     let wrong_key = outside_token(&stranger, Algorithm::Ed25519, "ext-1", claims.clone());
     assert_eq!(
-        code(kms.verify_jwt(&wrong_key, &v).await),
+        code(kms.verify_jwt(&wrong_key, &keys(), &v).await),
         "jose.invalid_signature"
     );
     let unknown = outside_token(&signing, Algorithm::Ed25519, "ext-2", claims.clone());
-    assert_eq!(code(kms.verify_jwt(&unknown, &v).await), "jose.unknown_kid");
+    assert_eq!(
+        code(kms.verify_jwt(&unknown, &keys(), &v).await),
+        "jose.unknown_kid"
+    );
     let no_kid = sign_compact(&Header::new(Algorithm::Ed25519, None), &claims, |i| {
         signing.sign(i).to_bytes()
     })
     .expect("sign");
-    assert_eq!(code(kms.verify_jwt(&no_kid, &v).await), "jose.missing_kid");
+    assert_eq!(
+        code(kms.verify_jwt(&no_kid, &keys(), &v).await),
+        "jose.missing_kid"
+    );
     let none = format!(
         "{}.{}.",
         base64_url(br#"{"alg":"none","kid":"ext-1"}"#),
         base64_url(b"{}")
     );
     assert_eq!(
-        code(kms.verify_jwt(&none, &v).await),
+        code(kms.verify_jwt(&none, &keys(), &v).await),
         "jose.unsupported_alg"
     );
     assert_eq!(
-        code(kms.verify_jwt("not a token", &v).await),
+        code(kms.verify_jwt("not a token", &keys(), &v).await),
         "jose.malformed"
     );
     handle.shutdown().await;
@@ -192,18 +207,21 @@ async fn reloads_replace_the_trusted_keys_whole_and_refuse_duplicate_kids() {
         "ext-1",
         json!({"exp": now() + 60}),
     );
-    assert_eq!(code(kms.verify_jwt(&token, &v).await), "jose.unknown_kid");
+    assert_eq!(
+        code(kms.verify_jwt(&token, &keys(), &v).await),
+        "jose.unknown_kid"
+    );
     assert_eq!(
         handle.reload_trusted_jwks(std::slice::from_ref(&set)),
         Ok(1)
     );
-    assert!(kms.verify_jwt(&token, &v).await.is_ok());
+    assert!(kms.verify_jwt(&token, &keys(), &v).await.is_ok());
     // Twice the same kid: refused, and the loaded set stays.
     assert!(matches!(
         handle.reload_trusted_jwks(&[set.clone(), set.clone()]),
         Err(KmsError::InvalidConfig { .. })
     ));
-    assert!(kms.verify_jwt(&token, &v).await.is_ok());
+    assert!(kms.verify_jwt(&token, &keys(), &v).await.is_ok());
     // A kid in the keystore's form: refused, whether the version exists
     // or not yet (a later rotation would make it).
     for kid in [key.to_string(), key.to_string().replace(":v1", ":v3")] {
@@ -218,7 +236,10 @@ async fn reloads_replace_the_trusted_keys_whole_and_refuse_duplicate_kids() {
         );
     }
     assert_eq!(handle.reload_trusted_jwks(&[]), Ok(0));
-    assert_eq!(code(kms.verify_jwt(&token, &v).await), "jose.unknown_kid");
+    assert_eq!(
+        code(kms.verify_jwt(&token, &keys(), &v).await),
+        "jose.unknown_kid"
+    );
     handle.shutdown().await;
 }
 
@@ -244,7 +265,10 @@ async fn keys_of_other_purposes_neither_issue_nor_verify_tokens() {
         .expect("sign");
     let token = kms_jose::finish_compact(input, &signature);
     assert_eq!(
-        code(kms.verify_jwt(&token, &Validation::default()).await),
+        code(
+            kms.verify_jwt(&token, &keys(), &Validation::default())
+                .await
+        ),
         "jose.unknown_kid"
     );
     handle.shutdown().await;
@@ -271,10 +295,65 @@ async fn concurrent_tokens_are_verified_in_one_batch() {
             )
         })
         .collect();
-    let verdicts = join_all(tokens.iter().map(|t| kms.verify_jwt(t, &v))).await;
+    let keys = keys();
+    let verdicts = join_all(tokens.iter().map(|t| kms.verify_jwt(t, &keys, &v))).await;
     assert!(verdicts.iter().all(Result::is_ok), "{verdicts:?}");
     let stats = handle.stats();
     assert_eq!(stats.batched_requests, 64);
     assert!(stats.batches <= 2, "{stats:?}");
+    handle.shutdown().await;
+}
+
+/// The keystore keys these tests issue with ("gateway", purposes "tokens"
+/// and "passports"), and the trusted external keys.
+fn keys() -> kms_actor::TokenKeys {
+    kms_actor::TokenKeys::keystore("gateway", "tokens").and_keystore("gateway", "passports")
+}
+
+/// On a keystore several tenants share, a verifier accepts only the
+/// tenants and purposes it names: beta's admin cannot mint a token that
+/// acme's verifier accepts, whatever its claims.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verifier_accepts_only_the_keystore_keys_it_names() {
+    let ks = Keystore::new();
+    let acme = ks.create_ed25519("acme", "tokens").expect("create");
+    let beta = ks.create_ed25519("beta", "tokens").expect("create");
+    let (signing, set) = outside(None);
+    let handle = KmsActor::spawn(
+        KmsConfig::default().with_trusted_jwks(vec![set]),
+        ks,
+        &Bus::new(),
+    )
+    .expect("spawn");
+    let kms = handle.client();
+    let v = Validation::default();
+    let claims = json!({"sub": "acme-root", "exp": now() + 600});
+    let from_beta = kms.sign_jwt(&beta, &claims).await.expect("sign");
+    let from_acme = kms.sign_jwt(&acme, &claims).await.expect("sign");
+    let outside = outside_token(&signing, Algorithm::EdDSA, "ext-1", claims.clone());
+    let acme_keys = kms_actor::TokenKeys::of(&acme);
+    assert_eq!(
+        code(kms.verify_jwt(&from_beta, &acme_keys, &v).await),
+        "jose.unknown_kid"
+    );
+    assert!(kms.verify_jwt(&from_acme, &acme_keys, &v).await.is_ok());
+    assert!(kms
+        .verify_jwt(&from_beta, &kms_actor::TokenKeys::of(&beta), &v)
+        .await
+        .is_ok());
+    // Trusted external keys: accepted unless refused.
+    assert!(kms.verify_jwt(&outside, &acme_keys, &v).await.is_ok());
+    assert_eq!(
+        code(
+            kms.verify_jwt(&outside, &acme_keys.clone().without_trusted(), &v)
+                .await
+        ),
+        "jose.unknown_kid"
+    );
+    let none = kms_actor::TokenKeys::trusted_only();
+    assert_eq!(
+        code(kms.verify_jwt(&from_acme, &none, &v).await),
+        "jose.unknown_kid"
+    );
     handle.shutdown().await;
 }

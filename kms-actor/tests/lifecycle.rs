@@ -135,7 +135,9 @@ async fn a_version_below_min_verify_version_is_refused_through_the_batch_path_an
             min_verify_version: 2
         })
     );
-    let refused = kms.verify_jwt(&old_token, &Validation::default()).await;
+    let refused = kms
+        .verify_jwt(&old_token, &keys(), &Validation::default())
+        .await;
     assert!(
         matches!(
             refused,
@@ -153,7 +155,7 @@ async fn a_version_below_min_verify_version_is_refused_through_the_batch_path_an
         .sign_jwt(&v1, &json!({"sub": "bob", "exp": now() + 600}))
         .await
         .expect("sign");
-    kms.verify_jwt(&new_token, &Validation::default())
+    kms.verify_jwt(&new_token, &keys(), &Validation::default())
         .await
         .expect("v2's token verifies");
     handle.shutdown().await;
@@ -369,4 +371,10 @@ async fn export_follows_the_policy_and_export_and_import_are_audited() {
         ("import", "migrator")
     );
     handle.shutdown().await;
+}
+
+/// The keystore keys these tests issue with ("gateway", purposes "tokens"
+/// and "passports"), and the trusted external keys.
+fn keys() -> kms_actor::TokenKeys {
+    kms_actor::TokenKeys::keystore("gateway", "tokens").and_keystore("gateway", "passports")
 }

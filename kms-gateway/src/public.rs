@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
+use kms::actor::TokenKeys;
 use kms::core::KeyId;
 use kms::http::{jwks_router_with, BearerLayer, JwksConfig, VerifiedClaims};
 use kms::jose::Validation;
@@ -33,7 +34,13 @@ pub(crate) fn router(handle: &kms::actor::KmsHandle, key: &KeyId, jwks: JwksConf
                 }
             }),
         )
-        .layer(BearerLayer::new(handle.client(), Validation::default()));
+        // Of its keystore, only its own key's tokens (a shared store holds
+        // other tenants' token keys too).
+        .layer(BearerLayer::new(
+            handle.client(),
+            TokenKeys::of(key),
+            Validation::default(),
+        ));
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .merge(whoami)

@@ -513,3 +513,33 @@ fn the_jwks_is_cacheable_and_revalidates() {
     assert_ne!(rotated, body);
     assert_eq!(s.stop(), 0);
 }
+
+/// On a store two tenants share, a gateway accepts only its own `--key`'s
+/// tokens: beta's admin face mints `{"sub":"acme-root"}`, and acme's
+/// gateway refuses it (before the fix it answered 200).
+#[test]
+fn a_gateway_accepts_only_its_own_keys_tokens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = durable_store(dir.path(), "ef");
+    let with_key = |key: &'static str| -> Vec<String> {
+        let mut args = store.to_vec();
+        args.extend(["--key".to_owned(), key.to_owned()]);
+        args
+    };
+    let beta_args = with_key("beta:tokens");
+    let beta = Serving::start(&beta_args.iter().map(String::as_str).collect::<Vec<_>>());
+    let (status, body) = beta.admin("POST", "/tokens", r#"{"sub":"acme-root"}"#);
+    assert_eq!(status, 200, "{body}");
+    let minted = json(&body)["token"].as_str().expect("token").to_owned();
+    assert_eq!(beta.whoami(&minted).0, 200, "beta accepts its own");
+    assert_eq!(beta.stop(), 0);
+
+    let acme_args = with_key("acme:tokens");
+    let acme = Serving::start(&acme_args.iter().map(String::as_str).collect::<Vec<_>>());
+    let (status, body) = acme.whoami(&minted);
+    assert_eq!(status, 401, "{body}");
+    let (_, body) = acme.admin("POST", "/tokens", r#"{"sub":"alice"}"#);
+    let own = json(&body)["token"].as_str().expect("token").to_owned();
+    assert_eq!(acme.whoami(&own).0, 200);
+    assert_eq!(acme.stop(), 0);
+}

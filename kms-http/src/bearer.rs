@@ -25,7 +25,7 @@ use std::task::{Context, Poll};
 
 use http::header::{AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
-use kms_actor::KmsClient;
+use kms_actor::{KmsClient, TokenKeys};
 use kms_core::KmsError;
 use kms_jose::{Claims, Validation};
 use tower::{Layer, Service};
@@ -47,15 +47,22 @@ pub struct BearerLayer {
 #[derive(Debug)]
 struct BearerState {
     client: KmsClient,
+    keys: TokenKeys,
     validation: Validation,
 }
 
 impl BearerLayer {
-    /// Verifies tokens through `client` and checks their claims with
+    /// Verifies tokens through `client`, accepting those signed by one of
+    /// `keys` (on a keystore several tenants share, name this service's:
+    /// `TokenKeys::of(&signing_key)`), and checks their claims with
     /// `validation`.
-    pub fn new(client: KmsClient, validation: Validation) -> Self {
+    pub fn new(client: KmsClient, keys: TokenKeys, validation: Validation) -> Self {
         BearerLayer {
-            state: Arc::new(BearerState { client, validation }),
+            state: Arc::new(BearerState {
+                client,
+                keys,
+                validation,
+            }),
         }
     }
 }
@@ -103,7 +110,12 @@ where
             // Borrowed from the request's header until the answer: the
             // token is copied once, into the verify request.
             let verified = match bearer_token(request.headers()) {
-                Ok(token) => state.client.verify_jwt(token, &state.validation).await,
+                Ok(token) => {
+                    state
+                        .client
+                        .verify_jwt(token, &state.keys, &state.validation)
+                        .await
+                }
                 Err(refusal) => return Ok(refusal.response()),
             };
             match verified {

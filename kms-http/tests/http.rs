@@ -8,7 +8,7 @@ use axum::body::{to_bytes, Body};
 use axum::http::{header, Request, StatusCode};
 use axum::routing::get;
 use axum::{Extension, Router};
-use kms_actor::{KmsActor, KmsConfig, KmsHandle};
+use kms_actor::{KmsActor, KmsConfig, KmsHandle, TokenKeys};
 use kms_bus::Bus;
 use kms_core::{KeyId, Keystore};
 use kms_http::{admin_router, jwks_router, AdminConfig, BearerLayer, VerifiedClaims, JWKS_PATH};
@@ -36,7 +36,11 @@ fn public(handle: &KmsHandle, key: &KeyId) -> Router {
                 },
             ),
         )
-        .layer(BearerLayer::new(handle.client(), Validation::default()));
+        .layer(BearerLayer::new(
+            handle.client(),
+            TokenKeys::of(key),
+            Validation::default(),
+        ));
     whoami.merge(jwks_router(handle.client(), key.clone()))
 }
 
