@@ -312,6 +312,12 @@ impl KmsClient {
         .await
     }
 
+    /// The principal this client's requests name in audit events
+    /// ([`KmsClient::with_principal`]); `None` when it names no one.
+    pub fn principal(&self) -> Option<&str> {
+        self.principal.as_deref()
+    }
+
     /// The key-set generation: a count that advances after every change
     /// that could change a verdict or a JWK Set, made anywhere in this
     /// actor's keys (a key created, rotated, its policy changed, trimmed or

@@ -28,6 +28,7 @@
 
 use std::convert::Infallible;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -35,7 +36,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::Request;
+use axum::extract::{ConnectInfo, Request};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
@@ -83,11 +84,11 @@ pub(crate) async fn serve(
                 Err(_) => break,
             },
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             biased;
             () = stopped(&mut stop) => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed; retrying");
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
@@ -99,6 +100,7 @@ pub(crate) async fn serve(
         let _ = stream.set_nodelay(true);
         tokio::spawn(connection(
             stream,
+            peer,
             router.clone(),
             limits,
             stop.clone(),
@@ -115,6 +117,7 @@ pub(crate) async fn serve(
 /// lets its request in flight finish.
 async fn connection(
     stream: TcpStream,
+    peer: SocketAddr,
     router: Router,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
@@ -127,8 +130,11 @@ async fn connection(
     });
     let service = {
         let activity = Arc::clone(&activity);
-        hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             let in_flight = InFlight::begin(&activity);
+            // The client's address, as `axum::serve` gives it to
+            // `ConnectInfo` (the admin face's mint audit event reads it).
+            request.extensions_mut().insert(ConnectInfo(peer));
             let call = router.clone().oneshot(request.map(Body::new));
             async move {
                 let response = call.await?;

@@ -18,7 +18,12 @@ use kms::jose::Validation;
 use serde_json::{json, Value};
 
 /// The public face: JWKS, `/whoami` behind the bearer layer, `/healthz`.
-pub(crate) fn router(handle: &kms::actor::KmsHandle, key: &KeyId, jwks: JwksConfig) -> Router {
+pub(crate) fn router(
+    handle: &kms::actor::KmsHandle,
+    key: &KeyId,
+    jwks: JwksConfig,
+    validation: Validation,
+) -> Router {
     let whoami = Router::new()
         .route(
             "/whoami",
@@ -39,7 +44,7 @@ pub(crate) fn router(handle: &kms::actor::KmsHandle, key: &KeyId, jwks: JwksConf
         .layer(BearerLayer::new(
             handle.client(),
             TokenKeys::of(key),
-            Validation::default(),
+            validation,
         ));
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))

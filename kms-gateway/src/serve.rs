@@ -53,7 +53,7 @@ use kms::actor::{KmsActor, KmsConfig};
 use kms::bus::Bus;
 use kms::core::Keystore;
 use kms::http::{admin_router, AdminConfig, JwksConfig};
-use kms::jose::{Algorithm, TrustedJwkSet};
+use kms::jose::{Algorithm, TrustedJwkSet, Validation};
 use tokio::net::TcpListener;
 
 use crate::listener::{self, Limits};
@@ -95,6 +95,18 @@ pub(crate) struct ServeArgs {
     /// 503.
     #[arg(long, value_name = "SECS", default_value = "60", value_parser = crate::cli::timeout)]
     request_timeout: Duration,
+    /// The longest lifetime (seconds) of a token the admin face mints; a
+    /// later `exp` is refused, not clamped.
+    #[arg(long, value_name = "SECS", default_value_t = 3600,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    mint_max_lifetime: u64,
+    /// `iss` of every token the admin face mints (callers cannot set it).
+    #[arg(long, value_name = "URL")]
+    token_issuer: Option<String>,
+    /// `aud` of every token the admin face mints (callers cannot set it);
+    /// `/whoami` then accepts this audience.
+    #[arg(long, value_name = "AUD")]
+    token_audience: Option<String>,
     /// Seconds verifiers and proxies may cache the JWK Set
     /// (`Cache-Control: public, max-age=`); whole seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
@@ -133,6 +145,14 @@ pub(crate) struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// What `/whoami` checks of a token's claims: the defaults, and the
+    /// audience of `--token-audience` (its own tokens carry it).
+    pub(crate) fn validation(&self) -> Validation {
+        let mut validation = Validation::default();
+        validation.audiences.extend(self.token_audience.clone());
+        validation
+    }
+
     /// How the public face serves the JWK Set (`--jwks-max-age`).
     pub(crate) fn jwks(&self) -> JwksConfig {
         JwksConfig::default().with_max_age(Duration::from_secs(self.jwks_max_age))
@@ -231,6 +251,9 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
             admin_token: Some(Arc::clone(&admin_secret.token)),
             metrics: Some(Arc::new(move || render.render())),
             allowed_hosts: admin_hosts(admin_addr, &args.admin_host),
+            max_lifetime: Duration::from_secs(args.mint_max_lifetime),
+            issuer: args.token_issuer.clone(),
+            audience: args.token_audience.clone(),
             ..AdminConfig::new(key.clone())
         },
     );
@@ -247,7 +270,12 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         (
             "public",
             public_listener,
-            within(public::router(&handle, &key, args.jwks())),
+            within(public::router(
+                &handle,
+                &key,
+                args.jwks(),
+                args.validation(),
+            )),
         ),
         ("admin", admin_listener, within(admin)),
     ];

@@ -282,6 +282,15 @@ fn the_admin_face_runs_the_key_lifecycle_durably_and_audits_it() {
         }
         audit
     };
+    // The mint: who asked for what, from where.
+    assert!(
+        audit.iter().any(|l| l.contains("operation=\"mint\"")
+            && l.contains("sub=\"old\"")
+            && l.contains("jti=\"")
+            && l.contains("peer=\"127.0.0.1:")
+            && l.contains("outcome=\"ok\"")),
+        "no mint audit event in {audit:?}"
+    );
     for operation in ["sign", "rotate", "set_policy", "trim"] {
         assert!(
             audit
@@ -542,4 +551,38 @@ fn a_gateway_accepts_only_its_own_keys_tokens() {
     let own = json(&body)["token"].as_str().expect("token").to_owned();
     assert_eq!(acme.whoami(&own).0, 200);
     assert_eq!(acme.stop(), 0);
+}
+
+/// `--token-issuer`, `--token-audience` and `--mint-max-lifetime`: the
+/// admin face mints with the configured `iss` and `aud` (which `/whoami`
+/// then accepts) and refuses a longer lifetime.
+#[test]
+fn minted_tokens_carry_the_configured_issuer_and_audience() {
+    let s = Serving::start(&[
+        "--token-issuer",
+        "https://kms.example",
+        "--token-audience",
+        "api",
+        "--mint-max-lifetime",
+        "600",
+    ]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let far = format!(r#"{{"sub":"a","exp":{}}}"#, now + 601);
+    let (status, body) = s.admin("POST", "/tokens", &far);
+    assert_eq!(
+        (status, json(&body)["error"].as_str()),
+        (400, Some("admin.lifetime_too_long"))
+    );
+    let (status, body) = s.admin("POST", "/tokens", r#"{"sub":"a"}"#);
+    assert_eq!(status, 200, "{body}");
+    let token = json(&body)["token"].as_str().expect("token").to_owned();
+    let (status, body) = s.whoami(&token);
+    assert_eq!(status, 200, "{body}");
+    let claims = json(&body);
+    assert_eq!(claims["iss"], "https://kms.example");
+    assert_eq!(claims["aud"], "api");
+    assert_eq!(s.stop(), 0);
 }

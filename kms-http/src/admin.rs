@@ -19,7 +19,7 @@
 //! `KmsError` code where there is one.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -28,17 +28,16 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Router;
 use kms_actor::KmsClient;
 use kms_core::KeyId;
-use kms_jose::CompactJws;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::admin_guard::AllowedHosts;
-use crate::error_body::{error_response, json_answer, kms_error_response};
-use crate::key_admin;
+use crate::error_body::{error_response, json_answer};
+use crate::{key_admin, mint};
 
 /// Largest request body the admin router reads (bytes).
 const MAX_BODY: usize = 64 * 1024;
@@ -48,9 +47,19 @@ const MAX_BODY: usize = 64 * 1024;
 pub struct AdminConfig {
     /// The signing key: tokens are signed by its head, rotation rotates it.
     pub key: KeyId,
-    /// `exp` of an issued token whose claims have none: now plus this.
-    /// Default 15 min.
+    /// `exp` of an issued token whose claims have none: now plus this (at
+    /// most `max_lifetime`). Default 15 min.
     pub token_lifetime: Duration,
+    /// The longest lifetime (`exp` minus now) `POST /tokens` issues; a
+    /// caller's later `exp` is refused, not clamped (`mint.rs`). Default
+    /// 1 h.
+    pub max_lifetime: Duration,
+    /// `iss` of every issued token (RFC 7519 §4.1.1), if set; a caller
+    /// never sets it. Default none.
+    pub issuer: Option<String>,
+    /// `aud` of every issued token (RFC 7519 §4.1.3), if set; a caller
+    /// never sets it. Default none.
+    pub audience: Option<String>,
     /// If set, every admin request needs `Authorization: Bearer <this>`
     /// (SHA-256 digests compared in constant time with `subtle`, so neither
     /// the secret nor its length leaks through timing), else 401 on every
@@ -73,6 +82,9 @@ impl std::fmt::Debug for AdminConfig {
         f.debug_struct("AdminConfig")
             .field("key", &self.key)
             .field("token_lifetime", &self.token_lifetime)
+            .field("max_lifetime", &self.max_lifetime)
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
             .field(
                 "admin_token",
                 &self.admin_token.as_ref().map(|_| "<secret>"),
@@ -84,12 +96,15 @@ impl std::fmt::Debug for AdminConfig {
 }
 
 impl AdminConfig {
-    /// Serves `key` with the defaults: 15-minute tokens, no admin secret,
-    /// no metrics route, any `Host`.
+    /// Serves `key` with the defaults: 15-minute tokens, at most 1 h, no
+    /// `iss` or `aud`, no admin secret, no metrics route, any `Host`.
     pub fn new(key: KeyId) -> Self {
         AdminConfig {
             key,
             token_lifetime: Duration::from_secs(15 * 60),
+            max_lifetime: Duration::from_secs(60 * 60),
+            issuer: None,
+            audience: None,
             admin_token: None,
             metrics: None,
             allowed_hosts: Vec::new(),
@@ -127,7 +142,7 @@ pub fn admin_router(client: KmsClient, config: AdminConfig) -> Router {
     // `layer`, not `route_layer`: the guard and the secret come before
     // routing, so every path (the fallbacks included) answers alike.
     Router::new()
-        .route("/tokens", post(issue))
+        .route("/tokens", post(mint::issue))
         .route("/keys/rotate", post(rotate))
         .route(
             "/keys/policy",
@@ -140,7 +155,17 @@ pub fn admin_router(client: KmsClient, config: AdminConfig) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
+        .layer(middleware::map_response(no_store))
         .with_state(state)
+}
+
+/// `Cache-Control: no-store` on every answer of the admin face (tokens,
+/// policies and refusals alike): no cache keeps them.
+async fn no_store(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 /// Refuses a request from a web page or to another host (403), then one
@@ -196,34 +221,12 @@ async fn method_not_allowed() -> Response {
     )
 }
 
-/// `POST /tokens`.
-async fn issue(
-    State(admin): State<Admin>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let mut claims = match json_object(&headers, body, "claims") {
-        Ok(claims) => claims,
-        Err(refusal) => return *refusal,
-    };
-    add_times(&mut claims, admin.config.token_lifetime);
-    match admin.client.sign_jwt(&admin.config.key, &claims).await {
-        Ok(token) => {
-            let kid = CompactJws::parse(&token)
-                .ok()
-                .and_then(|jws| jws.header().kid().map(str::to_owned))
-                .unwrap_or_default();
-            Json(json!({"token": token, "kid": kid})).into_response()
-        }
-        Err(e) => kms_error_response(&e),
-    }
-}
-
 /// A request body that must be a JSON object sent as `Content-Type:
 /// application/json` (parameters such as `charset` allowed); `what` names
 /// it in the refusals: 415 `http.unsupported_media_type` for another type
 /// or none (what an HTML form sends), 400 `http.invalid_<what>` for a body
-/// that is not a JSON object.
+/// that is not a JSON object and 400 `http.duplicate_name` for one that
+/// names a member twice.
 pub(crate) fn json_object(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -251,25 +254,21 @@ pub(crate) fn json_object(
             &format!("the {what} must be application/json"),
         )));
     }
-    match serde_json::from_slice::<Value>(&body) {
-        Ok(Value::Object(object)) => Ok(object),
-        _ => Err(Box::new(error_response(
+    // The project's strict object parser: a member name twice is refused,
+    // never resolved (serde_json would keep the last).
+    match kms_jose::Claims::from_json(&body) {
+        Ok(object) => Ok(object.into_map()),
+        Err(kms_jose::JoseError::Duplicate { name, .. }) => Err(Box::new(error_response(
+            StatusCode::BAD_REQUEST,
+            "http.duplicate_name",
+            &format!("the member name {name} appears more than once"),
+        ))),
+        Err(_) => Err(Box::new(error_response(
             StatusCode::BAD_REQUEST,
             &format!("http.invalid_{what}"),
             &format!("the body must be a JSON object of {what}"),
         ))),
     }
-}
-
-/// Adds `iat` (now) and `exp` (now + `lifetime`) where the claims have none.
-fn add_times(claims: &mut Map<String, Value>, lifetime: Duration) {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    claims.entry("iat").or_insert(json!(now));
-    claims
-        .entry("exp")
-        .or_insert(json!(now.saturating_add(lifetime.as_secs())));
 }
 
 /// A body that must be the empty JSON object `{}` (`rotate`, `destroy`):

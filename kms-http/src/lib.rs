@@ -32,6 +32,7 @@ mod bearer;
 mod error_body;
 mod jwks;
 mod key_admin;
+mod mint;
 
 pub use admin::{admin_router, AdminConfig};
 pub use bearer::{BearerLayer, BearerService, VerifiedClaims};

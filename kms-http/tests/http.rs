@@ -117,9 +117,15 @@ async fn the_bearer_layer_answers_as_rfc_6750_says() {
         ("Bearer not.a.token".to_owned(), "jose.base64"),
         (format!("Bearer {token}x"), "jose."),
         (
+            // Signed through the client: the admin face mints no expired
+            // token.
             format!(
                 "Bearer {}",
-                issue(&admin, json!({"sub": "a", "exp": 1})).await
+                handle
+                    .client()
+                    .sign_jwt(&key, &json!({"sub": "a", "exp": 1}))
+                    .await
+                    .expect("sign")
             ),
             "jose.expired",
         ),
@@ -600,5 +606,136 @@ async fn a_jwks_flood_stays_off_the_actor_and_follows_rotations() {
     assert_eq!(status, StatusCode::NOT_MODIFIED);
     assert!(body.is_empty());
     assert_eq!(again[header::ETAG], headers[header::ETAG]);
+    handle.shutdown().await;
+}
+
+/// `POST /tokens` mints within limits: the server sets `iat`, `jti`, `iss`
+/// and `aud`, refuses a caller's copy of them, a far or past `exp`, an
+/// `nbf` after `exp`, duplicate names and claims too large for the
+/// verifier; every answer is `Cache-Control: no-store`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minting_has_limits_and_the_server_sets_who_and_when() {
+    let (handle, key) = spawn(KmsConfig::default());
+    let config = AdminConfig {
+        issuer: Some("https://kms.example".into()),
+        audience: Some("api".into()),
+        ..AdminConfig::new(key)
+    };
+    let admin = admin_router(handle.client(), config);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let post = |body: String| {
+        Request::post("/tokens")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body))
+            .expect("request")
+    };
+    for (body, code) in [
+        (
+            json!({"sub": "a", "exp": now + 10 * 365 * 86_400}).to_string(),
+            "admin.lifetime_too_long",
+        ),
+        (
+            json!({"sub": "a", "exp": now + 3601}).to_string(),
+            "admin.lifetime_too_long",
+        ),
+        (
+            json!({"sub": "a", "exp": now - 10}).to_string(),
+            "admin.invalid_exp",
+        ),
+        (
+            json!({"sub": "a", "exp": "soon"}).to_string(),
+            "admin.invalid_exp",
+        ),
+        (
+            json!({"sub": "a", "exp": now + 60, "nbf": now + 61}).to_string(),
+            "admin.invalid_nbf",
+        ),
+        (
+            json!({"sub": "a", "iss": "https://evil"}).to_string(),
+            "admin.reserved_claim",
+        ),
+        (
+            json!({"sub": "a", "aud": "api"}).to_string(),
+            "admin.reserved_claim",
+        ),
+        (
+            json!({"sub": "a", "iat": now}).to_string(),
+            "admin.reserved_claim",
+        ),
+        (
+            json!({"sub": "a", "jti": "mine"}).to_string(),
+            "admin.reserved_claim",
+        ),
+        (
+            r#"{"sub":"a","sub":"acme-root"}"#.to_owned(),
+            "http.duplicate_name",
+        ),
+        (
+            json!({"sub": "a", "pad": "x".repeat(7000)}).to_string(),
+            "admin.token_too_large",
+        ),
+    ] {
+        let (status, headers, answer) = send(&admin, post(body.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(headers[header::CACHE_CONTROL], "no-store");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&answer).expect("json")["error"],
+            code,
+            "{body}"
+        );
+    }
+    let mut jtis = Vec::new();
+    for _ in 0..2 {
+        let (status, headers, answer) = send(
+            &admin,
+            post(json!({"sub": "a", "exp": now + 3000}).to_string()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(headers[header::CACHE_CONTROL], "no-store");
+        let token = serde_json::from_slice::<Value>(&answer).expect("json")["token"]
+            .as_str()
+            .expect("token")
+            .to_owned();
+        let claims = kms_jose::CompactJws::parse(&token)
+            .expect("parse")
+            .claims()
+            .expect("claims");
+        assert_eq!(claims.get("iss"), Some(&json!("https://kms.example")));
+        assert_eq!(claims.get("aud"), Some(&json!("api")));
+        assert_eq!(claims.get("exp"), Some(&json!(now + 3000)));
+        let iat = claims.get("iat").and_then(Value::as_u64).expect("iat");
+        assert!(iat >= now && iat < now + 60, "{iat}");
+        let jti = claims
+            .get("jti")
+            .and_then(Value::as_str)
+            .expect("jti")
+            .to_owned();
+        assert!(
+            jti.len() == 32 && jti.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{jti}"
+        );
+        jtis.push(jti);
+    }
+    assert_ne!(jtis[0], jtis[1]);
+    // Without an exp: the default lifetime (15 min).
+    let (_, _, answer) = send(&admin, post(json!({"sub": "b"}).to_string())).await;
+    let token = serde_json::from_slice::<Value>(&answer).expect("json")["token"]
+        .as_str()
+        .expect("token")
+        .to_owned();
+    let claims = kms_jose::CompactJws::parse(&token)
+        .expect("parse")
+        .claims()
+        .expect("claims");
+    let exp = claims.get("exp").and_then(Value::as_u64).expect("exp");
+    assert!(exp >= now + 900 && exp < now + 960, "{exp}");
+    // A refusal before the secret check is no-store too.
+    let (status, headers, _) = send(&admin, get_with("/nowhere", &[])).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(headers[header::CACHE_CONTROL], "no-store");
     handle.shutdown().await;
 }

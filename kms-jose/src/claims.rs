@@ -21,6 +21,20 @@ impl Claims {
         Claims(map)
     }
 
+    /// A claims set from JSON text: one object with unique member names
+    /// (RFC 7519 §7.2 step 10, the rule [`CompactJws::claims`] applies to a
+    /// verified payload), for a server that checks claims it is asked to
+    /// sign.
+    ///
+    /// # Errors
+    /// [`JoseError::NotAnObject`] for text that is not one JSON object,
+    /// [`JoseError::Duplicate`] for a member name that appears twice.
+    ///
+    /// [`CompactJws::claims`]: crate::CompactJws::claims
+    pub fn from_json(json: &[u8]) -> Result<Self, JoseError> {
+        crate::object::parse(json, crate::error::Part::Payload).map(Claims)
+    }
+
     /// The claim named `name`.
     pub fn get(&self, name: &str) -> Option<&Value> {
         self.0.get(name)
