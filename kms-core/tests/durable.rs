@@ -139,3 +139,35 @@ fn a_half_built_database_left_by_a_crash_is_removed() {
     let ks = Keystore::open(dir.path(), master()).expect("open beside it");
     assert_eq!(ks.attest(&key).expect("attest").head.version(), 1);
 }
+
+/// A new store is its owner's alone: the directory 0700 (also one that
+/// existed, empty and open to all), every file in it 0600, whatever the
+/// umask.
+#[cfg(unix)]
+#[test]
+fn a_new_store_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode =
+        |p: &std::path::Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let fresh = tmp.path().join("fresh");
+    let existing = tmp.path().join("existing");
+    std::fs::create_dir(&existing).expect("mkdir");
+    std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    for dir in [&fresh, &existing] {
+        let ks = Keystore::create(dir, master()).expect("create");
+        let key = ks.create_ed25519("acme", "tokens").expect("key");
+        ks.rotate(&key).expect("rotate");
+        ks.destroy(&key)
+            .expect("destroy (a purge: the file is rewritten)");
+        assert_eq!(mode(dir), 0o700, "{}", dir.display());
+        let mut files = 0;
+        for entry in std::fs::read_dir(dir).expect("list") {
+            let path = entry.expect("entry").path();
+            assert_eq!(mode(&path), 0o600, "{}", path.display());
+            files += 1;
+        }
+        assert!(files >= 2, "the database and its lock");
+        assert!(dir.join(STORE_FILE).exists());
+    }
+}

@@ -75,6 +75,10 @@ pub(crate) struct ServeArgs {
     /// (without it, on loopback, one is generated at every start).
     #[arg(long)]
     pub(crate) admin_token_file: Option<PathBuf>,
+    /// Accept secret files readable by their group (never writable by it),
+    /// as Kubernetes mounts secrets; by default only their owner may.
+    #[arg(long)]
+    pub(crate) allow_group_readable_secrets: bool,
     /// A name clients give the admin face in `Host` (repeatable); its own
     /// address and localhost:PORT are always accepted.
     #[arg(long, value_name = "NAME")]
@@ -199,11 +203,18 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
     #[cfg(feature = "etcd")]
     let mut _follower = None;
     let keystore = match (&args.store, &args.etcd, &args.master_key_file) {
-        (Some(dir), _, Some(key_file)) => store::open_store(dir, || secrets::master_key(key_file))?,
+        (Some(dir), _, Some(key_file)) => store::open_store(dir, || {
+            secrets::master_key(key_file, args.allow_group_readable_secrets)
+        })?,
         #[cfg(feature = "etcd")]
         (None, Some(endpoints), Some(key_file)) => {
-            let (keystore, follower) =
-                store::open_fleet(endpoints, &args.etcd_prefix, key_file).await?;
+            let (keystore, follower) = store::open_fleet(
+                endpoints,
+                &args.etcd_prefix,
+                key_file,
+                args.allow_group_readable_secrets,
+            )
+            .await?;
             _follower = Some(follower);
             keystore
         }

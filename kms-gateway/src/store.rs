@@ -35,17 +35,20 @@ pub(crate) fn open_store(
 }
 
 /// Joins the fleet on the etcd cluster at `endpoints` (comma-separated),
-/// records under `prefix`, with the fleet's master key.
+/// records under `prefix`, with the fleet's master key (`allow_group`:
+/// `--allow-group-readable-secrets`).
 #[cfg(feature = "etcd")]
 pub(crate) async fn open_fleet(
     endpoints: &str,
     prefix: &str,
     key_file: &Path,
+    allow_group: bool,
 ) -> Result<(Keystore, kms::etcd::Follower), String> {
     let what = |e: &dyn std::fmt::Display| format!("--etcd {endpoints}: {e}");
     let config =
         kms::etcd::EtcdConfig::new(endpoints.split(',').map(str::trim)).with_prefix(prefix);
-    let keyring = kms::core::seal::Keyring::from(crate::secrets::master_key(key_file)?);
+    let keyring =
+        kms::core::seal::Keyring::from(crate::secrets::master_key(key_file, allow_group)?);
     // Blocking calls (it waits for etcd): off the runtime's workers.
     tokio::task::spawn_blocking(move || kms::etcd::open(config, keyring))
         .await

@@ -188,7 +188,7 @@ fn start_up_refusals_exit_1_and_usage_errors_2() {
                 "--admin-token-file".into(),
                 s(&shared_token),
             ],
-            "readable by every user",
+            "for every user",
         ),
         (
             vec![
@@ -198,7 +198,7 @@ fn start_up_refusals_exit_1_and_usage_errors_2() {
                 "--master-key-file".into(),
                 s(&open_key),
             ],
-            "readable by every user",
+            "for every user",
         ),
         (
             vec![
@@ -585,4 +585,87 @@ fn minted_tokens_carry_the_configured_issuer_and_audience() {
     assert_eq!(claims["iss"], "https://kms.example");
     assert_eq!(claims["aud"], "api");
     assert_eq!(s.stop(), 0);
+}
+
+/// Every secret file is checked once opened: no permission for other
+/// users, never group-writable, group-readable only with
+/// `--allow-group-readable-secrets` (through a symbolic link, as
+/// Kubernetes mounts secrets), owned by this user or root; an admin secret
+/// of at least 32 bytes; a bad master key's message repeats none of it.
+#[test]
+fn secret_files_are_checked_once_opened() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret = "0123456789abcdef0123456789abcdef01234567";
+    let file = |name: &str, text: &str, mode: u32| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        path.to_str().expect("utf-8").to_owned()
+    };
+    let admin = |path: &str, extra: &[&str]| {
+        let mut args = vec!["serve", "--admin-token-file", path];
+        args.extend(extra);
+        run(&args)
+    };
+    let others_write = file("others-write", secret, 0o602);
+    let group_read = file("group-read", secret, 0o640);
+    let group_write = file("group-write", secret, 0o660);
+    let short = file("short", "short-secret\n", 0o600);
+    for (path, extra, says) in [
+        (&others_write, &[][..], "for every user"),
+        (&group_read, &[], "readable by its group"),
+        (
+            &group_write,
+            &["--allow-group-readable-secrets"],
+            "writable by its group",
+        ),
+        (&short, &[], "at least 32"),
+    ] {
+        let (code, stderr) = admin(path, extra);
+        assert_eq!(code, 1, "{path}: {stderr}");
+        assert!(stderr.contains(says), "{path}: {stderr}");
+    }
+    // A file owned by another user (when this test may chown).
+    let foreign = file("foreign", secret, 0o600);
+    if std::os::unix::fs::chown(&foreign, Some(1), Some(1)).is_ok() && effective_uid() != Some(1)
+    {
+        let (code, stderr) = admin(&foreign, &[]);
+        assert_eq!(code, 1, "{stderr}");
+        assert!(stderr.contains("owned by uid 1"), "{stderr}");
+    }
+    // Group-readable behind a symbolic link, allowed: it serves, and the
+    // secret is the file's.
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&group_read, &link).expect("symlink");
+    let link = link.to_str().expect("utf-8").to_owned();
+    let s = Serving::start(&[
+        "--admin-token-file",
+        &link,
+        "--allow-group-readable-secrets",
+    ]);
+    let (status, _) = serving::admin_http(s.admin, secret, "GET", "/keys/policy", "");
+    assert_eq!(status, 200);
+    assert_eq!(s.stop(), 0);
+    // A master key that is not hex: the message names no byte of it.
+    let bad_key = file("bad.hex", &"#".repeat(64), 0o600);
+    let store = dir.path().join("store");
+    let (code, stderr) = run(&[
+        "serve",
+        "--store",
+        store.to_str().expect("utf-8"),
+        "--master-key-file",
+        &bad_key,
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("64 hex"), "{stderr}");
+    assert!(!stderr.contains('#'), "the secret's text leaked: {stderr}");
+}
+
+/// This process's effective uid, from `/proc/self/status` (`None` if it
+/// cannot be read).
+fn effective_uid() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(2)?.parse().ok()
 }

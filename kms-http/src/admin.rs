@@ -34,6 +34,7 @@ use kms_core::KeyId;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use zeroize::Zeroizing;
 
 use crate::admin_guard::AllowedHosts;
 use crate::error_body::{error_response, json_answer};
@@ -63,8 +64,8 @@ pub struct AdminConfig {
     /// If set, every admin request needs `Authorization: Bearer <this>`
     /// (SHA-256 digests compared in constant time with `subtle`, so neither
     /// the secret nor its length leaks through timing), else 401 on every
-    /// path.
-    pub admin_token: Option<Arc<[u8]>>,
+    /// path. Wiped when the last reference goes.
+    pub admin_token: Option<Arc<Zeroizing<Vec<u8>>>>,
     /// Renders `GET /metrics` (Prometheus text); `None`: 404.
     pub metrics: Option<Arc<dyn Fn() -> String + Send + Sync>>,
     /// The `Host` values (`host[:port]`, as a client sends them) this face
@@ -130,7 +131,7 @@ pub fn admin_router(client: KmsClient, config: AdminConfig) -> Router {
     let secret_digest = config
         .admin_token
         .as_ref()
-        .map(|secret| Sha256::digest(secret).into());
+        .map(|secret| Sha256::digest(secret.as_slice()).into());
     let hosts = AllowedHosts::new(&config.allowed_hosts);
     let state = Admin {
         client,

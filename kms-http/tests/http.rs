@@ -242,7 +242,7 @@ async fn the_admin_router_issues_rotates_and_answers_errors_in_json() {
 async fn an_admin_secret_guards_every_admin_route() {
     let (handle, key) = spawn(KmsConfig::default());
     let config = AdminConfig {
-        admin_token: Some(Arc::from(&b"s3cret"[..])),
+        admin_token: Some(Arc::new(zeroize::Zeroizing::new(b"s3cret".to_vec()))),
         ..AdminConfig::new(key)
     };
     let admin = admin_router(handle.client(), config);
@@ -320,7 +320,7 @@ async fn an_admin_secret_guards_every_admin_route() {
 async fn the_admin_face_refuses_what_a_web_page_can_send() {
     let (handle, key) = spawn(KmsConfig::default());
     let config = AdminConfig {
-        admin_token: Some(Arc::from(&b"s3cret"[..])),
+        admin_token: Some(Arc::new(zeroize::Zeroizing::new(b"s3cret".to_vec()))),
         allowed_hosts: vec!["127.0.0.1:8081".into(), "localhost:8081".into()],
         ..AdminConfig::new(key.clone())
     };

@@ -99,6 +99,9 @@ impl LockedDir {
     /// [`KmsError::Io`] for I/O errors.
     pub(crate) fn create(dir: &Path) -> Result<LockedDir, KmsError> {
         create_dir_durably(dir, &mut sync_dir)?;
+        // Only its owner may list or enter a new store's directory, even
+        // one that existed empty.
+        private(dir, PRIVATE_DIR)?;
         Ok(LockedDir {
             dir: dir.to_owned(),
             _owner: lock(dir)?,
@@ -164,6 +167,7 @@ impl RedbStorage {
     /// redb panics on it; [`KmsError::Internal`] for redb's other errors.
     pub(crate) fn open(lock: LockedDir, name: &str) -> Result<RedbStorage, KmsError> {
         let path = lock.dir.join(name);
+        private_file(&path)?;
         let db = guarded(&path, || Database::create(&path))?
             .map_err(|e| db_error("open", &path, e.into()))?;
         sync_dir(&lock.dir).map_err(|e| io("fsync the directory", &lock.dir, &e))?;
@@ -250,6 +254,7 @@ impl RedbStorage {
             .unwrap_or(STORE_FILE);
         remove_durably(dir, TMP_FILE)?;
         let tmp_path = dir.join(TMP_FILE);
+        private_file(&tmp_path)?;
         {
             let tmp = guarded(&tmp_path, || Database::create(&tmp_path))?
                 .map_err(|e| db_error("create", &tmp_path, e.into()))?;
@@ -450,11 +455,11 @@ fn db_error(what: &str, path: &Path, e: redb::Error) -> KmsError {
 /// [`KmsError::Io`] if the file cannot be opened or locked.
 fn lock(dir: &Path) -> Result<File, KmsError> {
     let path = dir.join(LOCK_FILE);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, PRIVATE_FILE);
+    let file = options
         .open(&path)
         .map_err(|e| io("open the lock file", &path, &e))?;
     match file.try_lock() {
@@ -462,6 +467,45 @@ fn lock(dir: &Path) -> Result<File, KmsError> {
         Err(TryLockError::WouldBlock) => Err(KmsError::StoreInUse { dir: shown(dir) }),
         Err(TryLockError::Error(e)) => Err(io("lock", &path, &e)),
     }
+}
+
+/// The mode of a new store's directory: its owner only.
+const PRIVATE_DIR: u32 = 0o700;
+
+/// The mode of every file a store creates: its owner only.
+const PRIVATE_FILE: u32 = 0o600;
+
+/// Creates the file at `path` with mode [`PRIVATE_FILE`] if there is none
+/// (redb then opens it; a file that exists keeps its mode).
+///
+/// # Errors
+/// [`KmsError::Io`] if it cannot be created.
+fn private_file(path: &Path) -> Result<(), KmsError> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, PRIVATE_FILE);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(io("create", path, &e)),
+    }
+}
+
+/// Sets `dir`'s permissions to `mode` (Unix; elsewhere nothing).
+///
+/// # Errors
+/// [`KmsError::Io`] if they cannot be set.
+fn private(dir: &Path, mode: u32) -> Result<(), KmsError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(dir, fs::Permissions::from_mode(mode))
+            .map_err(|e| io("restrict the permissions of", dir, &e))?;
+    }
+    #[cfg(not(unix))]
+    let _ = (dir, mode);
+    Ok(())
 }
 
 /// Creates `dir` and its missing parents, then `sync`s the parent of each
