@@ -628,8 +628,7 @@ fn secret_files_are_checked_once_opened() {
     }
     // A file owned by another user (when this test may chown).
     let foreign = file("foreign", secret, 0o600);
-    if std::os::unix::fs::chown(&foreign, Some(1), Some(1)).is_ok() && effective_uid() != Some(1)
-    {
+    if std::os::unix::fs::chown(&foreign, Some(1), Some(1)).is_ok() && effective_uid() != Some(1) {
         let (code, stderr) = admin(&foreign, &[]);
         assert_eq!(code, 1, "{stderr}");
         assert!(stderr.contains("owned by uid 1"), "{stderr}");
