@@ -16,7 +16,8 @@
 //! answer says which key signed ([`JwtSigner`]).
 //!
 //! Every refusal of the token itself is [`KmsError::InvalidToken`] with
-//! the reason's stable code; the KMS's own errors (`Overloaded`,
+//! the reason's stable code, counted in `kms_token_refusals_total{code}`
+//! and told at debug level (target `kms_actor::jwt`, the reason escaped); the KMS's own errors (`Overloaded`,
 //! `ShuttingDown`, `Dropped`, `Internal`) pass through unchanged, so an
 //! HTTP layer can answer 401 for the first and 503 for the others.
 
@@ -195,6 +196,36 @@ impl KmsClient {
     /// `min_verify_version`, `kms.key_destroyed` for a destroyed key's);
     /// or one of the errors listed on [`KmsClient`].
     pub async fn verify_jwt(
+        &self,
+        token: &str,
+        keys: &TokenKeys,
+        validation: &Validation,
+    ) -> Result<VerifiedJwt, KmsError> {
+        let verified = self.check_jwt(token, keys, validation).await;
+        if let Err(KmsError::InvalidToken { code, reason }) = &verified {
+            self.refused(code, reason);
+        }
+        verified
+    }
+
+    /// Counts a token refusal by its code and tells why at debug level
+    /// (never louder: a flood of bad tokens must not flood the logs). The
+    /// reason is a `&str` field, which `tracing` writes escaped.
+    fn refused(&self, code: &'static str, reason: &str) {
+        let topic = self.shared().topic.clone();
+        metrics::counter!(crate::metrics::TOKEN_REFUSALS_TOTAL, "topic" => topic, "code" => code)
+            .increment(1);
+        tracing::debug!(
+            target: "kms_actor::jwt",
+            topic = self.shared().topic.as_str(),
+            code,
+            reason,
+            "token refused"
+        );
+    }
+
+    /// [`KmsClient::verify_jwt`] without the accounting of refusals.
+    async fn check_jwt(
         &self,
         token: &str,
         keys: &TokenKeys,

@@ -49,6 +49,13 @@ pub const BATCH_WAIT_SECONDS: &str = "kms_batch_wait_seconds";
 /// `kms_batches_in_flight`: batches running or queued on the pool (gauge).
 pub const BATCHES_IN_FLIGHT: &str = "kms_batches_in_flight";
 
+/// `kms_token_refusals_total{topic,code}`: tokens `verify_jwt` refused,
+/// by the refusal's stable code (`jose.malformed`, `jose.unknown_kid`,
+/// `jose.expired`, `kms.version_disallowed`, …: a bounded set, the codes of
+/// `kms_jose::JoseError` and the KMS's token refusals), whether refused
+/// before the signature was checked or after (counter).
+pub const TOKEN_REFUSALS_TOTAL: &str = "kms_token_refusals_total";
+
 /// `kms_build_info{version,curve_backend,missed_curve_backend}`: 1,
 /// labelled with this crate's version, the curve backend in use and the
 /// faster one the build lacks (`none` if none) (gauge).
@@ -89,6 +96,11 @@ pub fn describe() {
         BATCH_WAIT_SECONDS,
         Unit::Seconds,
         "How long the oldest request of a batch was held before dispatch"
+    );
+    metrics::describe_counter!(
+        TOKEN_REFUSALS_TOTAL,
+        Unit::Count,
+        "Tokens verify_jwt refused, by the refusal's code"
     );
     metrics::describe_gauge!(
         BUILD_INFO,

@@ -668,3 +668,50 @@ fn effective_uid() -> Option<u32> {
     let line = status.lines().find(|l| l.starts_with("Uid:"))?;
     line.split_whitespace().nth(2)?.parse().ok()
 }
+
+/// Every answer of the public face says its type and forbids sniffing; a
+/// refused token's answer is the same whatever the reason.
+#[test]
+fn every_public_answer_has_a_type_and_nosniff() {
+    let s = Serving::start(&[]);
+    let header = |lines: &[String], name: &str| {
+        lines.iter().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+        })
+    };
+    let (_, body) = s.admin("POST", "/tokens", r#"{"sub":"a"}"#);
+    let token = json(&body)["token"].as_str().expect("token").to_owned();
+    let forged = format!("{}A", &token[..token.len() - 1]);
+    let unknown_kid = "eyJhbGciOiJFZERTQSIsImtpZCI6Im5vYm9keSJ9.e30.AAAA";
+    let mut refusals = Vec::new();
+    for (method, path, authorization, status) in [
+        ("GET", "/healthz", None, 200),
+        ("GET", "/.well-known/jwks.json", None, 200),
+        ("GET", "/whoami", Some(token.as_str()), 200),
+        ("GET", "/whoami", None, 401),
+        ("GET", "/whoami", Some(forged.as_str()), 401),
+        ("GET", "/whoami", Some(unknown_kid), 401),
+        ("GET", "/nowhere", None, 404),
+        ("POST", "/healthz", None, 405),
+    ] {
+        let bearer = authorization.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> = bearer
+            .iter()
+            .map(|b| ("Authorization", b.as_str()))
+            .collect();
+        let (got, lines, body) = http_full(s.public, method, path, &headers, "");
+        assert_eq!(got, status, "{method} {path}: {body}");
+        assert_eq!(
+            header(&lines, "x-content-type-options").as_deref(),
+            Some("nosniff"),
+            "{method} {path}"
+        );
+        assert!(header(&lines, "content-type").is_some(), "{method} {path}");
+        if authorization.is_some() && status == 401 {
+            refusals.push((header(&lines, "www-authenticate"), body));
+        }
+    }
+    assert_eq!(refusals[0], refusals[1], "one answer for every refusal");
+    assert_eq!(s.stop(), 0);
+}

@@ -161,11 +161,15 @@ pub fn admin_router(client: KmsClient, config: AdminConfig) -> Router {
 }
 
 /// `Cache-Control: no-store` on every answer of the admin face (tokens,
-/// policies and refusals alike): no cache keeps them.
+/// policies and refusals alike): no cache keeps them; and
+/// `X-Content-Type-Options: nosniff`.
 async fn no_store(mut response: Response) -> Response {
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     response
 }
 

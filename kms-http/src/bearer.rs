@@ -8,11 +8,20 @@
 //!    `WWW-Authenticate: Bearer` with no error code (RFC 6750 §3.1: the
 //!    client sent no bearer credentials);
 //! 3. a token the KMS refuses ([`KmsError::InvalidToken`]): 401,
-//!    `Bearer error="invalid_token", error_description="<code>: <reason>"`;
+//!    `Bearer error="invalid_token", error_description="invalid token"`,
+//!    the same for every reason: an unauthenticated caller learns nothing
+//!    from the token (not its `kid`, not a key's state, not which purposes
+//!    or versions exist). The reason is counted by its code and told at
+//!    debug level by `KmsClient::verify_jwt`;
 //! 4. the KMS is overloaded, dropped the request or is shutting down: 503
 //!    with `Retry-After: 1`, so a client retries instead of treating a
 //!    good token as bad;
 //! 5. any other KMS error: 500.
+//!
+//! Every refusal has a JSON body `{"error": "<code>", "message": "<text>"}`
+//! (`invalid_request`, `unauthorized`, `invalid_token`, or the KMS error's
+//! code for a 503 or 500), `Content-Type: application/json` and
+//! `X-Content-Type-Options: nosniff`.
 //!
 //! The inner service is called only with a verified token, its claims in
 //! the request's extensions ([`VerifiedClaims`]) beside the key that signed
@@ -23,7 +32,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::header::{AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::header::{
+    AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS,
+};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use kms_actor::{KmsClient, TokenKeys};
 use kms_core::KmsError;
@@ -143,47 +154,62 @@ enum Refusal {
 
 impl Refusal {
     fn response<B: From<String>>(self) -> Response<B> {
-        let (status, challenge, body) = match self {
+        let (status, challenge, code, message) = match self {
             Refusal::NoCredentials => (
                 StatusCode::UNAUTHORIZED,
                 Some("Bearer".to_owned()),
-                "bearer token required".to_owned(),
+                "unauthorized",
+                "bearer token required",
             ),
             Refusal::BadRequest(reason) => (
                 StatusCode::BAD_REQUEST,
                 Some(format!(
                     "Bearer error=\"invalid_request\", error_description=\"{reason}\""
                 )),
-                reason.to_owned(),
+                "invalid_request",
+                reason,
             ),
-            Refusal::Kms(KmsError::InvalidToken { code, reason }) => {
-                let description = quotable(&format!("{code}: {reason}"));
-                (
-                    StatusCode::UNAUTHORIZED,
-                    Some(format!(
-                        "Bearer error=\"invalid_token\", error_description=\"{description}\""
-                    )),
-                    description,
-                )
-            }
+            Refusal::Kms(KmsError::InvalidToken { .. }) => (
+                StatusCode::UNAUTHORIZED,
+                Some(INVALID_TOKEN_CHALLENGE.to_owned()),
+                "invalid_token",
+                "invalid token",
+            ),
             Refusal::Kms(
                 e @ (KmsError::Overloaded | KmsError::Dropped | KmsError::ShuttingDown),
-            ) => (StatusCode::SERVICE_UNAVAILABLE, None, e.to_string()),
-            Refusal::Kms(e) => (StatusCode::INTERNAL_SERVER_ERROR, None, e.code().to_owned()),
+            ) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                None,
+                e.code(),
+                "the KMS cannot answer now; retry",
+            ),
+            Refusal::Kms(e) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                None,
+                e.code(),
+                "internal error",
+            ),
         };
+        let body = serde_json::json!({"error": code, "message": message}).to_string();
         let mut response = Response::new(B::from(body));
         *response.status_mut() = status;
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
         if let Some(value) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
-            response.headers_mut().insert(WWW_AUTHENTICATE, value);
+            headers.insert(WWW_AUTHENTICATE, value);
         }
         if status == StatusCode::SERVICE_UNAVAILABLE {
-            response
-                .headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+            headers.insert(RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response
     }
 }
+
+/// The challenge of every refused token (RFC 6750 §3), whatever the
+/// reason.
+const INVALID_TOKEN_CHALLENGE: &str =
+    "Bearer error=\"invalid_token\", error_description=\"invalid token\"";
 
 /// The bearer token of a request (RFC 6750 §2.1; the scheme compared
 /// without regard to case, RFC 7235 §2.1).
@@ -207,19 +233,6 @@ fn bearer_token(headers: &HeaderMap) -> Result<&str, Refusal> {
         return Err(Refusal::BadRequest("empty bearer token"));
     }
     Ok(token)
-}
-
-/// `text` made safe inside a quoted `error_description` (RFC 6750 §3:
-/// visible ASCII except `"` and `\`), at most 200 characters.
-fn quotable(text: &str) -> String {
-    text.chars()
-        .map(|c| match c {
-            '"' | '\\' => '\'',
-            ' '..='~' => c,
-            _ => '?',
-        })
-        .take(200)
-        .collect()
 }
 
 #[cfg(test)]
@@ -258,8 +271,29 @@ mod tests {
     }
 
     #[test]
-    fn descriptions_stay_inside_their_quotes() {
-        assert_eq!(quotable("a \"b\" \\ é\n"), "a 'b' ' ??");
-        assert_eq!(quotable(&"x".repeat(500)).len(), 200);
+    fn every_refused_token_gets_the_same_answer() {
+        let answer = |code: &'static str, reason: &str| {
+            Refusal::Kms(KmsError::InvalidToken {
+                code,
+                reason: reason.to_owned(),
+            })
+            .response::<String>()
+        };
+        let expired = answer("jose.expired", "expired at 1");
+        let destroyed = answer(
+            "kms.key_destroyed",
+            "kms:acme:tokens:ed25519:0:v1 destroyed",
+        );
+        for response in [&expired, &destroyed] {
+            assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+            assert_eq!(
+                response.headers()[WWW_AUTHENTICATE],
+                INVALID_TOKEN_CHALLENGE
+            );
+            assert_eq!(response.headers()[CONTENT_TYPE], "application/json");
+            assert_eq!(response.headers()[X_CONTENT_TYPE_OPTIONS], "nosniff");
+        }
+        assert_eq!(expired.body(), destroyed.body());
+        assert!(!destroyed.body().contains("acme"));
     }
 }

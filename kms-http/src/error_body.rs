@@ -36,15 +36,22 @@ pub(crate) fn status_of(error: &KmsError) -> StatusCode {
 }
 
 /// A JSON error answer: `{"error": code, "message": message}` with
-/// `status`, and `Retry-After: 1` on a 503.
+/// `status`, `Content-Type: application/json`, `X-Content-Type-Options:
+/// nosniff`, and `Retry-After: 1` on a 503.
 pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response {
     let body = serde_json::json!({"error": code, "message": message}).to_string();
     let mut response = (
         status,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+        ],
         body,
     )
         .into_response();

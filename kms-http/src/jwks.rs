@@ -174,6 +174,10 @@ impl Jwks {
         let cache = [
             (header::CACHE_CONTROL, self.cache_control.clone()),
             (header::ETAG, snapshot.etag.clone()),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
         ];
         if if_none_match(headers, &snapshot.etag) {
             return (StatusCode::NOT_MODIFIED, cache).into_response();

@@ -33,8 +33,16 @@ impl Algorithm {
         match alg {
             "EdDSA" => Ok(Algorithm::EdDSA),
             "Ed25519" => Ok(Algorithm::Ed25519),
+            // At most 32 characters of the sender's text, escaped: control
+            // characters and quotes cannot reach a log line or a header as
+            // they came.
             other => Err(JoseError::UnsupportedAlg {
-                alg: other.chars().take(32).collect(),
+                alg: other
+                    .chars()
+                    .take(32)
+                    .collect::<String>()
+                    .escape_debug()
+                    .to_string(),
             }),
         }
     }
@@ -82,5 +90,16 @@ mod tests {
                 "{refused}"
             );
         }
+    }
+
+    #[test]
+    fn a_refused_alg_is_kept_short_and_escaped() {
+        let attack = format!("x\r\nSet-Cookie: a=b\u{0}{}", "y".repeat(100));
+        let Err(JoseError::UnsupportedAlg { alg }) = Algorithm::parse(&attack) else {
+            panic!("refused");
+        };
+        assert!(!alg.chars().any(char::is_control), "{alg:?}");
+        assert!(alg.starts_with("x\\r\\nSet-Cookie"), "{alg}");
+        assert!(alg.len() < 60, "{alg}");
     }
 }

@@ -80,7 +80,8 @@ pub enum JoseError {
     /// `alg` is neither `EdDSA` nor `Ed25519` (exactly, case included).
     #[error("alg `{alg}` is not accepted (only EdDSA and Ed25519)")]
     UnsupportedAlg {
-        /// The `alg` the token names.
+        /// The `alg` the token names: its first 32 characters, escaped
+        /// (`char::escape_debug`).
         alg: String,
     },
     /// The key the token names is bound to another `alg` (a trusted JWK
