@@ -6,8 +6,10 @@
 //! the `KeyId` text form (`kms:…`) names a keystore version, and is
 //! accepted only if its key's tenant and purpose are among the
 //! [`TokenKeys`] the caller accepts and its purpose is one of
-//! `KmsConfig::token_purposes`; any other `kid` names a trusted external
-//! JWK (decoded once, when its set was loaded), accepted when the
+//! `KmsConfig::token_purposes`, and then only under the `alg` the JWK Set
+//! publishes it with (`KmsConfig::token_alg`); any other `kid` names a
+//! trusted external JWK (decoded once, when its set was loaded), accepted
+//! when the
 //! caller's [`TokenKeys`] accept trusted keys. Loading refuses a trusted
 //! `kid` in the `KeyId` form (it could name a version the keystore makes
 //! later) and a `kid` twice. The signature is then verified on the same
@@ -257,6 +259,16 @@ impl KmsClient {
                         kid,
                         "names a key this verifier does not accept",
                     ));
+                }
+                // A keystore key verifies the alg the JWK Set publishes it
+                // with (`token_alg`), as a verifier that enforces a JWK's
+                // `alg` does.
+                let published = self.shared().token_alg;
+                if header.alg() != published {
+                    return Err(invalid(JoseError::AlgMismatch {
+                        expected: published.as_str(),
+                        got: header.alg().as_str(),
+                    }));
                 }
                 (VerifyBy::Key(id.clone()), JwtSigner::Key(id))
             }

@@ -113,7 +113,7 @@ async fn issued_tokens_verify_before_and_after_a_rotation() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn own_keys_accept_both_algs_and_issue_the_configured_one() {
+async fn own_keys_verify_only_the_alg_they_are_published_with() {
     let (handle, key) = spawn(KmsConfig::default().with_token_alg(Algorithm::Ed25519));
     let kms = handle.client();
     let token = kms
@@ -137,10 +137,17 @@ async fn own_keys_accept_both_algs_and_issue_the_configured_one() {
         .await
         .expect("sign");
     let eddsa = kms_jose::finish_compact(input, &signature);
-    assert!(kms
-        .verify_jwt(&eddsa, &keys(), &Validation::default())
-        .await
-        .is_ok());
+    // The JWKS publishes the key with `Ed25519` alone: a token that names
+    // the other alg is refused, as a verifier that enforces a JWK's `alg`
+    // refuses it.
+    assert_eq!(kms.jwks(&key).await.expect("jwks").keys[0].alg(), "Ed25519");
+    assert_eq!(
+        code(
+            kms.verify_jwt(&eddsa, &keys(), &Validation::default())
+                .await
+        ),
+        "jose.alg_mismatch"
+    );
     handle.shutdown().await;
 }
 

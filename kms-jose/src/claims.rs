@@ -63,8 +63,9 @@ impl Claims {
 
 /// What a verified token's claims must satisfy (RFC 7519 §4.1).
 ///
-/// `exp` and `nbf` are NumericDates: seconds since the epoch, an integer or
-/// not. Defaults: `exp` required and checked, `nbf` checked when present,
+/// `exp`, `nbf` and `iat` are NumericDates: seconds since the epoch, an
+/// integer or not. Defaults: `exp` required and checked, `nbf` and `iat`
+/// (not after now plus the leeway) checked when present,
 /// leeway [`DEFAULT_LEEWAY`], any issuer, any audience, no other required
 /// claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,11 +103,12 @@ impl Validation {
     ///
     /// # Errors
     /// [`JoseError::MissingClaim`] for an absent required claim (`exp`
-    /// under `require_exp`); [`JoseError::InvalidClaim`] for an `exp` or
-    /// `nbf` that is not a number, an `iss` that is not a string, an `aud`
+    /// under `require_exp`); [`JoseError::InvalidClaim`] for an `exp`,
+    /// `nbf` or `iat` that is not a number, an `iss` that is not a string, an `aud`
     /// that is not a string or an array of strings; [`JoseError::Expired`]
     /// when `exp ≤ now − leeway`; [`JoseError::NotYetValid`] when `nbf >
-    /// now + leeway`; [`JoseError::WrongIssuer`]; [`JoseError::WrongAudience`].
+    /// now + leeway`; [`JoseError::IssuedInTheFuture`] when `iat > now +
+    /// leeway`; [`JoseError::WrongIssuer`]; [`JoseError::WrongAudience`].
     pub fn validate(&self, claims: &Claims, now: SystemTime) -> Result<(), JoseError> {
         let now = now
             .duration_since(UNIX_EPOCH)
@@ -129,6 +131,11 @@ impl Validation {
         if let Some(nbf) = numeric_date(claims, "nbf")? {
             if nbf > now + leeway {
                 return Err(JoseError::NotYetValid { nbf, now });
+            }
+        }
+        if let Some(iat) = numeric_date(claims, "iat")? {
+            if iat > now + leeway {
+                return Err(JoseError::IssuedInTheFuture { iat, now });
             }
         }
         if !self.issuers.is_empty() {
@@ -307,6 +314,22 @@ mod tests {
         assert!(matches!(
             c.deserialize::<Vec<u8>>(),
             Err(JoseError::ClaimsType { .. })
+        ));
+    }
+
+    #[test]
+    fn iat_must_be_a_numeric_date_not_in_the_future() {
+        let v = Validation::default();
+        let at_1000 = |iat: Value| claims(json!({"exp": 5000, "iat": iat}));
+        assert_eq!(v.validate(&at_1000(json!(1000)), at(1000.0)), Ok(()));
+        assert_eq!(v.validate(&at_1000(json!(1059.5)), at(1000.0)), Ok(()));
+        assert!(matches!(
+            v.validate(&at_1000(json!(1061)), at(1000.0)),
+            Err(JoseError::IssuedInTheFuture { .. })
+        ));
+        assert!(matches!(
+            v.validate(&at_1000(json!("yesterday")), at(1000.0)),
+            Err(JoseError::InvalidClaim { name: "iat", .. })
         ));
     }
 }

@@ -129,13 +129,22 @@ pub enum JoseError {
         /// The time it was checked at (seconds since the epoch).
         now: f64,
     },
+    /// `iat` is after now plus the leeway: a token issued in the future
+    /// (RFC 7519 §4.1.6; a clock that runs ahead, or a forged `iat`).
+    #[error("issued in the future at {iat} (now {now})")]
+    IssuedInTheFuture {
+        /// The `iat` claim (seconds since the epoch).
+        iat: f64,
+        /// The time it was checked at (seconds since the epoch).
+        now: f64,
+    },
     /// A claim the validation requires is absent.
     #[error("required claim `{name}` is missing")]
     MissingClaim {
         /// The claim.
         name: String,
     },
-    /// A registered claim has the wrong type (`exp`/`nbf` not a number,
+    /// A registered claim has the wrong type (`exp`/`nbf`/`iat` not a number,
     /// `iss` not a string, `aud` not a string or array of strings).
     #[error("claim `{name}` is malformed: {reason}")]
     InvalidClaim {
@@ -192,6 +201,7 @@ impl JoseError {
             JoseError::Signature(_) => "jose.invalid_signature",
             JoseError::Expired { .. } => "jose.expired",
             JoseError::NotYetValid { .. } => "jose.not_yet_valid",
+            JoseError::IssuedInTheFuture { .. } => "jose.issued_in_the_future",
             JoseError::MissingClaim { .. } => "jose.missing_claim",
             JoseError::InvalidClaim { .. } => "jose.invalid_claim",
             JoseError::WrongIssuer => "jose.wrong_issuer",

@@ -51,6 +51,11 @@ impl Jwk {
     pub fn x(&self) -> &str {
         &self.x
     }
+
+    /// The `alg` member: the algorithm tokens under this key use.
+    pub fn alg(&self) -> &str {
+        &self.alg
+    }
 }
 
 /// A JWK Set (RFC 7517 §5): `{"keys": [...]}`, as published.
@@ -98,26 +103,32 @@ pub struct SkippedJwk {
     pub reason: String,
 }
 
+/// The private members of `OKP`, `EC` and `RSA` keys (RFC 8037 §2,
+/// RFC 7518 §6.2.2 and §6.3.2).
+const PRIVATE_MEMBERS: [&str; 7] = ["d", "p", "q", "dp", "dq", "qi", "oth"];
+
 /// An external issuer's JWK Set, loaded: its usable Ed25519 keys, and the
 /// keys it skipped.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TrustedJwkSet {
     /// Usable keys, in the set's order; `kid`s are unique.
     pub keys: Vec<TrustedJwk>,
-    /// Keys of other types or curves, without a string `kid`, or for
-    /// another `use`.
+    /// Keys of other types or curves, without a string `kid`, for another
+    /// `use`, or whose `key_ops` lack `verify`.
     pub skipped: Vec<SkippedJwk>,
 }
 
 impl TrustedJwkSet {
     /// Loads a JWK Set document. Keys of another `kty`/`crv`, without a
-    /// string `kid`, or with a `use` other than `sig` are skipped (listed in
-    /// `skipped`); every other key must be a valid Ed25519 public key.
+    /// string `kid`, with a `use` other than `sig`, or with `key_ops` that
+    /// lack `verify` (RFC 7517 §4.3) are skipped (listed in `skipped`);
+    /// every other key must be a valid Ed25519 public key.
     ///
     /// # Errors
     /// [`JoseError::InvalidJwk`] for a document that is not a JSON object
-    /// with a `keys` array, a key that is not an object, holds a private
-    /// member (`d`: a private key does not belong in a trusted set), has no
+    /// with a `keys` array, a key that is not an object, an `OKP`, `EC` or
+    /// `RSA` key that holds a private member (`d`, `p`, `q`, `dp`, `dq`,
+    /// `qi`, `oth`: a private key does not belong in a trusted set), has no
     /// valid 32-byte `x`, a key rules 2–3 refuse, or an `alg` other than
     /// `EdDSA`/`Ed25519`; [`JoseError::DuplicateKid`] for a `kid` that
     /// appears twice.
@@ -165,12 +176,23 @@ impl TrustedJwkSet {
                 Some(Value::String(u)) if u == "sig" => Ok(()),
                 Some(other) => Err(format!("`use` is {other}, not \"sig\"")),
             };
-            // An Ed25519 private key in a set of trusted public keys is a
-            // leak, not a key to skip (other key types are skipped whole).
-            if text("kty") == Some("OKP") && text("crv") == Some("Ed25519") && key.contains_key("d")
-            {
-                return Err(invalid("holds a private key (`d`)"));
+            // A private key in a set of trusted public keys is a leak, not
+            // a key to skip, whatever its type: the asymmetric types'
+            // private members (RFC 7518 §6.2.2, §6.3.2; RFC 8037 §2).
+            if matches!(text("kty"), Some("OKP" | "EC" | "RSA")) {
+                if let Some(member) = PRIVATE_MEMBERS.iter().find(|m| key.contains_key(**m)) {
+                    return Err(invalid(&format!("holds a private key (`{member}`)")));
+                }
             }
+            // RFC 7517 §4.3: a key whose `key_ops` are given and lack
+            // `verify` may not verify.
+            let ops = match key.get("key_ops") {
+                None => Ok(()),
+                Some(Value::Array(ops)) if ops.iter().any(|op| op == "verify") => Ok(()),
+                Some(Value::Array(_)) => Err("`key_ops` does not include \"verify\"".to_owned()),
+                Some(_) => Err("`key_ops` is not an array".to_owned()),
+            };
+            let use_ = use_.and(ops);
             let skip = match (text("kty"), text("crv"), &kid, use_) {
                 (Some("OKP"), Some("Ed25519"), Some(_), Ok(())) => None,
                 (Some("OKP"), Some("Ed25519"), None, _) => Some("no string `kid`".to_owned()),
@@ -259,12 +281,14 @@ mod tests {
             {"kty": "OKP", "crv": "Ed25519", "x": X},
             {"kty": "OKP", "crv": "Ed25519", "x": X, "kid": "enc", "use": "enc"},
             {"kty": "OKP", "crv": "Ed25519", "x": X, "kid": "odd-use", "use": 1},
-            {"kty": "RSA", "n": "AQAB", "e": "AQAB", "d": "AQAB", "kid": "rsa-private"}
+            {"kty": "OKP", "crv": "Ed25519", "x": X, "kid": "signer", "key_ops": ["sign"]},
+            {"kty": "OKP", "crv": "Ed25519", "x": X, "kid": "odd-ops", "key_ops": "verify"},
+            {"kty": "OKP", "crv": "Ed25519", "x": X, "kid": "c", "key_ops": ["verify"]}
         ]});
         let set = TrustedJwkSet::from_json(doc.to_string().as_bytes()).expect("loads");
         assert_eq!(
             set.keys.iter().map(|k| k.kid.as_str()).collect::<Vec<_>>(),
-            ["a", "b"]
+            ["a", "b", "c"]
         );
         assert_eq!(set.keys[0].alg, Some(Algorithm::Ed25519));
         assert_eq!(set.keys[0].check_alg(Algorithm::Ed25519), Ok(()));
@@ -273,7 +297,7 @@ mod tests {
             Err(JoseError::AlgMismatch { .. })
         ));
         assert_eq!(set.keys[1].check_alg(Algorithm::EdDSA), Ok(()));
-        assert_eq!(set.skipped.len(), 6);
+        assert_eq!(set.skipped.len(), 7);
         let dup_x = format!(
             r#"{{"keys":[{{"kty":"OKP","crv":"Ed25519","x":"{X}","x":"{X}","kid":"a"}}]}}"#
         );
@@ -289,6 +313,19 @@ mod tests {
         for (doc, code) in [
             (
                 json!({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": X, "kid": "a", "d": X}]}),
+                "jose.invalid_jwk",
+            ),
+            // Private keys of any asymmetric type: refused, not skipped.
+            (
+                json!({"keys": [{"kty": "RSA", "n": "AQAB", "e": "AQAB", "d": "AQAB", "kid": "r"}]}),
+                "jose.invalid_jwk",
+            ),
+            (
+                json!({"keys": [{"kty": "RSA", "n": "AQAB", "e": "AQAB", "p": "AQAB", "kid": "r"}]}),
+                "jose.invalid_jwk",
+            ),
+            (
+                json!({"keys": [{"kty": "EC", "crv": "P-256", "x": X, "y": X, "d": X, "kid": "e"}]}),
                 "jose.invalid_jwk",
             ),
             (
