@@ -64,6 +64,7 @@ mod public;
 mod report;
 mod secrets;
 mod serve;
+mod signals;
 mod store;
 mod telemetry;
 mod vectors;

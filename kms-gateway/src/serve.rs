@@ -37,6 +37,10 @@
 //!   one key.
 //! * `--trust-jwks FILE` (repeatable): external issuers' JWK Sets.
 //!
+//! SIGHUP reloads the `--trust-jwks` files, all or nothing (a file that
+//! fails leaves every old set in place, and the log says why; the
+//! outcome is one stderr line).
+//!
 //! Shutdown on SIGINT/SIGTERM (handlers installed before the listeners)
 //! is graceful: both listeners stop accepting, requests in flight are
 //! answered (for at most 30 s), the actor shuts down (the store is closed),
@@ -57,6 +61,7 @@ use kms::jose::{Algorithm, TrustedJwkSet, Validation};
 use tokio::net::TcpListener;
 
 use crate::listener::{self, Limits};
+use crate::signals::{Signal, Signals};
 use crate::{public, secrets, store, telemetry};
 
 /// How long the listeners may take to answer what is in flight at a stop.
@@ -189,16 +194,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         .split_once(':')
         .ok_or_else(|| format!("--key {}: expected TENANT:PURPOSE", args.key))?;
     let admin_token_file = secrets::admin_token_file(&args)?;
-    let trusted = args
-        .trust_jwks
-        .iter()
-        .map(|path| {
-            let text =
-                std::fs::read(path).map_err(|e| format!("--trust-jwks {}: {e}", path.display()))?;
-            TrustedJwkSet::from_json(&text)
-                .map_err(|e| format!("--trust-jwks {}: {e}", path.display()))
-        })
-        .collect::<Result<Vec<_>, String>>()?;
+    let trusted = trusted_sets(&args.trust_jwks)?;
     // Held while serving: it applies the other fleet nodes' changes.
     #[cfg(feature = "etcd")]
     let mut _follower = None;
@@ -245,7 +241,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
     };
     // Before anything is served: a SIGTERM that follows the readiness line
     // at once must find its handler installed.
-    let stop_signal = signal()?;
+    let mut signals = Signals::install()?;
     let public_listener = bind(args.listen, "--listen").await?;
     let admin_listener = bind(args.admin_listen, "--admin-listen").await?;
     let metrics_listener = match args.metrics_listen {
@@ -310,7 +306,9 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
             (name, tokio::spawn(server))
         })
         .collect();
-    stop_signal.await?;
+    while signals.next().await == Signal::Reload {
+        reload(&handle, &args.trust_jwks);
+    }
     eprintln!("gateway serve: stopping");
     let _ = stop_tx.send(true);
     for (name, server) in servers {
@@ -364,21 +362,35 @@ fn local(listener: &TcpListener) -> Result<SocketAddr, String> {
     listener.local_addr().map_err(|e| e.to_string())
 }
 
-/// Installs the SIGINT and SIGTERM handlers now; the future resolves on
-/// either.
-fn signal() -> Result<impl std::future::Future<Output = Result<(), String>>, String> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-        let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
-        Ok(async move {
-            tokio::select! {
-                _ = int.recv() => Ok(()),
-                _ = term.recv() => Ok(()),
-            }
+/// Every `--trust-jwks` file, loaded.
+///
+/// # Errors
+/// The first file that cannot be read or is not a usable JWK Set, named.
+fn trusted_sets(paths: &[PathBuf]) -> Result<Vec<TrustedJwkSet>, String> {
+    paths
+        .iter()
+        .map(|path| {
+            let text =
+                std::fs::read(path).map_err(|e| format!("--trust-jwks {}: {e}", path.display()))?;
+            TrustedJwkSet::from_json(&text)
+                .map_err(|e| format!("--trust-jwks {}: {e}", path.display()))
         })
+        .collect()
+}
+
+/// SIGHUP: reloads every `--trust-jwks` file, all or nothing. If any file
+/// fails to load, or the sets together are refused (a `kid` twice), every
+/// old set stays and the log says why.
+fn reload(handle: &kms::actor::KmsHandle, paths: &[PathBuf]) {
+    match trusted_sets(paths).and_then(|sets| {
+        handle
+            .reload_trusted_jwks(&sets)
+            .map_err(|e| format!("--trust-jwks: {e}"))
+    }) {
+        Ok(keys) => eprintln!(
+            "gateway serve: reloaded the trusted JWK Sets: {keys} keys from {} files",
+            paths.len()
+        ),
+        Err(e) => eprintln!("gateway serve: reload refused, the old trusted keys stay: {e}"),
     }
-    #[cfg(not(unix))]
-    Ok(async { tokio::signal::ctrl_c().await.map_err(|e| e.to_string()) })
 }
