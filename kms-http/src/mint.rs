@@ -35,9 +35,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{ConnectInfo, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::Json;
 use kms_jose::{CompactJws, MAX_TOKEN_BYTES};
 use serde_json::{json, Map, Value};
 
@@ -62,11 +63,16 @@ const HEADER_AND_SIGNATURE: usize = (kms_jose::MAX_HEADER_BYTES * 4).div_ceil(3)
 /// `POST /tokens`.
 pub(crate) async fn issue(
     State(admin): State<Admin>,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
-    headers: HeaderMap,
+    parts: Parts,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let claims = match json_object(&headers, body, "claims") {
+    // The client's address, where the server gives it (`ConnectInfo`, as
+    // `axum::serve` and the gateway's accept loop do).
+    let peer = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.to_string());
+    let claims = match json_object(&parts.headers, body, "claims") {
         Ok(claims) => claims,
         Err(refusal) => return *refusal,
     };
@@ -75,7 +81,6 @@ pub(crate) async fn issue(
         Err((status, code, message)) => return error_response(status, code, &message),
     };
     let result = admin.client.sign_jwt(&admin.config.key, &claims).await;
-    let peer = peer.map(|Extension(ConnectInfo(addr))| addr.to_string());
     let (response, kid, outcome) = match result {
         Ok(token) if token.len() > MAX_TOKEN_BYTES => (
             error_response(
