@@ -20,8 +20,12 @@ fn keyring(bytes: &[u8; 32]) -> Keyring {
     Keyring::from(SealKey::from_bytes("fleet-master", 1, bytes).unwrap())
 }
 
+/// The fleet's configuration; nodes may start its store (the prefix is
+/// empty at each test's start).
 fn config(endpoints: Vec<String>) -> EtcdConfig {
-    EtcdConfig::new(endpoints).with_request_timeout(Duration::from_secs(2))
+    EtcdConfig::new(endpoints)
+        .with_request_timeout(Duration::from_secs(2))
+        .with_create(true)
 }
 
 /// A node: its keystore and follower.
@@ -431,4 +435,34 @@ fn the_leader_dies_and_the_fleet_goes_on() {
     wait_until(Duration::from_secs(10), "A follows", || {
         head(&a, &key) == Some(v3.version())
     });
+}
+
+/// Without `create`, a node refuses a prefix that holds no store and
+/// writes nothing: one pointed at the wrong prefix, or at a cluster whose
+/// records were deleted, does not start an empty store with a new key.
+#[test]
+fn an_empty_prefix_is_refused_without_create() {
+    let cluster = EtcdCluster::start(1).unwrap();
+    let refused = kms::etcd::open(
+        config(cluster.endpoints()).with_create(false),
+        keyring(&MASTER),
+    );
+    assert!(
+        matches!(refused, Err(KmsError::StoreNotFound { .. })),
+        "{refused:?}"
+    );
+    let listed = etcdctl(
+        &cluster.endpoint(0),
+        &["get", "/kms", "--prefix", "--keys-only"],
+    );
+    assert!(listed.trim().is_empty(), "nothing written: {listed}");
+    // Once a store is there, a node opens it without `create`.
+    let (first, _f) = node(&cluster);
+    first.create_ed25519("acme", "tokens").unwrap();
+    let (second, _g) = kms::etcd::open(
+        config(cluster.endpoints()).with_create(false),
+        keyring(&MASTER),
+    )
+    .unwrap();
+    assert_eq!(second.key_ids(), first.key_ids());
 }

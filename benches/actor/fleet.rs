@@ -54,7 +54,9 @@ impl Fleet {
     pub(crate) fn start(rt: &Runtime) -> Fleet {
         let cluster = EtcdCluster::start(1)
             .unwrap_or_else(|e| panic!("actor/throughput/keystore_fleet needs etcd: {e}"));
-        let config = EtcdConfig::new(cluster.endpoints()).with_prefix("/kms-bench");
+        let config = EtcdConfig::new(cluster.endpoints())
+            .with_prefix("/kms-bench")
+            .with_create(true);
         let (keystore, follower) = kms::etcd::open(config.clone(), keyring()).expect("open");
         let node = Keyed::new(rt, keystore.clone());
         let (other, other_follower) = kms::etcd::open(config, keyring()).expect("open");

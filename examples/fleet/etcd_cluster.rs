@@ -1,6 +1,9 @@
 //! An etcd cluster of `etcd` processes on loopback ports in a temporary
 //! directory, for the fleet example and the etcd tests: started, killed,
 //! restarted and stopped by its owner (every member is killed on drop).
+//! With [`EtcdCluster::start_tls`] its clients speak TLS and must present a
+//! certificate from the test's CA; [`EtcdCluster::etcdctl`] runs
+//! `etcdctl` against it with the right flags.
 //!
 //! The binary is `etcd` on `PATH` (Debian: `apt-get install etcd-server`).
 
@@ -27,6 +30,20 @@ pub struct EtcdCluster {
     members: Vec<Member>,
     dir: tempfile::TempDir,
     initial_cluster: String,
+    /// Client TLS, for a cluster started with [`EtcdCluster::start_tls`].
+    tls: Option<TlsFiles>,
+}
+
+/// PEM files for client TLS: the CA that signed the members' and the
+/// clients' certificates, a member certificate for 127.0.0.1 and its key,
+/// and a client certificate and key `etcdctl` presents.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
 }
 
 /// A port the OS has free on 127.0.0.1 now.
@@ -43,6 +60,19 @@ impl EtcdCluster {
     /// `etcd` binary; any other error starting a member; `TimedOut` if a
     /// member does not come up.
     pub fn start(size: usize) -> io::Result<EtcdCluster> {
+        EtcdCluster::start_with(size, None)
+    }
+
+    /// [`EtcdCluster::start`], its clients on TLS with client certificates
+    /// required (`--client-cert-auth`).
+    ///
+    /// # Errors
+    /// As [`EtcdCluster::start`].
+    pub fn start_tls(size: usize, tls: TlsFiles) -> io::Result<EtcdCluster> {
+        EtcdCluster::start_with(size, Some(tls))
+    }
+
+    fn start_with(size: usize, tls: Option<TlsFiles>) -> io::Result<EtcdCluster> {
         if Command::new("etcd")
             .arg("--version")
             .stdout(Stdio::null())
@@ -75,6 +105,7 @@ impl EtcdCluster {
             members,
             dir,
             initial_cluster,
+            tls,
         };
         for i in 0..size {
             cluster.spawn(i)?;
@@ -110,10 +141,21 @@ impl EtcdCluster {
     fn spawn(&mut self, i: usize) -> io::Result<()> {
         let data_dir = self.data_dir(i);
         let m = &self.members[i];
-        let client = format!("http://127.0.0.1:{}", m.client_port);
+        let client = self.endpoint(i);
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
         let log = std::fs::File::create(self.dir.path().join(format!("{}.log", m.name)))?;
-        let child = Command::new("etcd")
+        let mut command = Command::new("etcd");
+        if let Some(tls) = &self.tls {
+            command
+                .arg("--cert-file")
+                .arg(&tls.server_cert)
+                .arg("--key-file")
+                .arg(&tls.server_key)
+                .arg("--trusted-ca-file")
+                .arg(&tls.ca)
+                .arg("--client-cert-auth");
+        }
+        let child = command
             .arg("--name")
             .arg(&m.name)
             .arg("--data-dir")
@@ -158,9 +200,29 @@ impl EtcdCluster {
         (0..self.members.len()).map(|i| self.endpoint(i)).collect()
     }
 
-    /// The client URL of member `i`.
+    /// The client URL of member `i` (`https://` on TLS).
     pub fn endpoint(&self, i: usize) -> String {
-        format!("http://127.0.0.1:{}", self.members[i].client_port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.members[i].client_port)
+    }
+
+    /// `etcdctl` (API v3) against member `i`, with the cluster's TLS
+    /// files when it has them, and `args`.
+    pub fn etcdctl(&self, i: usize, args: &[&str]) -> io::Result<std::process::Output> {
+        let mut command = Command::new("etcdctl");
+        command
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", &self.endpoint(i)]);
+        if let Some(tls) = &self.tls {
+            command
+                .arg("--cacert")
+                .arg(&tls.ca)
+                .arg("--cert")
+                .arg(&tls.client_cert)
+                .arg("--key")
+                .arg(&tls.client_key);
+        }
+        command.args(args).stdin(Stdio::null()).output()
     }
 
     /// Members (counts).
@@ -216,11 +278,8 @@ impl EtcdCluster {
     pub fn leader(&self) -> Option<usize> {
         (0..self.members.len()).find(|&i| {
             self.members[i].child.is_some()
-                && Command::new("etcdctl")
-                    .env("ETCDCTL_API", "3")
-                    .args(["--endpoints", &self.endpoint(i)])
-                    .args(["endpoint", "status", "-w", "json"])
-                    .output()
+                && self
+                    .etcdctl(i, &["endpoint", "status", "-w", "json"])
                     .ok()
                     .and_then(|out| String::from_utf8(out.stdout).ok())
                     .and_then(|json| serde_json::from_str::<serde_json::Value>(&json).ok())

@@ -117,7 +117,10 @@ async fn run(args: Args) -> Result<bool, String> {
     let prefix = format!("/kms-fleet-{:016x}", rand::random::<u64>());
     // Every node holds the same master key; wiped when the run ends.
     let master = zeroize::Zeroizing::new(rand::random::<[u8; 32]>());
-    let config = EtcdConfig::new(endpoints.clone()).with_prefix(prefix.clone());
+    // A new prefix each run: its nodes start the store.
+    let config = EtcdConfig::new(endpoints.clone())
+        .with_prefix(prefix.clone())
+        .with_create(true);
     println!(
         "fleet: {NODES} nodes on etcd {} (prefix {prefix}), {} s",
         endpoints.join(","),

@@ -37,13 +37,14 @@ mod storage;
 use kms_core::seal::Keyring;
 use kms_core::{Keystore, KmsError};
 
-pub use config::{EtcdConfig, DEFAULT_PREFIX, MAX_REQUEST_TIMEOUT};
+pub use config::{EtcdConfig, EtcdTls, EtcdUser, DEFAULT_PREFIX, MAX_REQUEST_TIMEOUT};
 pub use follow::Follower;
 pub use storage::EtcdStorage;
 
 /// Joins the fleet whose store `config` names: connects, opens the
-/// keystore under `keyring` (starting an empty one if the prefix holds
-/// none; nodes starting at once end up with one), and follows it. Keep the
+/// keystore under `keyring` (with [`EtcdConfig::create`], starting an
+/// empty one if the prefix holds none; nodes starting at once end up with
+/// one), and follows it. Keep the
 /// [`Follower`] as long as the keystore is used: dropping it stops
 /// following (the keystore then serves what it has; each change it makes
 /// still builds on etcd's newest state, learnt from the conflict it meets).
@@ -51,13 +52,20 @@ pub use storage::EtcdStorage;
 /// # Errors
 /// [`KmsError::InvalidConfig`] for an invalid `config`, or a prefix that
 /// nests with another fleet's store on the cluster (nothing is written);
+/// [`KmsError::StoreNotFound`] for a prefix that holds no store without
+/// [`EtcdConfig::create`] (nothing is written);
 /// [`KmsError::Unavailable`] if etcd does not answer within the request
 /// timeout; [`KmsError::Seal`] if the keyring does not open the store (a
 /// wrong master key: nothing is written); [`KmsError::StoreCorrupt`] if
 /// the records do not form one whole store.
 pub fn open(config: EtcdConfig, keyring: Keyring) -> Result<(Keystore, Follower), KmsError> {
+    let create = config.create;
     let storage = EtcdStorage::connect(config)?;
-    let keystore = Keystore::open_or_create_with_storage(Box::new(storage.clone()), keyring)?;
+    let keystore = if create {
+        Keystore::open_or_create_with_storage(Box::new(storage.clone()), keyring)?
+    } else {
+        Keystore::open_with_storage(Box::new(storage.clone()), keyring)?
+    };
     let follower = Follower::start(storage, keystore.clone())?;
     Ok((keystore, follower))
 }

@@ -31,7 +31,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse,
+    Certificate, Client, CompactionOptions, Compare, CompareOp, ConnectOptions, GetOptions,
+    Identity, KeyValue, TlsOptions, Txn, TxnOp, TxnOpResponse,
 };
 use kms_core::storage::{RecordWrite, Storage};
 use kms_core::KmsError;
@@ -97,11 +98,22 @@ impl EtcdStorage {
     /// [`KmsError::Internal`] if the client's runtime cannot start.
     pub fn connect(config: EtcdConfig) -> Result<EtcdStorage, KmsError> {
         config.validate()?;
-        let options = ConnectOptions::new()
+        let mut options = ConnectOptions::new()
             .with_connect_timeout(config.request_timeout)
             .with_timeout(config.request_timeout)
             .with_keep_alive(Duration::from_secs(2), config.request_timeout)
             .with_require_leader(true);
+        if let Some(tls) = &config.tls {
+            let mut tls_options =
+                TlsOptions::new().ca_certificate(Certificate::from_pem(&tls.ca_pem));
+            if let Some((cert, key)) = &tls.client {
+                tls_options = tls_options.identity(Identity::from_pem(cert, key.as_slice()));
+            }
+            options = options.with_tls(tls_options);
+        }
+        if let Some(user) = &config.user {
+            options = options.with_user(user.name.clone(), user.password.as_str());
+        }
         let endpoints = config.endpoints.clone();
         let label = config.endpoints.join(",");
         let client = block(
@@ -215,6 +227,33 @@ impl EtcdStorage {
             }
         }
         Ok(())
+    }
+
+    /// Compacts the cluster's history up to `revision` (the commit that
+    /// removed records), physically, so the removed records' older
+    /// revisions are gone ([`EtcdConfig::compact`]). The commit stood
+    /// whatever happens here: a failure is logged (`warn`, target
+    /// `kms_etcd`) and the next removal compacts past it too.
+    fn compact(&self, revision: i64) {
+        let mut client = self.inner.client.clone();
+        let label = self.label();
+        let compacted = self.block(async move {
+            client
+                .compact(revision, Some(CompactionOptions::new().with_physical()))
+                .await
+                .map_err(|e| unavailable_of(&label, e))
+        });
+        match compacted {
+            Ok(_) => {
+                tracing::info!(target: "kms_etcd", revision, "compacted etcd's history after a removal");
+            }
+            Err(e) => tracing::warn!(
+                target: "kms_etcd",
+                revision,
+                error = %e,
+                "compacting etcd's history after a removal failed; removed records stay in its history until a later compaction"
+            ),
+        }
     }
 
     /// The record name of etcd key `key`, if it is under the prefix.
@@ -331,7 +370,11 @@ impl Storage for EtcdStorage {
         match outcome {
             (revision, None) => {
                 mirror.committed(writes.iter().map(|w| (w.name, w.value)), revision);
+                drop(mirror);
                 metrics::counter!(crate::metrics::COMMITS).increment(1);
+                if self.inner.config.compact && writes.iter().any(|w| w.value.is_none()) {
+                    self.compact(revision);
+                }
                 Ok(())
             }
             (revision, Some(fetched)) => {

@@ -88,6 +88,10 @@ fn main() -> ExitCode {
         }
     }
     logging::install(matches!(cli.command, Some(Command::Serve(_))));
+    // The process's one rustls crypto provider, explicitly (TLS to etcd;
+    // an error means one is installed already, which can only be this).
+    #[cfg(feature = "etcd")]
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {

@@ -141,10 +141,36 @@ pub(crate) struct ServeArgs {
     pub(crate) etcd: Option<String>,
     /// The etcd key prefix of the fleet's records.
     #[arg(long, requires = "etcd", default_value = "/kms")]
-    etcd_prefix: String,
+    pub(crate) etcd_prefix: String,
+    /// The CA certificate (PEM) etcd's members' certificates chain to:
+    /// TLS to etcd (the --etcd URLs then https://).
+    #[arg(long, requires = "etcd", value_name = "FILE")]
+    pub(crate) etcd_ca: Option<PathBuf>,
+    /// This node's client certificate for etcd (PEM; needs --etcd-key and
+    /// --etcd-ca).
+    #[arg(long, requires_all = ["etcd_key", "etcd_ca"], value_name = "FILE")]
+    pub(crate) etcd_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM), a secret file.
+    #[arg(long, requires = "etcd_cert", value_name = "FILE")]
+    pub(crate) etcd_key: Option<PathBuf>,
+    /// The etcd user this node authenticates as (needs
+    /// --etcd-password-file).
+    #[arg(long, requires_all = ["etcd", "etcd_password_file"], value_name = "NAME")]
+    pub(crate) etcd_user: Option<String>,
+    /// A file holding the etcd user's password, a secret file.
+    #[arg(long, requires = "etcd_user", value_name = "FILE")]
+    pub(crate) etcd_password_file: Option<PathBuf>,
+    /// Start a store under --etcd-prefix if it holds none (the fleet's
+    /// first start); without it an empty prefix is refused.
+    #[arg(long, requires = "etcd")]
+    pub(crate) etcd_create: bool,
+    /// After a trim or destroy, compact etcd's history past the removal
+    /// (cluster-wide; defragmenting the members is the operator's).
+    #[arg(long, requires = "etcd")]
+    pub(crate) etcd_compact: bool,
     /// The master key: 32 bytes as 64 hex characters, not world-readable.
     #[arg(long, requires = "keys_backend")]
-    master_key_file: Option<PathBuf>,
+    pub(crate) master_key_file: Option<PathBuf>,
     /// The signing key, TENANT:PURPOSE; created if the store has none.
     #[arg(long, default_value = "gateway:tokens")]
     key: String,
@@ -203,14 +229,8 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
             secrets::master_key(key_file, args.allow_group_readable_secrets)
         })?,
         #[cfg(feature = "etcd")]
-        (None, Some(endpoints), Some(key_file)) => {
-            let (keystore, follower) = store::open_fleet(
-                endpoints,
-                &args.etcd_prefix,
-                key_file,
-                args.allow_group_readable_secrets,
-            )
-            .await?;
+        (None, Some(_), Some(_)) => {
+            let (keystore, follower) = store::open_fleet(&args).await?;
             _follower = Some(follower);
             keystore
         }

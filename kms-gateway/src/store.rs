@@ -34,24 +34,63 @@ pub(crate) fn open_store(
     }
 }
 
-/// Joins the fleet on the etcd cluster at `endpoints` (comma-separated),
-/// records under `prefix`, with the fleet's master key (`allow_group`:
-/// `--allow-group-readable-secrets`).
+/// Joins the fleet on the etcd cluster of `--etcd` (comma-separated
+/// URLs), records under `--etcd-prefix`, with the fleet's master key, over
+/// TLS with `--etcd-ca` (and a client certificate with `--etcd-cert` and
+/// `--etcd-key`), as `--etcd-user` with `--etcd-password-file`; starting a
+/// store only with `--etcd-create`, compacting after removals with
+/// `--etcd-compact`. Every secret file is read as `secrets::read_secret`
+/// reads them.
+///
+/// # Errors
+/// A file that cannot be read or is refused; kms-etcd's errors, named
+/// (an empty prefix without `--etcd-create` says to pass it).
 #[cfg(feature = "etcd")]
 pub(crate) async fn open_fleet(
-    endpoints: &str,
-    prefix: &str,
-    key_file: &Path,
-    allow_group: bool,
+    args: &crate::serve::ServeArgs,
 ) -> Result<(Keystore, kms::etcd::Follower), String> {
+    use crate::secrets::{master_key, read_secret};
+    use kms::etcd::{EtcdConfig, EtcdTls, EtcdUser};
+    let endpoints = args.etcd.as_deref().unwrap_or_default();
+    let allow_group = args.allow_group_readable_secrets;
     let what = |e: &dyn std::fmt::Display| format!("--etcd {endpoints}: {e}");
-    let config =
-        kms::etcd::EtcdConfig::new(endpoints.split(',').map(str::trim)).with_prefix(prefix);
-    let keyring =
-        kms::core::seal::Keyring::from(crate::secrets::master_key(key_file, allow_group)?);
+    let mut config = EtcdConfig::new(endpoints.split(',').map(str::trim))
+        .with_prefix(args.etcd_prefix.clone())
+        .with_create(args.etcd_create)
+        .with_compact(args.etcd_compact);
+    if let Some(ca) = &args.etcd_ca {
+        let ca_pem = std::fs::read(ca).map_err(|e| format!("--etcd-ca {}: {e}", ca.display()))?;
+        let client = match (&args.etcd_cert, &args.etcd_key) {
+            (Some(cert), Some(key)) => Some((
+                std::fs::read(cert).map_err(|e| format!("--etcd-cert {}: {e}", cert.display()))?,
+                read_secret(key, "--etcd-key", allow_group)?,
+            )),
+            _ => None,
+        };
+        config = config.with_tls(EtcdTls { ca_pem, client });
+    }
+    if let (Some(name), Some(file)) = (&args.etcd_user, &args.etcd_password_file) {
+        let text = read_secret(file, "--etcd-password-file", allow_group)?;
+        let password = std::str::from_utf8(text.trim_ascii_end())
+            .map_err(|_| format!("--etcd-password-file {}: not UTF-8", file.display()))?;
+        config = config.with_user(EtcdUser {
+            name: name.clone(),
+            password: zeroize::Zeroizing::new(password.to_owned()),
+        });
+    }
+    let key_file = args.master_key_file.as_deref().unwrap_or(Path::new(""));
+    let keyring = kms::core::seal::Keyring::from(master_key(key_file, allow_group)?);
     // Blocking calls (it waits for etcd): off the runtime's workers.
-    tokio::task::spawn_blocking(move || kms::etcd::open(config, keyring))
+    let opened = tokio::task::spawn_blocking(move || kms::etcd::open(config, keyring))
         .await
-        .map_err(|e| what(&e))?
-        .map_err(|e| what(&e))
+        .map_err(|e| what(&e))?;
+    match opened {
+        Ok(fleet) => Ok(fleet),
+        Err(KmsError::StoreNotFound { .. }) => Err(what(&format!(
+            "the prefix {} holds no store; pass --etcd-create to start one (the fleet's \
+             first start)",
+            args.etcd_prefix
+        ))),
+        Err(e) => Err(what(&e)),
+    }
 }

@@ -87,6 +87,8 @@ fn three_gateways_share_one_key_and_follow_each_others_rotations() {
         "/kms-gateways".to_owned(),
         "--master-key-file".to_owned(),
         key_file.to_str().expect("utf-8").to_owned(),
+        // The fleet's first start: an empty prefix.
+        "--etcd-create".to_owned(),
     ];
 
     // Started at once on an empty prefix: one store, one signing key.
