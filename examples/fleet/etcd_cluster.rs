@@ -153,7 +153,10 @@ impl EtcdCluster {
                 .arg(&tls.server_key)
                 .arg("--trusted-ca-file")
                 .arg(&tls.ca)
-                .arg("--client-cert-auth");
+                .arg("--client-cert-auth")
+                // Auth tokens that expire after 2 s unused (default 300):
+                // a client must authenticate again on its own.
+                .args(["--auth-token-ttl", "2"]);
         }
         let child = command
             .arg("--name")

@@ -312,6 +312,11 @@ impl KmsClient {
         .await
     }
 
+    /// The actor's request topic: the `topic` label of its metrics.
+    pub fn topic(&self) -> &str {
+        &self.shared.topic
+    }
+
     /// The principal this client's requests name in audit events
     /// ([`KmsClient::with_principal`]); `None` when it names no one.
     pub fn principal(&self) -> Option<&str> {

@@ -53,7 +53,9 @@ pub const BATCHES_IN_FLIGHT: &str = "kms_batches_in_flight";
 /// by the refusal's stable code (`jose.malformed`, `jose.unknown_kid`,
 /// `jose.expired`, `kms.version_disallowed`, …: a bounded set, the codes of
 /// `kms_jose::JoseError` and the KMS's token refusals), whether refused
-/// before the signature was checked or after (counter).
+/// before the signature was checked or after; kms-http's bearer layer adds
+/// the requests it refuses before a token reaches the KMS
+/// (`http.no_credentials`, `http.invalid_request`) (counter).
 pub const TOKEN_REFUSALS_TOTAL: &str = "kms_token_refusals_total";
 
 /// `kms_build_info{version,curve_backend,missed_curve_backend}`: 1,

@@ -42,7 +42,7 @@ pub struct EtcdConfig {
     /// records were deleted, does not start an empty store with a new key.
     pub create: bool,
     /// Whether a commit that removes records (a trim or a destroy)
-    /// compacts etcd's history up to its revision (physically), so that
+    /// compacts etcd's history up to its revision, so that
     /// the removed records' older revisions, sealed seeds among them, are
     /// gone from the cluster's history. Compaction is cluster-wide: every
     /// key's history before that revision goes, not only this prefix's.
@@ -153,8 +153,8 @@ impl EtcdConfig {
     /// for a prefix that does not start with `/`, ends with `/` or holds
     /// characters outside `[A-Za-z0-9._/-]`, a request timeout of zero
     /// or above [`MAX_REQUEST_TIMEOUT`], an `https://` endpoint without
-    /// [`EtcdConfig::tls`] or another scheme with it, or a user with an
-    /// empty name.
+    /// [`EtcdConfig::tls`] or another scheme with it, a user with an
+    /// empty name, or a user without TLS.
     pub fn validate(&self) -> Result<(), KmsError> {
         let invalid = |reason: String| Err(KmsError::InvalidConfig { reason });
         if self.endpoints.is_empty() || self.endpoints.iter().any(|e| e.trim().is_empty()) {
@@ -182,6 +182,13 @@ impl EtcdConfig {
         if self.user.as_ref().is_some_and(|u| u.name.is_empty()) {
             return invalid("etcd: the user name is empty".to_owned());
         }
+        if self.user.is_some() && !tls {
+            return invalid(
+                "etcd: a user's password (and its auth token) would cross the network in the \
+                 clear: configure TLS too"
+                    .to_owned(),
+            );
+        }
         if self.request_timeout.is_zero() || self.request_timeout > MAX_REQUEST_TIMEOUT {
             return invalid(format!(
                 "etcd: request timeout {:?} must be above zero and at most {MAX_REQUEST_TIMEOUT:?}",
@@ -202,19 +209,26 @@ mod tests {
         assert!(ok.validate().is_ok());
         let tls = EtcdConfig::new(["https://127.0.0.1:2379"]).with_tls(EtcdTls {
             ca_pem: b"ca".to_vec(),
-            client: Some((b"cert".to_vec(), Zeroizing::new(b"key".to_vec()))),
+            client: Some((b"cert".to_vec(), Zeroizing::new(b"SECRETKEY".to_vec()))),
         });
         assert!(tls.validate().is_ok());
-        // Secrets never show in Debug.
+        // Secrets never show in Debug, as text or as bytes.
         let user = EtcdUser {
             name: "kms".to_owned(),
             password: Zeroizing::new("hunter2".to_owned()),
         };
-        let shown = format!("{:?}", tls.with_user(user));
+        let shown = format!("{:?}", tls.with_user(user.clone()));
+        let key_bytes = format!("{:?}", b"SECRETKEY".to_vec());
+        assert!(!shown.contains("hunter2"), "{shown}");
         assert!(
-            !shown.contains("hunter2") && !shown.contains("key\""),
+            !shown.contains("SECRETKEY") && !shown.contains(&key_bytes[1..key_bytes.len() - 1]),
             "{shown}"
         );
+        assert!(shown.contains("<certificate and key>") && shown.contains("<secret>"));
+        assert!(matches!(
+            ok.clone().with_user(user).validate(),
+            Err(KmsError::InvalidConfig { .. })
+        ));
         for bad in [
             EtcdConfig::new(Vec::<String>::new()),
             ok.clone().with_prefix("kms"),

@@ -31,8 +31,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use etcd_client::{
-    Certificate, Client, CompactionOptions, Compare, CompareOp, ConnectOptions, GetOptions,
-    Identity, KeyValue, TlsOptions, Txn, TxnOp, TxnOpResponse,
+    Certificate, Client, Compare, CompareOp, ConnectOptions, GetOptions, Identity, KeyValue,
+    TlsOptions, Txn, TxnOp, TxnOpResponse,
 };
 use kms_core::storage::{RecordWrite, Storage};
 use kms_core::KmsError;
@@ -112,7 +112,12 @@ impl EtcdStorage {
             options = options.with_tls(tls_options);
         }
         if let Some(user) = &config.user {
-            options = options.with_user(user.name.clone(), user.password.as_str());
+            // etcd's auth tokens expire (a simple token after 300 s unused,
+            // a JWT at its lifetime or at any change of the auth store):
+            // the client authenticates again when one is refused.
+            options = options
+                .with_user(user.name.clone(), user.password.as_str())
+                .with_auto_token_refresh(true);
         }
         let endpoints = config.endpoints.clone();
         let label = config.endpoints.join(",");
@@ -230,8 +235,11 @@ impl EtcdStorage {
     }
 
     /// Compacts the cluster's history up to `revision` (the commit that
-    /// removed records), physically, so the removed records' older
-    /// revisions are gone ([`EtcdConfig::compact`]). The commit stood
+    /// removed records), so the removed records' older revisions are gone
+    /// ([`EtcdConfig::compact`]): at once for every reader (a read at an
+    /// older revision is refused as compacted), and from the members'
+    /// backends as etcd's compaction runs on, without holding this commit
+    /// (and the keystore's writes) until it has. The commit stood
     /// whatever happens here: a failure is logged (`warn`, target
     /// `kms_etcd`) and the next removal compacts past it too.
     fn compact(&self, revision: i64) {
@@ -239,7 +247,7 @@ impl EtcdStorage {
         let label = self.label();
         let compacted = self.block(async move {
             client
-                .compact(revision, Some(CompactionOptions::new().with_physical()))
+                .compact(revision, None)
                 .await
                 .map_err(|e| unavailable_of(&label, e))
         });

@@ -71,12 +71,18 @@ pub(crate) fn serve_defaults() -> Result<serve::ServeArgs, String> {
     }
 }
 
-/// A timeout flag's value: seconds, fractions allowed, more than 0.
+/// The longest timeout a flag takes (a day): deadlines past it are no
+/// limit at all, and far larger ones would overflow the clock.
+const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+
+/// A timeout flag's value: seconds, fractions allowed, more than 0 and at
+/// most a day.
 pub(crate) fn timeout(text: &str) -> Result<Duration, String> {
     let secs: f64 = text.parse().map_err(|e| format!("{e}"))?;
     match Duration::try_from_secs_f64(secs) {
-        Ok(d) if !d.is_zero() => Ok(d),
-        Ok(_) => Err("must be more than 0".to_owned()),
+        Ok(d) if d.is_zero() => Err("must be more than 0".to_owned()),
+        Ok(d) if d > MAX_TIMEOUT => Err("must be at most 86400 (a day)".to_owned()),
+        Ok(d) => Ok(d),
         Err(e) => Err(e.to_string()),
     }
 }

@@ -9,11 +9,15 @@
 //! * **Header timeout** ([`Limits::header_timeout`]): a connection's first
 //!   request must have arrived whole within it from `accept` (so it will
 //!   cover a TLS handshake too); a later request within it from its first
-//!   byte. Otherwise the connection is closed: a client that sends one
-//!   header byte every few seconds (slowloris) is cut off.
+//!   byte read while no request is in flight (a next request pipelined
+//!   behind one in flight has the idle timeout instead). Otherwise the
+//!   connection is closed: a client that sends one header byte every few
+//!   seconds (slowloris) is cut off.
 //! * **Idle timeout** ([`Limits::idle_timeout`]): a keep-alive connection
 //!   with no request in flight and no byte of a next one is closed after
-//!   it.
+//!   it; so is one whose answer the client has not read for as long (a
+//!   write that would block and has not progressed since).
+//! * **Buffers:** a connection buffers at most 64 KiB of request head.
 //! * **Stop:** when `stop` turns true the loop stops accepting, every
 //!   connection finishes the request in flight (hyper's graceful
 //!   shutdown) and closes; [`serve`] returns when all are closed.
@@ -61,6 +65,12 @@ pub(crate) struct Limits {
     /// `--max-connections`: connections open at once on the face.
     pub(crate) max_connections: usize,
 }
+
+/// The most a connection buffers of a request's head, and of the bytes
+/// read ahead (bytes): heads with an 8 KiB token fit; hyper's default (about
+/// 400 KiB) times `--max-connections` would be gigabytes held by clients
+/// that send a head slowly.
+const MAX_BUF: usize = 64 * 1024;
 
 /// How long to wait before accepting again after `accept` failed (out of
 /// file descriptors, say), so the loop does not spin.
@@ -152,7 +162,10 @@ async fn connection(
     let mut builder = hyper::server::conn::http1::Builder::new();
     // Our watchdog times the heads: hyper's own timer would also cut idle
     // keep-alive connections at the header timeout.
-    builder.timer(TokioTimer::new()).header_read_timeout(None);
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(None)
+        .max_buf_size(MAX_BUF);
     let conn = builder.serve_connection(io, service);
     let mut conn = std::pin::pin!(conn);
     let mut stopping = false;
@@ -205,6 +218,10 @@ struct Activity {
     idle_since: AtomicU64,
     /// The first byte read since it became idle; [`NONE`] when none.
     first_byte: AtomicU64,
+    /// Since when the socket has taken no byte of an answer (a write that
+    /// would block and has not progressed since); [`NONE`] while writes
+    /// progress.
+    write_stalled: AtomicU64,
     /// Signalled when any of the above changes.
     changed: Notify,
 }
@@ -220,6 +237,7 @@ impl Activity {
             served: AtomicU64::new(0),
             idle_since: AtomicU64::new(0),
             first_byte: AtomicU64::new(NONE),
+            write_stalled: AtomicU64::new(NONE),
             changed: Notify::new(),
         }
     }
@@ -232,11 +250,15 @@ impl Activity {
         self.born + Duration::from_micros(micros) + plus
     }
 
-    /// When the connection is to be closed, if nothing happens first;
-    /// `None` while a request is in flight.
+    /// When the connection is to be closed, if nothing happens first:
+    /// with a request in flight, only while its answer cannot be written
+    /// (the client reads nothing: an idle timeout from the stall; a
+    /// handler that takes long is the request timeout's, not this);
+    /// without one, the header or idle timeout.
     fn deadline(&self, limits: &Limits) -> Option<Instant> {
         if self.in_flight.load(Ordering::Relaxed) > 0 {
-            return None;
+            let stalled = self.write_stalled.load(Ordering::Relaxed);
+            return (stalled != NONE).then(|| self.at(stalled, limits.idle_timeout));
         }
         let first_byte = self.first_byte.load(Ordering::Relaxed);
         Some(if self.served.load(Ordering::Relaxed) == 0 {
@@ -247,6 +269,19 @@ impl Activity {
         } else {
             self.at(self.idle_since.load(Ordering::Relaxed), limits.idle_timeout)
         })
+    }
+
+    /// A write took bytes (`progressed`) or would block: a stall starts at
+    /// the first write that would block and ends at the next progress.
+    fn wrote(&self, progressed: bool) {
+        let stalled = self.write_stalled.load(Ordering::Relaxed);
+        if progressed && stalled != NONE {
+            self.write_stalled.store(NONE, Ordering::Relaxed);
+            self.changed.notify_one();
+        } else if !progressed && stalled == NONE {
+            self.write_stalled.store(self.now(), Ordering::Relaxed);
+            self.changed.notify_one();
+        }
     }
 
     /// Bytes arrived: the first since the connection became idle starts
@@ -306,13 +341,26 @@ impl AsyncRead for Watched {
     }
 }
 
+impl Watched {
+    /// Tells the activity whether a write progressed or would block.
+    fn watch_write(&self, polled: &Poll<io::Result<usize>>) {
+        match polled {
+            Poll::Ready(Ok(n)) if *n > 0 => self.activity.wrote(true),
+            Poll::Pending => self.activity.wrote(false),
+            _ => {}
+        }
+    }
+}
+
 impl AsyncWrite for Watched {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.watch_write(&polled);
+        polled
     }
 
     fn poll_write_vectored(
@@ -320,7 +368,9 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.watch_write(&polled);
+        polled
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -363,15 +413,24 @@ pub(crate) fn raise_open_files_limit() -> Result<Option<u64>, String> {
 /// The request timeout (`--request-timeout`), as a layer on a face's own
 /// routes: a request whose response headers are not ready within
 /// `timeout` is answered 503 `http.request_timeout` with `Retry-After`
-/// (its handler is dropped).
+/// (its handler is dropped), `Cache-Control: no-store` and
+/// `X-Content-Type-Options: nosniff`.
 pub(crate) async fn within(timeout: Duration, request: Request, next: Next) -> Response {
     match tokio::time::timeout(timeout, next.run(request)).await {
         Ok(response) => response,
-        Err(_) => kms::http::error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "http.request_timeout",
-            "the request took longer than the server's request timeout",
-        ),
+        Err(_) => {
+            let mut response = kms::http::error_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "http.request_timeout",
+                "the request took longer than the server's request timeout",
+            );
+            // Outside each face's own layers: no cache keeps it.
+            response.headers_mut().insert(
+                axum::http::header::CACHE_CONTROL,
+                axum::http::HeaderValue::from_static("no-store"),
+            );
+            response
+        }
     }
 }
 

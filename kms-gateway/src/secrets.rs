@@ -46,8 +46,9 @@ pub(crate) struct AdminSecret {
 ///
 /// # Errors
 /// A non-loopback `--admin-listen` without `--admin-token-file`; the
-/// file's refusals ([`read_secret`]); a secret shorter than
-/// [`MIN_ADMIN_SECRET`] bytes once surrounding whitespace is trimmed.
+/// file's refusals ([`read_secret`]); a secret that is not visible ASCII
+/// or is shorter than [`MIN_ADMIN_SECRET`] bytes once surrounding
+/// whitespace is trimmed.
 pub(crate) fn admin_token_file(args: &ServeArgs) -> Result<Option<AdminSecret>, String> {
     let Some(path) = &args.admin_token_file else {
         if !args.admin_listen.ip().is_loopback() {
@@ -67,6 +68,14 @@ pub(crate) fn admin_token_file(args: &ServeArgs) -> Result<Option<AdminSecret>, 
     let token = text.trim_ascii();
     if token.is_empty() {
         return Err(format!("--admin-token-file {} is empty", path.display()));
+    }
+    // It travels in an Authorization header: visible ASCII only.
+    if !token.iter().all(|b| (0x21..=0x7e).contains(b)) {
+        return Err(format!(
+            "--admin-token-file {}: the secret must be visible ASCII (no spaces or binary \
+             bytes): it is sent as a bearer token",
+            path.display()
+        ));
     }
     if token.len() < MIN_ADMIN_SECRET {
         return Err(format!(
@@ -156,7 +165,16 @@ pub(crate) fn read_secret(
     allow_group: bool,
 ) -> Result<Zeroizing<Vec<u8>>, String> {
     let what = |e: &dyn std::fmt::Display| format!("{flag} {}: {e}", path.display());
-    let mut file = std::fs::File::open(path).map_err(|e| what(&e))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    // Not blocking in open: a FIFO without a writer would hang the start
+    // before the regular-file check below refuses it.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        rustix::fs::OFlags::NONBLOCK.bits() as i32,
+    );
+    let mut file = options.open(path).map_err(|e| what(&e))?;
     let metadata = file.metadata().map_err(|e| what(&e))?;
     if !metadata.is_file() {
         return Err(what(&"is not a regular file"));

@@ -210,6 +210,9 @@ fn alg(text: &str) -> Result<Algorithm, String> {
 
 /// Runs `gateway serve` until a signal; `Err` is a start-up error.
 pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
+    // First: a signal sent while the store opens (etcd may take a while)
+    // must find its handler, not the default action.
+    let mut signals = Signals::install()?;
     // Not fatal: the faces still serve, up to the lower limit.
     match listener::raise_open_files_limit() {
         Ok(limit) => tracing::debug!(?limit, "open-files limit"),
@@ -220,6 +223,13 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         .split_once(':')
         .ok_or_else(|| format!("--key {}: expected TENANT:PURPOSE", args.key))?;
     let admin_token_file = secrets::admin_token_file(&args)?;
+    if args.admin_listen.ip().is_unspecified() && args.admin_host.is_empty() {
+        return Err(format!(
+            "--admin-listen {} listens on every address, and the admin face answers only a \
+             Host that names it: give the names clients use with --admin-host",
+            args.admin_listen
+        ));
+    }
     let trusted = trusted_sets(&args.trust_jwks)?;
     // Held while serving: it applies the other fleet nodes' changes.
     #[cfg(feature = "etcd")]
@@ -259,9 +269,6 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         Some(secret) => secret,
         None => secrets::generate()?,
     };
-    // Before anything is served: a SIGTERM that follows the readiness line
-    // at once must find its handler installed.
-    let mut signals = Signals::install()?;
     let public_listener = bind(args.listen, "--listen").await?;
     let admin_listener = bind(args.admin_listen, "--admin-listen").await?;
     let metrics_listener = match args.metrics_listen {
@@ -331,16 +338,21 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
     }
     eprintln!("gateway serve: stopping");
     let _ = stop_tx.send(true);
+    // One deadline for every face together: a connection that never
+    // finishes its request must not keep the store open forever.
+    let drained_by = tokio::time::Instant::now() + DRAIN;
     for (name, server) in servers {
-        // A connection that never finishes its request must not keep the
-        // store open forever.
-        match tokio::time::timeout(DRAIN, server).await {
+        let abort = server.abort_handle();
+        match tokio::time::timeout_at(drained_by, server).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => eprintln!("gateway serve: the {name} face's task failed: {e}"),
-            Err(_) => eprintln!(
-                "gateway serve: the {name} face did not drain in {} s; closing anyway",
-                DRAIN.as_secs()
-            ),
+            Err(_) => {
+                abort.abort();
+                eprintln!(
+                    "gateway serve: the {name} face did not drain in {} s; closing anyway",
+                    DRAIN.as_secs()
+                );
+            }
         }
     }
     handle.shutdown().await;
@@ -354,8 +366,14 @@ fn admin_hosts(bound: SocketAddr, names: &[String]) -> Vec<String> {
     let port = bound.port();
     let mut hosts = vec![bound.to_string(), format!("localhost:{port}")];
     for name in names {
-        hosts.push(name.clone());
+        // An IPv6 address is written in brackets in `Host` (RFC 3986
+        // §3.2.2).
+        let name = match name.parse::<std::net::Ipv6Addr>() {
+            Ok(ip) => format!("[{ip}]"),
+            Err(_) => name.clone(),
+        };
         hosts.push(format!("{name}:{port}"));
+        hosts.push(name);
     }
     hosts
 }

@@ -4,7 +4,7 @@
 //! timeout), connections past `--max-connections` wait in the backlog,
 //! and the soft open-files limit is raised to the hard one. Deadlines
 //! only catch hangs; the timeouts under test are a second or two.
-#![cfg(unix)]
+#![cfg(target_os = "linux")]
 
 #[path = "support/serving.rs"]
 mod serving;
@@ -94,9 +94,16 @@ fn a_slow_client_is_cut_off_at_the_header_timeout_while_others_are_answered() {
         }
         false
     });
-    // Meanwhile other clients are answered.
+    // Meanwhile other clients are answered, each well within the slow
+    // one's header timeout (a hang would show here).
     for _ in 0..5 {
+        let asked = Instant::now();
         assert_eq!(http(s.public, "GET", "/healthz", &[], "").0, 200);
+        assert!(
+            asked.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            asked.elapsed()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let took = slow.closed_after(slow_since);
@@ -191,5 +198,38 @@ fn the_open_files_limit_is_raised_to_the_hard_limit() {
     let (soft, hard) = (fields[3], fields[4]);
     assert_eq!(soft, hard, "{line}");
     assert_ne!(soft, "256", "{line}");
+    assert_eq!(s.stop(), 0);
+}
+
+/// A client that sends requests and never reads the answers stalls the
+/// server's writes; its connection is closed at the idle timeout after
+/// the stall, so it cannot hold a slot (here the only one) forever.
+#[test]
+fn a_client_that_never_reads_its_answers_is_cut_off() {
+    let s = Serving::start(&["--max-connections", "1", "--idle-timeout", "1"]);
+    let stalled = Client::connect(s.public);
+    let mut writer = stalled.0.try_clone().expect("clone");
+    let addr = s.public;
+    // Pipelined requests until the connection is closed (or the deadline
+    // that catches a hang): the answers fill both sockets' buffers.
+    let flooding = std::thread::spawn(move || {
+        let request = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n").repeat(64);
+        let started = Instant::now();
+        while started.elapsed() < HANG {
+            if writer.write_all(request.as_bytes()).is_err() {
+                return true;
+            }
+        }
+        false
+    });
+    // The one slot frees once the stalled connection is cut: another
+    // client is then served.
+    let mut next = Client::connect(s.public);
+    assert_eq!(next.healthz(s.public), 200);
+    assert!(
+        flooding.join().expect("writer"),
+        "the stalled connection was closed"
+    );
+    drop(stalled);
     assert_eq!(s.stop(), 0);
 }

@@ -164,6 +164,7 @@ fn start_up_refusals_exit_1_and_usage_errors_2() {
     let open_key = file("open.hex", &"ab".repeat(32), 0o644);
     let short_key = file("short.hex", "abcd", 0o600);
     let good_key = file("good.hex", &"ab".repeat(32), 0o600);
+    let good_token = file("good-token", &"c".repeat(40), 0o600);
     let full = dir.path().join("full");
     std::fs::create_dir(&full).expect("mkdir");
     std::fs::write(full.join("something"), "x").expect("write");
@@ -181,6 +182,16 @@ fn start_up_refusals_exit_1_and_usage_errors_2() {
         (
             vec!["serve".into(), "--admin-token-file".into(), s(&blank)],
             "is empty",
+        ),
+        (
+            vec![
+                "serve".into(),
+                "--admin-listen".into(),
+                "0.0.0.0:0".into(),
+                "--admin-token-file".into(),
+                s(&good_token),
+            ],
+            "--admin-host",
         ),
         (
             vec![

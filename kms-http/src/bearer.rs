@@ -121,13 +121,16 @@ where
             // Borrowed from the request's header until the answer: the
             // token is copied once, into the verify request.
             let verified = match bearer_token(request.headers()) {
+                Err(refusal) => {
+                    refusal.count(&state.client);
+                    return Ok(refusal.response());
+                }
                 Ok(token) => {
                     state
                         .client
                         .verify_jwt(token, &state.keys, &state.validation)
                         .await
                 }
-                Err(refusal) => return Ok(refusal.response()),
             };
             match verified {
                 Ok(verified) => {
@@ -153,6 +156,23 @@ enum Refusal {
 }
 
 impl Refusal {
+    /// Counts a refusal made before any token reached the KMS in
+    /// `kms_token_refusals_total{topic,code}` (`verify_jwt` counts the
+    /// others): `http.no_credentials` or `http.invalid_request`.
+    fn count(&self, client: &KmsClient) {
+        let code = match self {
+            Refusal::NoCredentials => "http.no_credentials",
+            Refusal::BadRequest(_) => "http.invalid_request",
+            Refusal::Kms(_) => return,
+        };
+        metrics::counter!(
+            kms_actor::metrics::TOKEN_REFUSALS_TOTAL,
+            "topic" => client.topic().to_owned(),
+            "code" => code
+        )
+        .increment(1);
+    }
+
     fn response<B: From<String>>(self) -> Response<B> {
         let (status, challenge, code, message) = match self {
             Refusal::NoCredentials => (

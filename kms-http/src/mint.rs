@@ -201,7 +201,7 @@ impl Admin {
     }
 }
 
-/// A fresh `jti`: 128 random bits from the OS, base64url.
+/// A fresh `jti`: 128 random bits from the OS, as 32 lowercase hex digits.
 fn jti() -> Result<String, Refusal> {
     let mut bytes = [0u8; JTI_BYTES];
     getrandom::fill(&mut bytes).map_err(|e| {

@@ -650,7 +650,7 @@ async fn minting_has_limits_and_the_server_sets_who_and_when() {
             "admin.lifetime_too_long",
         ),
         (
-            json!({"sub": "a", "exp": now + 3601}).to_string(),
+            json!({"sub": "a", "exp": now + 3700}).to_string(),
             "admin.lifetime_too_long",
         ),
         (

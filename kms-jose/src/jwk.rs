@@ -103,9 +103,10 @@ pub struct SkippedJwk {
     pub reason: String,
 }
 
-/// The private members of `OKP`, `EC` and `RSA` keys (RFC 8037 §2,
-/// RFC 7518 §6.2.2 and §6.3.2).
-const PRIVATE_MEMBERS: [&str; 7] = ["d", "p", "q", "dp", "dq", "qi", "oth"];
+/// The members that hold a secret: the private members of `OKP`, `EC` and
+/// `RSA` keys (RFC 8037 §2, RFC 7518 §6.2.2 and §6.3.2) and an `oct` key's
+/// `k` (RFC 7518 §6.4.1).
+const SECRET_MEMBERS: [&str; 8] = ["d", "p", "q", "dp", "dq", "qi", "oth", "k"];
 
 /// An external issuer's JWK Set, loaded: its usable Ed25519 keys, and the
 /// keys it skipped.
@@ -126,9 +127,10 @@ impl TrustedJwkSet {
     ///
     /// # Errors
     /// [`JoseError::InvalidJwk`] for a document that is not a JSON object
-    /// with a `keys` array, a key that is not an object, an `OKP`, `EC` or
-    /// `RSA` key that holds a private member (`d`, `p`, `q`, `dp`, `dq`,
-    /// `qi`, `oth`: a private key does not belong in a trusted set), has no
+    /// with a `keys` array, a key that is not an object, a key of any
+    /// `kty` that holds a secret member (`d`, `p`, `q`, `dp`, `dq`, `qi`,
+    /// `oth`, or an `oct` key's `k`: a secret does not belong in a trusted
+    /// set), has no
     /// valid 32-byte `x`, a key rules 2–3 refuse, or an `alg` other than
     /// `EdDSA`/`Ed25519`; [`JoseError::DuplicateKid`] for a `kid` that
     /// appears twice.
@@ -176,13 +178,12 @@ impl TrustedJwkSet {
                 Some(Value::String(u)) if u == "sig" => Ok(()),
                 Some(other) => Err(format!("`use` is {other}, not \"sig\"")),
             };
-            // A private key in a set of trusted public keys is a leak, not
-            // a key to skip, whatever its type: the asymmetric types'
-            // private members (RFC 7518 §6.2.2, §6.3.2; RFC 8037 §2).
-            if matches!(text("kty"), Some("OKP" | "EC" | "RSA")) {
-                if let Some(member) = PRIVATE_MEMBERS.iter().find(|m| key.contains_key(**m)) {
-                    return Err(invalid(&format!("holds a private key (`{member}`)")));
-                }
+            // A secret in a set of trusted public keys is a leak, not a
+            // key to skip, whatever its `kty` (or none): the asymmetric
+            // types' private members (RFC 7518 §6.2.2, §6.3.2; RFC 8037
+            // §2) and a symmetric key's `k` (RFC 7518 §6.4.1).
+            if let Some(member) = SECRET_MEMBERS.iter().find(|m| key.contains_key(**m)) {
+                return Err(invalid(&format!("holds a secret (`{member}`)")));
             }
             // RFC 7517 §4.3: a key whose `key_ops` are given and lack
             // `verify` may not verify.
@@ -326,6 +327,14 @@ mod tests {
             ),
             (
                 json!({"keys": [{"kty": "EC", "crv": "P-256", "x": X, "y": X, "d": X, "kid": "e"}]}),
+                "jose.invalid_jwk",
+            ),
+            (
+                json!({"keys": [{"kty": "oct", "k": "c2VjcmV0", "kid": "h"}]}),
+                "jose.invalid_jwk",
+            ),
+            (
+                json!({"keys": [{"d": X, "kid": "no-kty"}]}),
                 "jose.invalid_jwk",
             ),
             (
