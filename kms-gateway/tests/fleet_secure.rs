@@ -17,12 +17,12 @@ mod serving;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use etcd_cluster::{EtcdCluster, TlsFiles};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
-use serving::{gateway, json, Serving, HANG};
+use serving::{gateway, json, run_to_exit, Serving};
 
 const PREFIX: &str = "/kms-secure";
 const PASSWORD: &str = "kms-password-0123456789";
@@ -81,25 +81,16 @@ fn etcdctl(cluster: &EtcdCluster, args: &[&str]) -> String {
     text
 }
 
-/// Runs `gateway serve` with `args` to its exit (it must refuse to start):
-/// the exit code and stderr.
+/// Runs `gateway serve` with `args` to its exit (it must refuse to start;
+/// killed past the deadline): the exit code and stderr.
 fn refused(args: &[String]) -> (i32, String) {
-    let child = Command::new(gateway())
+    let mut command = Command::new(gateway());
+    command
         .arg("serve")
         .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let started = Instant::now();
-    let output = child.wait_with_output().expect("wait");
-    assert!(started.elapsed() < HANG, "it did not exit");
-    (
-        output.status.code().expect("exit code"),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+        .args(args);
+    let (code, _, stderr) = run_to_exit(command);
+    (code, stderr)
 }
 
 #[test]

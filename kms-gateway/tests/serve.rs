@@ -6,12 +6,11 @@
 #[path = "support/serving.rs"]
 mod serving;
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use serving::{gateway, http, http_full, json, Serving, HANG};
+use serving::{gateway, http, http_full, json, run_to_exit, Serving};
 
 #[test]
 fn serve_answers_on_both_faces_and_stops_on_sigterm() {
@@ -119,34 +118,8 @@ fn run(args: &[&str]) -> (i32, String) {
             }
         }
     }
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run gateway");
-    let mut stderr = child.stderr.take().expect("stderr");
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if started.elapsed() > HANG {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("gateway {args:?} did not exit");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (
-        status.code().expect("exit code"),
-        reader.join().expect("stderr reader"),
-    )
+    let (code, _, stderr) = run_to_exit(command);
+    (code, stderr)
 }
 
 #[test]
@@ -347,35 +320,13 @@ fn the_admin_face_runs_the_key_lifecycle_durably_and_audits_it() {
 #[test]
 fn the_main_job_runs_from_an_empty_directory() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut child = Command::new(gateway())
+    let mut command = Command::new(gateway());
+    command
         .current_dir(dir.path())
         .args(["--clients", "4", "--duration", "0.2", "--keys", "2"])
-        .args(["--metrics-addr", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("run the main job");
-    let mut stdout = child.stdout.take().expect("stdout");
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if started.elapsed() > HANG {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the main job did not finish");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let report = reader.join().expect("stdout reader");
-    assert_eq!(status.code(), Some(0), "{report}");
+        .args(["--metrics-addr", "127.0.0.1:0"]);
+    let (code, report, _) = run_to_exit(command);
+    assert_eq!(code, 0, "{report}");
     // 2 290 fixed-length vectors before any token; both phases pass.
     assert!(report.contains("2290 test vectors"), "{report}");
     assert_eq!(

@@ -21,6 +21,43 @@ pub fn gateway() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_kms-gateway"))
 }
 
+/// Runs `command` to its exit, killed past [`HANG`] (a hang fails the
+/// test): the exit code, stdout and stderr, both read as they come.
+pub fn run_to_exit(mut command: Command) -> (i32, String, String) {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the gateway");
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("stdout")));
+    let stderr = drain(Box::new(child.stderr.take().expect("stderr")));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > HANG {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{command:?} did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (
+        status.code().expect("exit code"),
+        stdout.join().expect("stdout reader"),
+        stderr.join().expect("stderr reader"),
+    )
+}
+
 /// A running `gateway serve` and its two faces.
 pub struct Serving {
     pub child: Child,
