@@ -55,7 +55,9 @@
 
 #![forbid(unsafe_code)]
 
+mod claim_headers;
 mod cli;
+mod forward_auth;
 mod http_phase;
 mod job;
 mod listener;

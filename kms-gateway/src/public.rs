@@ -2,10 +2,14 @@
 //! key-set change, `Cache-Control: public, max-age=--jwks-max-age`,
 //! `ETag`, 304), `GET /whoami`
 //! behind `kms::http::BearerLayer` (200 with the verified claims, else the
-//! RFC 6750 challenge) and `GET /healthz`. Nothing here issues tokens or
-//! changes keys; any other path is 404. Every answer has a `Content-Type`
-//! and `X-Content-Type-Options: nosniff`. The main job's HTTP phase serves
-//! the same router.
+//! RFC 6750 challenge), `GET /healthz`, and the forward-auth routes
+//! (`forward_auth.rs`, behind the same layer). Nothing here issues tokens
+//! or changes keys; any other path is 404. Every answer has a
+//! `Content-Type` (but forward auth's empty 200) and
+//! `X-Content-Type-Options: nosniff`. The main job's HTTP phase serves the
+//! same router.
+
+use std::sync::Arc;
 
 use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -18,43 +22,57 @@ use kms::http::{error_response, jwks_router_with, BearerLayer, JwksConfig, Verif
 use kms::jose::Validation;
 use serde_json::{json, Value};
 
-/// The public face: JWKS, `/whoami` behind the bearer layer, `/healthz`.
-pub(crate) fn router(
-    handle: &kms::actor::KmsHandle,
-    key: &KeyId,
-    jwks: JwksConfig,
-    validation: Validation,
-) -> Router {
-    let whoami = Router::new()
-        .route(
-            "/whoami",
-            get(|mut request: Request| async move {
-                // Taken out of the request, not cloned as `Extension`
-                // would: the claims are written back as they came.
-                match request.extensions_mut().remove::<VerifiedClaims>() {
-                    Some(VerifiedClaims(claims)) => {
-                        Json(Value::Object(claims.into_map())).into_response()
-                    }
-                    // Only behind the layer, which always sets them.
-                    None => error_response(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "http.internal",
-                        "no verified claims",
-                    ),
+use crate::claim_headers::ClaimHeaders;
+use crate::forward_auth;
+
+/// What the public face serves, from `serve`'s flags.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    /// How the JWK Set is served (`--jwks-max-age`).
+    pub(crate) jwks: JwksConfig,
+    /// What `/whoami` and forward auth check of a token's claims.
+    pub(crate) validation: Validation,
+    /// The forward-auth prefix (`--forward-auth-path`), if served.
+    pub(crate) forward_auth: Option<String>,
+    /// The claims written as headers (`--claim-header`).
+    pub(crate) claim_headers: Arc<ClaimHeaders>,
+}
+
+/// The public face: JWKS, `/whoami` and forward auth behind the bearer
+/// layer, `/healthz`.
+pub(crate) fn router(handle: &kms::actor::KmsHandle, key: &KeyId, options: Options) -> Router {
+    // Of its keystore, only its own key's tokens (a shared store holds
+    // other tenants' token keys too).
+    let bearer = BearerLayer::new(handle.client(), TokenKeys::of(key), options.validation);
+    let mut verified = Router::new().route(
+        "/whoami",
+        get(|mut request: Request| async move {
+            // Taken out of the request, not cloned as `Extension`
+            // would: the claims are written back as they came.
+            match request.extensions_mut().remove::<VerifiedClaims>() {
+                Some(VerifiedClaims(claims)) => {
+                    Json(Value::Object(claims.into_map())).into_response()
                 }
-            }),
-        )
-        // Of its keystore, only its own key's tokens (a shared store holds
-        // other tenants' token keys too).
-        .layer(BearerLayer::new(
-            handle.client(),
-            TokenKeys::of(key),
-            validation,
+                // Only behind the layer, which always sets them.
+                None => error_response(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "http.internal",
+                    "no verified claims",
+                ),
+            }
+        }),
+    );
+    if let Some(path) = &options.forward_auth {
+        verified = verified.merge(forward_auth::routes(
+            path,
+            options.claim_headers,
+            handle.client().topic().to_owned(),
         ));
+    }
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
-        .merge(whoami)
-        .merge(jwks_router_with(handle.client(), key.clone(), jwks))
+        .merge(verified.layer(bearer))
+        .merge(jwks_router_with(handle.client(), key.clone(), options.jwks))
         .fallback(|| async {
             error_response(StatusCode::NOT_FOUND, "http.not_found", "no such route")
         })

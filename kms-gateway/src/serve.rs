@@ -60,9 +60,10 @@ use kms::http::{admin_router, AdminConfig, JwksConfig};
 use kms::jose::{Algorithm, TrustedJwkSet, Validation};
 use tokio::net::TcpListener;
 
+use crate::claim_headers::{self, ClaimHeader, ClaimHeaders};
 use crate::listener::{self, Limits};
 use crate::signals::{Signal, Signals};
-use crate::{public, secrets, store, telemetry};
+use crate::{forward_auth, public, secrets, store, telemetry};
 
 /// How long the listeners may take to answer what is in flight at a stop.
 const DRAIN: Duration = Duration::from_secs(30);
@@ -174,23 +175,51 @@ pub(crate) struct ServeArgs {
     /// The signing key, TENANT:PURPOSE; created if the store has none.
     #[arg(long, default_value = "gateway:tokens")]
     key: String,
+    /// Seconds of clock skew allowed when `exp`, `nbf` and `iat` are
+    /// checked.
+    #[arg(long, value_name = "SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(..=3600))]
+    leeway: u64,
+    /// The public face's forward-auth route: this path and every path
+    /// under it, any method, 200 with the --claim-header headers for a
+    /// valid bearer token, else 401 [default: /auth].
+    #[arg(long, value_name = "PATH", value_parser = forward_auth::path)]
+    forward_auth_path: Option<String>,
+    /// A verified claim passed on as a header, CLAIM=HEADER (repeatable),
+    /// e.g. sub=X-Auth-Subject; a client's own copies are removed.
+    #[arg(long, value_name = "CLAIM=HEADER", value_parser = claim_headers::parse)]
+    claim_header: Vec<ClaimHeader>,
     /// The alg of issued tokens and of the JWKS entries.
     #[arg(long, default_value = "EdDSA", value_parser = alg)]
     alg: Algorithm,
 }
 
 impl ServeArgs {
-    /// What `/whoami` checks of a token's claims: the defaults, and the
-    /// audience of `--token-audience` (its own tokens carry it).
+    /// What `/whoami` and forward auth check of a token's claims: the
+    /// defaults, the audience of `--token-audience` (its own tokens carry
+    /// it) and the `--leeway`.
     pub(crate) fn validation(&self) -> Validation {
         let mut validation = Validation::default();
         validation.audiences.extend(self.token_audience.clone());
+        validation.leeway = Duration::from_secs(self.leeway);
         validation
     }
 
-    /// How the public face serves the JWK Set (`--jwks-max-age`).
-    pub(crate) fn jwks(&self) -> JwksConfig {
-        JwksConfig::default().with_max_age(Duration::from_secs(self.jwks_max_age))
+    /// What the public face serves.
+    ///
+    /// # Errors
+    /// One header named by two `--claim-header`s.
+    pub(crate) fn public(&self) -> Result<public::Options, String> {
+        Ok(public::Options {
+            jwks: JwksConfig::default().with_max_age(Duration::from_secs(self.jwks_max_age)),
+            validation: self.validation(),
+            forward_auth: Some(
+                self.forward_auth_path
+                    .clone()
+                    .unwrap_or_else(|| forward_auth::DEFAULT_PATH.to_owned()),
+            ),
+            claim_headers: Arc::new(ClaimHeaders::new(self.claim_header.clone())?),
+        })
     }
 
     /// The connection limits of `--header-timeout`, `--idle-timeout` and
@@ -304,12 +333,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         (
             "public",
             public_listener,
-            within(public::router(
-                &handle,
-                &key,
-                args.jwks(),
-                args.validation(),
-            )),
+            within(public::router(&handle, &key, args.public()?)),
         ),
         ("admin", admin_listener, within(admin)),
     ];
@@ -378,9 +402,11 @@ fn admin_hosts(bound: SocketAddr, names: &[String]) -> Vec<String> {
     hosts
 }
 
-/// Exits 2 for `--etcd` in a build without the `etcd` feature, saying how
-/// to build one.
+/// The usage errors clap cannot see (exit 2): `--etcd` in a build without
+/// the `etcd` feature (saying how to build one), one header named by two
+/// `--claim-header`s.
 pub(crate) fn check_build(args: &ServeArgs) -> Result<(), String> {
+    ClaimHeaders::new(args.claim_header.clone())?;
     if args.etcd.is_some() && !cfg!(feature = "etcd") {
         return Err(
             "--etcd needs a build with the etcd feature: cargo install --path kms-gateway --features etcd, then kms-gateway serve --etcd URL ..."

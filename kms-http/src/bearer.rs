@@ -226,6 +226,21 @@ impl Refusal {
     }
 }
 
+/// The answer the layer gives every refused token: 401 with
+/// `WWW-Authenticate: Bearer error="invalid_token",
+/// error_description="invalid token"` (RFC 6750 §3) and the JSON body
+/// `{"error": "invalid_token", "message": "invalid token"}`. For a service
+/// behind the layer that refuses a verified token on grounds of its own (a
+/// claim it cannot pass on, say), so that its refusal cannot be told from
+/// the layer's.
+pub fn invalid_token_response<B: From<String>>() -> Response<B> {
+    Refusal::Kms(KmsError::InvalidToken {
+        code: "http.refused_by_service",
+        reason: String::new(),
+    })
+    .response()
+}
+
 /// The challenge of every refused token (RFC 6750 §3), whatever the
 /// reason.
 const INVALID_TOKEN_CHALLENGE: &str =
@@ -315,5 +330,9 @@ mod tests {
         }
         assert_eq!(expired.body(), destroyed.body());
         assert!(!destroyed.body().contains("acme"));
+        let service = invalid_token_response::<String>();
+        assert_eq!(service.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(service.headers(), expired.headers());
+        assert_eq!(service.body(), expired.body());
     }
 }

@@ -35,6 +35,6 @@ mod key_admin;
 mod mint;
 
 pub use admin::{admin_router, AdminConfig};
-pub use bearer::{BearerLayer, BearerService, VerifiedClaims};
+pub use bearer::{invalid_token_response, BearerLayer, BearerService, VerifiedClaims};
 pub use error_body::error_response;
 pub use jwks::{jwks_router, jwks_router_with, JwksConfig, JWKS_PATH};

@@ -189,6 +189,14 @@ impl Serving {
         admin_http(self.admin, secret, method, path, body)
     }
 
+    /// A token minted by the admin face (`POST /tokens`) with `claims`
+    /// (a JSON object).
+    pub fn mint(&self, claims: &str) -> String {
+        let (status, body) = self.admin("POST", "/tokens", claims);
+        assert_eq!(status, 200, "{body}");
+        json(&body)["token"].as_str().expect("token").to_owned()
+    }
+
     /// Where the generated admin secret is.
     pub fn secret_path(&self) -> PathBuf {
         self.early
