@@ -93,7 +93,7 @@ pub(crate) async fn run(options: &Options) -> Result<bool, String> {
     let (stop_server, stopped) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(listener::serve(
         socket,
-        public::router(&handle, &key, defaults.public()?),
+        public::router(&handle, &key, defaults.public(handle.client().topic())?),
         limits,
         stopped,
     ));

@@ -62,6 +62,7 @@ mod http_phase;
 mod job;
 mod listener;
 mod logging;
+mod proxy;
 mod public;
 mod report;
 mod secrets;

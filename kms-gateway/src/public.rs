@@ -10,6 +10,7 @@
 //! same router.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -23,7 +24,8 @@ use kms::jose::Validation;
 use serde_json::{json, Value};
 
 use crate::claim_headers::ClaimHeaders;
-use crate::forward_auth;
+use crate::proxy::Proxy;
+use crate::{forward_auth, listener};
 
 /// What the public face serves, from `serve`'s flags.
 #[derive(Debug, Clone)]
@@ -36,10 +38,16 @@ pub(crate) struct Options {
     pub(crate) forward_auth: Option<String>,
     /// The claims written as headers (`--claim-header`).
     pub(crate) claim_headers: Arc<ClaimHeaders>,
+    /// `--request-timeout`, on the face's own routes.
+    pub(crate) request_timeout: Duration,
+    /// The proxy mode (`--upstream`): every other path goes upstream.
+    pub(crate) proxy: Option<Arc<Proxy>>,
 }
 
 /// The public face: JWKS, `/whoami` and forward auth behind the bearer
-/// layer, `/healthz`.
+/// layer, `/healthz`; with a proxy, every other path behind the same
+/// layer to the upstream, else 404. The request timeout and `nosniff`
+/// cover the face's own routes, not the upstream's answers.
 pub(crate) fn router(handle: &kms::actor::KmsHandle, key: &KeyId, options: Options) -> Router {
     // Of its keystore, only its own key's tokens (a shared store holds
     // other tenants' token keys too).
@@ -65,25 +73,40 @@ pub(crate) fn router(handle: &kms::actor::KmsHandle, key: &KeyId, options: Optio
     if let Some(path) = &options.forward_auth {
         verified = verified.merge(forward_auth::routes(
             path,
-            options.claim_headers,
+            Arc::clone(&options.claim_headers),
             handle.client().topic().to_owned(),
         ));
     }
-    Router::new()
+    let own = Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
-        .merge(verified.layer(bearer))
+        .merge(verified.layer(bearer.clone()))
         .merge(jwks_router_with(handle.client(), key.clone(), options.jwks))
-        .fallback(|| async {
-            error_response(StatusCode::NOT_FOUND, "http.not_found", "no such route")
-        })
         .method_not_allowed_fallback(|| async {
             error_response(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "http.method_not_allowed",
                 "this route does not take that method",
             )
-        })
-        .layer(axum::middleware::map_response(nosniff))
+        });
+    let timeout = options.request_timeout;
+    let layered = |router: Router| {
+        router
+            .layer(axum::middleware::map_response(nosniff))
+            .layer(axum::middleware::from_fn(move |request, next| {
+                listener::within(timeout, request, next)
+            }))
+    };
+    match options.proxy {
+        None => layered(own.fallback(|| async {
+            error_response(StatusCode::NOT_FOUND, "http.not_found", "no such route")
+        })),
+        // Set after the layers, so they do not wrap it.
+        Some(proxy) => layered(own).fallback_service(
+            Router::new()
+                .fallback(move |request: Request| Arc::clone(&proxy).forward(request))
+                .layer(bearer),
+        ),
+    }
 }
 
 /// `X-Content-Type-Options: nosniff` on every answer: a browser never

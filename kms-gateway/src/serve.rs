@@ -62,8 +62,11 @@ use tokio::net::TcpListener;
 
 use crate::claim_headers::{self, ClaimHeader, ClaimHeaders};
 use crate::listener::{self, Limits};
+use crate::proxy::{self, Proxy};
 use crate::signals::{Signal, Signals};
 use crate::{forward_auth, public, secrets, store, telemetry};
+use axum::http::uri::Authority;
+use ipnet::IpNet;
 
 /// How long the listeners may take to answer what is in flight at a stop.
 const DRAIN: Duration = Duration::from_secs(30);
@@ -189,6 +192,25 @@ pub(crate) struct ServeArgs {
     /// e.g. sub=X-Auth-Subject; a client's own copies are removed.
     #[arg(long, value_name = "CLAIM=HEADER", value_parser = claim_headers::parse)]
     claim_header: Vec<ClaimHeader>,
+    /// The proxy mode: every request to a path that is not the public
+    /// face's own passes the bearer layer and goes to this upstream,
+    /// http://HOST[:PORT] (then forward auth is served only with
+    /// --forward-auth-path).
+    #[arg(long, value_name = "URL", value_parser = proxy::upstream)]
+    upstream: Option<Authority>,
+    /// Seconds the upstream may take to send its response headers; then
+    /// 504.
+    #[arg(long, value_name = "SECS", default_value = "30", requires = "upstream",
+          value_parser = crate::cli::timeout)]
+    upstream_timeout: Duration,
+    /// A proxy in front of this gateway, a CIDR or an address
+    /// (repeatable): its X-Forwarded-For and Forwarded are appended to,
+    /// its X-Forwarded-Proto and -Host kept; any other peer's are replaced.
+    #[arg(long, value_name = "CIDR", requires = "upstream", value_parser = proxy::cidr)]
+    trusted_proxy: Vec<IpNet>,
+    /// Do not pass the client's Authorization header upstream.
+    #[arg(long, requires = "upstream")]
+    strip_authorization: bool,
     /// The alg of issued tokens and of the JWKS entries.
     #[arg(long, default_value = "EdDSA", value_parser = alg)]
     alg: Algorithm,
@@ -209,16 +231,34 @@ impl ServeArgs {
     ///
     /// # Errors
     /// One header named by two `--claim-header`s.
-    pub(crate) fn public(&self) -> Result<public::Options, String> {
+    pub(crate) fn public(&self, topic: &str) -> Result<public::Options, String> {
+        let claim_headers = Arc::new(ClaimHeaders::new(self.claim_header.clone())?);
+        let proxy = self.upstream.as_ref().map(|upstream| {
+            Arc::new(Proxy::new(
+                proxy::Settings {
+                    upstream: upstream.clone(),
+                    timeout: self.upstream_timeout,
+                    trusted: self.trusted_proxy.clone(),
+                    strip_authorization: self.strip_authorization,
+                },
+                Arc::clone(&claim_headers),
+                false,
+                topic.to_owned(),
+            ))
+        });
+        // With a proxy, the forward-auth route only when asked for.
+        let forward_auth = match (&self.forward_auth_path, &proxy) {
+            (Some(path), _) => Some(path.clone()),
+            (None, None) => Some(forward_auth::DEFAULT_PATH.to_owned()),
+            (None, Some(_)) => None,
+        };
         Ok(public::Options {
             jwks: JwksConfig::default().with_max_age(Duration::from_secs(self.jwks_max_age)),
             validation: self.validation(),
-            forward_auth: Some(
-                self.forward_auth_path
-                    .clone()
-                    .unwrap_or_else(|| forward_auth::DEFAULT_PATH.to_owned()),
-            ),
-            claim_headers: Arc::new(ClaimHeaders::new(self.claim_header.clone())?),
+            forward_auth,
+            claim_headers,
+            request_timeout: self.request_timeout,
+            proxy,
         })
     }
 
@@ -333,7 +373,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         (
             "public",
             public_listener,
-            within(public::router(&handle, &key, args.public()?)),
+            public::router(&handle, &key, args.public(handle.client().topic())?),
         ),
         ("admin", admin_listener, within(admin)),
     ];

@@ -1,0 +1,417 @@
+//! The proxy mode (`serve --upstream URL`): every request that is not one
+//! of the public face's own routes passes the bearer layer and goes to the
+//! upstream, path and query byte for byte, over HTTP/1.1 keep-alive
+//! (hyper-util's pooled client), bodies streamed both ways (never
+//! buffered whole).
+//!
+//! What the upstream receives (the invariants):
+//! * the `--claim-header` headers from the verified claims, and none of
+//!   the client's own copies (a claim that cannot be a header value
+//!   refuses the request with the bearer layer's 401, as forward auth
+//!   does);
+//! * no hop-by-hop header (RFC 9110 §7.6.1: `Connection` and the headers
+//!   it names, `Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`,
+//!   `Transfer-Encoding`, `Upgrade`, and `Proxy-Authenticate` /
+//!   `Proxy-Authorization`, which belong to a proxy's own hop);
+//! * `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` and
+//!   `Forwarded` (RFC 7239) describing the client: from a peer outside
+//!   every `--trusted-proxy` CIDR, the client's own values are replaced;
+//!   from a trusted proxy, `X-Forwarded-For` and `Forwarded` are appended
+//!   to and its `X-Forwarded-Proto` and `-Host` kept (they describe the
+//!   original request), or set where it sent none;
+//! * `Host` as the client sent it (as Caddy and Traefik do);
+//! * `Authorization` as the client sent it, or none with
+//!   `--strip-authorization`.
+//!
+//! The answer: the upstream's, without its hop-by-hop headers; 502
+//! `proxy.upstream_unavailable` when it cannot be reached or breaks the
+//! exchange, 504 `proxy.upstream_timeout` when its response headers take
+//! longer than `--upstream-timeout` (the body then streams without a
+//! deadline but the connection's idle timeout).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request};
+use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use axum::http::uri::{Authority, PathAndQuery, Scheme, Uri};
+use axum::http::StatusCode;
+use axum::response::Response;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use ipnet::IpNet;
+use kms::http::{error_response, VerifiedClaims};
+
+use crate::claim_headers::ClaimHeaders;
+use crate::forward_auth::refuse_unwritable;
+
+/// How long an idle pooled connection to the upstream is kept.
+const POOL_IDLE: Duration = Duration::from_secs(90);
+
+/// Parses `--upstream URL` (clap's value parser: an error is a usage
+/// error, exit 2): `http://HOST[:PORT]` with no path but `/`, no query,
+/// no user information.
+///
+/// # Errors
+/// Another scheme (`https` included: TLS to the upstream is not built),
+/// a path, a query or user information.
+pub(crate) fn upstream(text: &str) -> Result<Authority, String> {
+    let uri: Uri = text.parse().map_err(|e| format!("{e}"))?;
+    if uri.scheme() != Some(&Scheme::HTTP) {
+        return Err("must be http://HOST[:PORT] (TLS to the upstream is not supported)".to_owned());
+    }
+    let authority = uri
+        .authority()
+        .ok_or_else(|| "must name a host".to_owned())?;
+    if authority.as_str().contains('@') {
+        return Err("must not hold user information".to_owned());
+    }
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        return Err(
+            "must have no path or query: requests keep their own, byte for byte".to_owned(),
+        );
+    }
+    Ok(authority.clone())
+}
+
+/// Parses a `--trusted-proxy` value: a CIDR (`10.0.0.0/8`, `fd00::/8`)
+/// or a single address.
+///
+/// # Errors
+/// Neither.
+pub(crate) fn cidr(text: &str) -> Result<IpNet, String> {
+    text.parse::<IpNet>()
+        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| "expected a CIDR (10.0.0.0/8, fd00::/8) or an address".to_owned())
+}
+
+/// What the proxy needs, shared by every request.
+#[derive(Debug)]
+pub(crate) struct Proxy {
+    client: Client<HttpConnector, Body>,
+    upstream: Authority,
+    timeout: Duration,
+    trusted: Vec<IpNet>,
+    strip_authorization: bool,
+    claim_headers: Arc<ClaimHeaders>,
+    /// `X-Forwarded-Proto`'s value: the public face's scheme.
+    proto: &'static str,
+    /// The KMS client's topic, for the refusal counter.
+    topic: String,
+}
+
+/// The proxy mode's settings, from `serve`'s flags.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// `--upstream`.
+    pub(crate) upstream: Authority,
+    /// `--upstream-timeout`.
+    pub(crate) timeout: Duration,
+    /// `--trusted-proxy`.
+    pub(crate) trusted: Vec<IpNet>,
+    /// `--strip-authorization`.
+    pub(crate) strip_authorization: bool,
+}
+
+impl Proxy {
+    /// A proxy to `settings.upstream`; `tls` says whether the public face
+    /// is HTTPS (`X-Forwarded-Proto`).
+    pub(crate) fn new(
+        settings: Settings,
+        claim_headers: Arc<ClaimHeaders>,
+        tls: bool,
+        topic: String,
+    ) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE)
+            .build(connector);
+        Proxy {
+            client,
+            upstream: settings.upstream,
+            timeout: settings.timeout,
+            trusted: settings
+                .trusted
+                .into_iter()
+                .map(|net| net.trunc())
+                .collect(),
+            strip_authorization: settings.strip_authorization,
+            claim_headers,
+            proto: if tls { "https" } else { "http" },
+            topic,
+        }
+    }
+
+    /// Forwards one request that passed the bearer layer (module docs).
+    pub(crate) async fn forward(self: Arc<Self>, request: Request) -> Response {
+        let (mut parts, body) = request.into_parts();
+        let Some(VerifiedClaims(claims)) = parts.extensions.remove::<VerifiedClaims>() else {
+            return error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "http.internal",
+                "no verified claims",
+            );
+        };
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(peer)| peer.ip().to_canonical());
+        let headers = &mut parts.headers;
+        remove_hop_by_hop(headers);
+        if let Err(unwritable) = self.claim_headers.write(&claims, headers) {
+            return refuse_unwritable(&self.topic, &unwritable.claim);
+        }
+        if self.strip_authorization {
+            headers.remove(header::AUTHORIZATION);
+        }
+        self.set_forwarded(headers, peer);
+        let mut uri = Uri::builder()
+            .scheme(Scheme::HTTP)
+            .authority(self.upstream.clone());
+        if let Some(path) = parts.uri.path_and_query() {
+            uri = uri.path_and_query(path.clone());
+        } else {
+            uri = uri.path_and_query(PathAndQuery::from_static("/"));
+        }
+        parts.uri = match uri.build() {
+            Ok(uri) => uri,
+            Err(_) => {
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    "http.invalid_request",
+                    "the request's target cannot be forwarded",
+                )
+            }
+        };
+        // HTTP/1.1 to the upstream, whatever the client spoke.
+        parts.version = axum::http::Version::HTTP_11;
+        let request = Request::from_parts(parts, body);
+        match tokio::time::timeout(self.timeout, self.client.request(request)).await {
+            Ok(Ok(response)) => {
+                let (mut parts, body) = response.into_parts();
+                remove_hop_by_hop(&mut parts.headers);
+                Response::from_parts(parts, Body::new(body))
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, upstream = %self.upstream, "upstream failed");
+                error_response(
+                    StatusCode::BAD_GATEWAY,
+                    "proxy.upstream_unavailable",
+                    "the upstream cannot be reached or broke the exchange",
+                )
+            }
+            Err(_) => {
+                tracing::warn!(upstream = %self.upstream, "upstream timed out");
+                error_response(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "proxy.upstream_timeout",
+                    "the upstream did not answer within the upstream timeout",
+                )
+            }
+        }
+    }
+
+    /// Sets the forwarding headers for a request from `peer` (module
+    /// docs).
+    fn set_forwarded(&self, headers: &mut HeaderMap, peer: Option<IpAddr>) {
+        let trusted = peer.is_some_and(|ip| self.trusted.iter().any(|net| net.contains(&ip)));
+        let host = headers.get(header::HOST).cloned();
+        let joined = |name: &HeaderName, headers: &HeaderMap| -> Option<String> {
+            let values: Vec<&str> = headers
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .collect();
+            (!values.is_empty()).then(|| values.join(", "))
+        };
+        let xff = HeaderName::from_static("x-forwarded-for");
+        let xfp = HeaderName::from_static("x-forwarded-proto");
+        let xfh = HeaderName::from_static("x-forwarded-host");
+        let forwarded = HeaderName::from_static("forwarded");
+        let before = |name: &HeaderName| if trusted { joined(name, headers) } else { None };
+        let (old_xff, old_forwarded) = (before(&xff), before(&forwarded));
+        let keep_proto = trusted && headers.contains_key(&xfp);
+        let keep_host = trusted && headers.contains_key(&xfh);
+        let peer_text = peer.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
+        let append = |old: Option<String>, new: String| match old {
+            Some(old) => format!("{old}, {new}"),
+            None => new,
+        };
+        set(headers, &xff, append(old_xff, peer_text));
+        if !keep_proto {
+            set(headers, &xfp, self.proto.to_owned());
+        }
+        if !keep_host {
+            headers.remove(&xfh);
+            if let Some(host) = &host {
+                headers.insert(xfh.clone(), host.clone());
+            }
+        }
+        // RFC 7239 §4: an IPv6 node in brackets and quoted; a host
+        // quoted (it may hold `:`).
+        let node = match peer {
+            Some(IpAddr::V6(ip)) => format!("\"[{ip}]\""),
+            Some(IpAddr::V4(ip)) => ip.to_string(),
+            None => "unknown".to_owned(),
+        };
+        let mut element = format!("for={node};proto={}", self.proto);
+        if let Some(host) = host.as_ref().and_then(|h| h.to_str().ok()) {
+            let quoted = host.replace('\\', "\\\\").replace('"', "\\\"");
+            element += &format!(";host=\"{quoted}\"");
+        }
+        set(headers, &forwarded, append(old_forwarded, element));
+    }
+}
+
+/// Replaces every value of `name` with `value` (dropped if it cannot be a
+/// header value, which the texts built here always can).
+fn set(headers: &mut HeaderMap, name: &HeaderName, value: String) {
+    headers.remove(name);
+    if let Ok(value) = HeaderValue::from_str(&value) {
+        headers.insert(name.clone(), value);
+    }
+}
+
+/// The hop-by-hop headers of RFC 9110 §7.6.1 (and those proxies still
+/// treat so), besides the ones `Connection` names.
+const HOP_BY_HOP: [HeaderName; 9] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+/// Removes the hop-by-hop headers, the ones `Connection` names first.
+fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+        headers.remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upstream_is_a_plain_http_origin() {
+        assert_eq!(upstream("http://127.0.0.1:9000").unwrap(), "127.0.0.1:9000");
+        assert_eq!(upstream("http://app.internal/").unwrap(), "app.internal");
+        for bad in [
+            "https://app:443",
+            "app:80",
+            "http://app/base",
+            "http://app/?q",
+            "http://user:pw@app",
+            "ftp://app",
+            "",
+        ] {
+            assert!(upstream(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn trusted_proxies_are_cidrs_or_addresses() {
+        assert!(cidr("10.0.0.0/8")
+            .unwrap()
+            .contains(&"10.2.3.4".parse::<IpAddr>().unwrap()));
+        assert!(cidr("::1")
+            .unwrap()
+            .contains(&"::1".parse::<IpAddr>().unwrap()));
+        assert!(cidr("10.0.0.0/33").is_err());
+        assert!(cidr("example.com").is_err());
+    }
+
+    #[test]
+    fn hop_by_hop_headers_and_those_connection_names_go() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("connection", "keep-alive, X-Secret-Hop"),
+            ("x-secret-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("te", "trailers"),
+            ("upgrade", "websocket"),
+            ("proxy-authorization", "Basic x"),
+            ("x-kept", "1"),
+        ] {
+            headers.append(
+                HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            );
+        }
+        remove_hop_by_hop(&mut headers);
+        assert_eq!(headers.len(), 1, "{headers:?}");
+        assert_eq!(headers["x-kept"], "1");
+    }
+
+    fn proxy(trusted: &[&str]) -> Proxy {
+        Proxy::new(
+            Settings {
+                upstream: upstream("http://127.0.0.1:1").unwrap(),
+                timeout: Duration::from_secs(1),
+                trusted: trusted.iter().map(|t| cidr(t).unwrap()).collect(),
+                strip_authorization: false,
+            },
+            Arc::default(),
+            false,
+            "kms".to_owned(),
+        )
+    }
+
+    fn client_headers() -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_static("api.example:8443"));
+        headers.insert("x-forwarded-for", HeaderValue::from_static("1.2.3.4"));
+        headers.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        headers.insert("x-forwarded-host", HeaderValue::from_static("evil.example"));
+        headers.insert("forwarded", HeaderValue::from_static("for=1.2.3.4"));
+        headers
+    }
+
+    #[tokio::test]
+    async fn an_untrusted_clients_forwarding_headers_are_replaced() {
+        let mut headers = client_headers();
+        proxy(&["10.0.0.0/8"]).set_forwarded(&mut headers, Some("192.0.2.7".parse().unwrap()));
+        assert_eq!(headers["x-forwarded-for"], "192.0.2.7");
+        assert_eq!(headers["x-forwarded-proto"], "http");
+        assert_eq!(headers["x-forwarded-host"], "api.example:8443");
+        assert_eq!(
+            headers["forwarded"],
+            "for=192.0.2.7;proto=http;host=\"api.example:8443\""
+        );
+    }
+
+    #[tokio::test]
+    async fn a_trusted_proxys_forwarding_headers_are_appended_to() {
+        let mut headers = client_headers();
+        proxy(&["10.0.0.0/8", "::1"])
+            .set_forwarded(&mut headers, Some("10.1.1.1".parse().unwrap()));
+        assert_eq!(headers["x-forwarded-for"], "1.2.3.4, 10.1.1.1");
+        assert_eq!(headers["x-forwarded-proto"], "https");
+        assert_eq!(headers["x-forwarded-host"], "evil.example");
+        assert_eq!(
+            headers["forwarded"],
+            "for=1.2.3.4, for=10.1.1.1;proto=http;host=\"api.example:8443\""
+        );
+        let mut headers = HeaderMap::new();
+        proxy(&["::1"]).set_forwarded(&mut headers, Some("::1".parse().unwrap()));
+        assert_eq!(headers["x-forwarded-for"], "::1");
+        assert_eq!(headers["forwarded"], "for=\"[::1]\";proto=http");
+        assert!(!headers.contains_key("x-forwarded-host"));
+    }
+}
