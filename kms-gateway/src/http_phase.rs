@@ -95,6 +95,7 @@ pub(crate) async fn run(options: &Options) -> Result<bool, String> {
         socket,
         public::router(&handle, &key, defaults.public(handle.client().topic())?),
         limits,
+        None,
         stopped,
     ));
     eprintln!(

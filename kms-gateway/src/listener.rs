@@ -52,6 +52,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 /// A face's connection limits (the `serve` flags of the same names).
@@ -82,6 +83,7 @@ pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
     limits: Limits,
+    tls: Option<TlsAcceptor>,
     mut stop: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -113,6 +115,7 @@ pub(crate) async fn serve(
             peer,
             router.clone(),
             limits,
+            tls.clone(),
             stop.clone(),
             slot,
         ));
@@ -124,20 +127,52 @@ pub(crate) async fn serve(
 }
 
 /// Serves one connection until it closes, a timeout ends it, or a stop
-/// lets its request in flight finish.
+/// lets its request in flight finish; with `tls`, after a handshake that
+/// must end within the header timeout from accept.
 async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
     router: Router,
     limits: Limits,
+    tls: Option<TlsAcceptor>,
     mut stop: watch::Receiver<bool>,
     _slot: OwnedSemaphorePermit,
 ) {
     let activity = Arc::new(Activity::new());
-    let io = TokioIo::new(Watched {
+    let watched = Watched {
         inner: stream,
         activity: Arc::clone(&activity),
-    });
+    };
+    let Some(acceptor) = tls else {
+        return drive(watched, peer, router, limits, stop, activity).await;
+    };
+    let deadline = activity.at(0, limits.header_timeout);
+    let handshake = tokio::select! {
+        biased;
+        () = stopped(&mut stop) => return,
+        handshake = tokio::time::timeout_at(deadline, acceptor.accept(watched)) => handshake,
+    };
+    match handshake {
+        Ok(Ok(stream)) => drive(stream, peer, router, limits, stop, activity).await,
+        // A client's failure (no certificate, a wrong one, a scan): told
+        // at debug level only, as a refused token is.
+        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+    }
+}
+
+/// Serves HTTP/1.1 on `io` (module docs).
+async fn drive<I>(
+    io: I,
+    peer: SocketAddr,
+    router: Router,
+    limits: Limits,
+    mut stop: watch::Receiver<bool>,
+    activity: Arc<Activity>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let io = TokioIo::new(io);
     let service = {
         let activity = Arc::clone(&activity);
         hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {

@@ -70,6 +70,7 @@ mod serve;
 mod signals;
 mod store;
 mod telemetry;
+mod tls;
 mod vectors;
 mod workload;
 
@@ -91,9 +92,9 @@ fn main() -> ExitCode {
         }
     }
     logging::install(matches!(cli.command, Some(Command::Serve(_))));
-    // The process's one rustls crypto provider, explicitly (TLS to etcd;
-    // an error means one is installed already, which can only be this).
-    #[cfg(feature = "etcd")]
+    // The process's one rustls crypto provider, explicitly (the faces'
+    // TLS, TLS to etcd; an error means one is installed already, which can
+    // only be this).
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,

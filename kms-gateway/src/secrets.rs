@@ -4,8 +4,9 @@
 //! ([`read_secret`]: owner, permissions) and read into a buffer sized once
 //! and wiped on drop; the admin secret stays in one.
 //!
-//! Invariant: the admin face always has a secret. Without
-//! `--admin-token-file` (allowed on a loopback address only), [`generate`]
+//! Invariant: the admin face always authenticates its clients: by a
+//! secret, or by their certificates (`--admin-client-ca`, mutual TLS). Without
+//! `--admin-token-file` or `--admin-client-ca` (allowed on a loopback address only), [`generate`]
 //! makes 32 random bytes, written as 64 hex characters to a new file
 //! (mode 0600) in a new private directory (mode 0700) under the system's
 //! temporary directory, which is removed when `serve` stops.
@@ -45,13 +46,15 @@ pub(crate) struct AdminSecret {
 /// opened).
 ///
 /// # Errors
-/// A non-loopback `--admin-listen` without `--admin-token-file`; the
+/// A non-loopback `--admin-listen` without `--admin-token-file` or
+/// `--admin-client-ca`; the
 /// file's refusals ([`read_secret`]); a secret that is not visible ASCII
 /// or is shorter than [`MIN_ADMIN_SECRET`] bytes once surrounding
 /// whitespace is trimmed.
 pub(crate) fn admin_token_file(args: &ServeArgs) -> Result<Option<AdminSecret>, String> {
     let Some(path) = &args.admin_token_file else {
-        if !args.admin_listen.ip().is_loopback() {
+        // Client certificates (mutual TLS) stand in for the secret.
+        if !args.admin_listen.ip().is_loopback() && args.admin_client_ca.is_none() {
             return Err(format!(
                 "--admin-listen {} is not a loopback address: the admin face issues tokens and \
                  rotates keys, so it needs --admin-token-file there",

@@ -64,7 +64,7 @@ use crate::claim_headers::{self, ClaimHeader, ClaimHeaders};
 use crate::listener::{self, Limits};
 use crate::proxy::{self, Proxy};
 use crate::signals::{Signal, Signals};
-use crate::{forward_auth, public, secrets, store, telemetry};
+use crate::{forward_auth, public, secrets, store, telemetry, tls};
 use axum::http::uri::Authority;
 use ipnet::IpNet;
 
@@ -211,6 +211,26 @@ pub(crate) struct ServeArgs {
     /// Do not pass the client's Authorization header upstream.
     #[arg(long, requires = "upstream")]
     strip_authorization: bool,
+    /// The public face's TLS certificate chain (PEM, leaf first): HTTPS
+    /// (needs --tls-key); reloaded when it changes and on SIGHUP.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The public face's TLS private key (PEM), a secret file.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// The admin face's TLS certificate chain (PEM; needs
+    /// --admin-tls-key).
+    #[arg(long, value_name = "FILE", requires = "admin_tls_key")]
+    admin_tls_cert: Option<PathBuf>,
+    /// The admin face's TLS private key (PEM), a secret file.
+    #[arg(long, value_name = "FILE", requires = "admin_tls_cert")]
+    admin_tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) the admin face's clients must present a
+    /// certificate from (mutual TLS; needs --admin-tls-cert); it stands in
+    /// for the admin secret, which is then needed only if
+    /// --admin-token-file is given.
+    #[arg(long, value_name = "FILE", requires = "admin_tls_cert")]
+    pub(crate) admin_client_ca: Option<PathBuf>,
     /// The alg of issued tokens and of the JWKS entries.
     #[arg(long, default_value = "EdDSA", value_parser = alg)]
     alg: Algorithm,
@@ -242,7 +262,7 @@ impl ServeArgs {
                     strip_authorization: self.strip_authorization,
                 },
                 Arc::clone(&claim_headers),
-                false,
+                self.tls_cert.is_some(),
                 topic.to_owned(),
             ))
         });
@@ -334,10 +354,26 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         .with_token_purposes(vec![purpose.to_owned()]);
     let handle = KmsActor::spawn(config, keystore, &Bus::new()).map_err(|e| e.to_string())?;
     // After the store opened: a start that fails there leaves no file.
+    // With client certificates, those authenticate instead.
     let admin_secret = match admin_token_file {
-        Some(secret) => secret,
-        None => secrets::generate()?,
+        Some(secret) => Some(secret),
+        None if args.admin_client_ca.is_some() => None,
+        None => Some(secrets::generate()?),
     };
+    let public_tls = face_tls(
+        args.tls_cert.as_ref().zip(args.tls_key.as_ref()),
+        "--tls-cert",
+        None,
+        args.allow_group_readable_secrets,
+    )?;
+    let admin_tls = face_tls(
+        args.admin_tls_cert
+            .as_ref()
+            .zip(args.admin_tls_key.as_ref()),
+        "--admin-tls-cert",
+        args.admin_client_ca.as_deref(),
+        args.allow_group_readable_secrets,
+    )?;
     let public_listener = bind(args.listen, "--listen").await?;
     let admin_listener = bind(args.admin_listen, "--admin-listen").await?;
     let metrics_listener = match args.metrics_listen {
@@ -351,7 +387,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
     let admin = admin_router(
         handle.client().with_principal("gateway-admin"),
         AdminConfig {
-            admin_token: Some(Arc::clone(&admin_secret.token)),
+            admin_token: admin_secret.as_ref().map(|s| Arc::clone(&s.token)),
             metrics: Some(Arc::new(move || render.render())),
             allowed_hosts: admin_hosts(admin_addr, &args.admin_host),
             max_lifetime: Duration::from_secs(args.mint_max_lifetime),
@@ -360,7 +396,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
             ..AdminConfig::new(key.clone())
         },
     );
-    if let Some(path) = &admin_secret.generated {
+    if let Some(path) = admin_secret.as_ref().and_then(|s| s.generated.as_ref()) {
         eprintln!("gateway serve: admin secret in {}", path.display());
     }
     let within = |router: Router| {
@@ -369,36 +405,63 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
             listener::within(timeout, request, next)
         }))
     };
+    let scheme = |tls: &Option<FaceTls>| if tls.is_some() { "https" } else { "http" };
+    let readiness = format!(
+        "gateway serve: public face on {}://{}, admin face on {}://{admin_addr}, signing key {key}",
+        scheme(&public_tls),
+        local(&public_listener)?,
+        scheme(&admin_tls),
+    );
+    // Each face's certificates follow their files (and SIGHUP).
+    let certificates: Vec<Arc<tls::Certificates>> = [&public_tls, &admin_tls]
+        .into_iter()
+        .flatten()
+        .map(|face| Arc::clone(&face.certificates))
+        .collect();
+    for watched in &certificates {
+        tokio::spawn(tls::watch(Arc::clone(watched)));
+    }
     let mut faces = vec![
         (
             "public",
             public_listener,
             public::router(&handle, &key, args.public(handle.client().topic())?),
+            public_tls.map(|face| face.acceptor),
         ),
-        ("admin", admin_listener, within(admin)),
+        (
+            "admin",
+            admin_listener,
+            within(admin),
+            admin_tls.map(|face| face.acceptor),
+        ),
     ];
     if let Some(listener) = metrics_listener {
         eprintln!(
             "gateway serve: metrics on http://{}/metrics",
             local(&listener)?
         );
-        faces.push(("metrics", listener, within(telemetry::router(metrics))));
+        faces.push((
+            "metrics",
+            listener,
+            within(telemetry::router(metrics)),
+            None,
+        ));
     }
-    eprintln!(
-        "gateway serve: public face on http://{}, admin face on http://{admin_addr}, signing key {key}",
-        local(&faces[0].1)?,
-    );
+    eprintln!("{readiness}");
     let limits = args.limits();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let servers: Vec<_> = faces
         .into_iter()
-        .map(|(name, socket, router)| {
-            let server = listener::serve(socket, router, limits, stop_rx.clone());
+        .map(|(name, socket, router, tls)| {
+            let server = listener::serve(socket, router, limits, tls, stop_rx.clone());
             (name, tokio::spawn(server))
         })
         .collect();
     while signals.next().await == Signal::Reload {
         reload(&handle, &args.trust_jwks);
+        for certificates in &certificates {
+            tls::report(certificates, "SIGHUP", certificates.reload());
+        }
     }
     eprintln!("gateway serve: stopping");
     let _ = stop_tx.send(true);
@@ -422,6 +485,33 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
     handle.shutdown().await;
     eprintln!("gateway serve: stopped");
     Ok(())
+}
+
+/// A face's TLS: its certificates (reloaded) and its acceptor.
+struct FaceTls {
+    certificates: Arc<tls::Certificates>,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+/// The TLS of a face given its certificate and key files, if any.
+///
+/// # Errors
+/// The files' or the CA file's refusals (`tls.rs`).
+fn face_tls(
+    files: Option<(&PathBuf, &PathBuf)>,
+    flag: &'static str,
+    client_ca: Option<&std::path::Path>,
+    allow_group: bool,
+) -> Result<Option<FaceTls>, String> {
+    let Some((cert, key)) = files else {
+        return Ok(None);
+    };
+    let certificates = tls::Certificates::load(cert.clone(), key.clone(), flag, allow_group)?;
+    let acceptor = tls::acceptor(Arc::clone(&certificates), client_ca)?;
+    Ok(Some(FaceTls {
+        certificates,
+        acceptor,
+    }))
 }
 
 /// The `Host` values the admin face answers: its bound address, localhost

@@ -125,8 +125,12 @@ impl Serving {
         };
         let addr = |face: &str| -> SocketAddr {
             let rest = line
-                .split(&format!("{face} face on http://"))
+                .split(&format!("{face} face on "))
                 .nth(1)
+                .and_then(|r| {
+                    r.strip_prefix("http://")
+                        .or_else(|| r.strip_prefix("https://"))
+                })
                 .unwrap_or_else(|| panic!("no {face} address in {line:?}"));
             rest.split([',', ' '])
                 .next()
