@@ -3,11 +3,14 @@
 //! the HTTP gateway with `serve::ServeArgs`. Usage errors exit 2 and
 //! `--help` 0, both through clap.
 
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::{job, serve, telemetry};
+use crate::{config_file, job, serve, telemetry};
 
 /// The whole command line.
 #[derive(Parser)]
@@ -50,6 +53,65 @@ pub(crate) struct JobArgs {
     /// Where the Prometheus metrics are served while the job runs.
     #[arg(long, default_value = telemetry::DEFAULT_METRICS_ADDR)]
     pub(crate) metrics_addr: std::net::SocketAddr,
+}
+
+/// The command line, with `serve --config FILE`'s keys put before the
+/// command line's own flags (`config_file.rs`); exits 2 on a usage error
+/// (naming the file, line and column when it is the file's) and 0 for
+/// `--help` and `--version`.
+pub(crate) fn parse() -> Cli {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let mut command = Cli::command();
+    let matches = command.clone().get_matches_from(&argv);
+    let config = match matches.subcommand() {
+        Some(("serve", serve)) => serve
+            .get_one::<PathBuf>("config")
+            .map(|path| (path.clone(), serve.clone())),
+        _ => None,
+    };
+    let Some((path, given)) = config else {
+        return Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    };
+    let Some(serve) = command.find_subcommand("serve") else {
+        return Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    };
+    let (file_args, origins) = match config_file::arguments(&path, serve, &given) {
+        Ok(found) => found,
+        Err(message) => command.error(ErrorKind::InvalidValue, message).exit(),
+    };
+    // [program, "serve", the file's flags, the command line's after serve]
+    let at = argv.iter().position(|a| a == "serve").unwrap_or(1);
+    let mut all = argv[..=at].to_vec();
+    all.extend(file_args);
+    all.extend(argv[at + 1..].iter().cloned());
+    match Cli::try_parse_from(all) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // A value of the file's refused by its flag: say where it is.
+            let flag = match e.get(ContextKind::InvalidArg) {
+                Some(ContextValue::String(arg)) => arg
+                    .trim_start_matches('-')
+                    .split([' ', '='])
+                    .next()
+                    .map(str::to_owned),
+                _ => None,
+            };
+            match flag.and_then(|flag| origins.get(&flag)) {
+                Some((line, col)) => {
+                    let text = e.to_string();
+                    let first = text.lines().next().unwrap_or_default();
+                    let message = first.trim_start_matches("error: ");
+                    command
+                        .error(
+                            e.kind(),
+                            format!("{}:{line}:{col}: {message}", path.display()),
+                        )
+                        .exit()
+                }
+                None => e.exit(),
+            }
+        }
+    }
 }
 
 fn seconds(text: &str) -> Result<f64, String> {

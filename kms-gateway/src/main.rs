@@ -57,6 +57,7 @@
 
 mod claim_headers;
 mod cli;
+mod config_file;
 mod forward_auth;
 mod http_phase;
 mod job;
@@ -76,13 +77,11 @@ mod workload;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
     // Usage errors exit 2 and `--help` 0, both by clap.
-    let cli = Cli::parse();
+    let cli = cli::parse();
     if let Some(Command::Serve(args)) = &cli.command {
         if let Err(message) = serve::check_build(args) {
             // A usage error: exit 2, as clap's own.

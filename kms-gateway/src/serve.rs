@@ -74,6 +74,10 @@ const DRAIN: Duration = Duration::from_secs(30);
 /// `gateway serve`'s flags (a contract: add, never rename).
 #[derive(Args)]
 pub(crate) struct ServeArgs {
+    /// A TOML file of these flags (key: the long name without --; a
+    /// repeatable flag's key is an array); the command line wins.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
     /// The public face's address (port 0: any free port).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub(crate) listen: SocketAddr,
