@@ -58,16 +58,8 @@ admin=$(grep -m1 -oE "admin face on http://[0-9.:]+" "$work/server.log" | sed -E
 # The admin secret the gateway generated (the admin face needs it).
 secret_file=$(sed -n 's/^gateway serve: admin secret in //p' "$work/server.log")
 
-# CPU clock ticks (user + system): the whole process (threads that exited
-# included), then per thread name. The fields after the `(comm)` part are
-# counted from its closing parenthesis, so a name with spaces cannot shift
-# them (proc(5): utime and stime are fields 14 and 15).
-ticks() {
-  printf 'process %s\n' "$(sed 's/.*) //' /proc/"$pid"/stat | awk '{print $12 + $13}')"
-  for t in /proc/"$pid"/task/*; do
-    printf '%s %s\n' "$(tr -d ' ' <"$t/comm")" "$(sed 's/.*) //' "$t/stat" | awk '{print $12 + $13}')"
-  done | awk '{a[$1] += $2} END {for (k in a) print k, a[k]}'
-}
+# CPU clock ticks of the server, whole and by thread: ticks PID.
+source benches/http/cpu.sh
 # From one read of the gateway's /metrics (zeros for a peer): verify
 # answers, requests batched, batches, batches of one; each the sum of the
 # series whose name and labels match.
@@ -84,10 +76,10 @@ hz=$(getconf CLK_TCK)
 export TOKENS=$work/tokens.txt KINDS=$work/kinds.txt
 for run in $(seq 1 "$runs"); do
   read -r ops0 batched0 batches0 ones0 < <(actor)
-  ticks | sort >"$work/before"
+  ticks "$pid" | sort >"$work/before"
   out=$( { /usr/bin/time -f "wrk_cpu %U %S" wrk -t1 -c"$connections" -d"${seconds}s" \
     -s benches/http/tokens.lua "http://$public/whoami"; } 2>&1) || { printf '%s\n' "$out" >&2; exit 1; }
-  ticks | sort >"$work/after"
+  ticks "$pid" | sort >"$work/after"
   read -r ops batched batches ones < <(actor)
   requests=$(awk '/requests in/ {print $1}' <<<"$out")
   [ "${requests:-0}" -gt 0 ] || { printf 'http_cpu: no requests answered\n%s\n' "$out" >&2; exit 1; }

@@ -10,9 +10,13 @@
 //!   server on a 2-worker runtime answering `GET /whoami` like the
 //!   gateway's public face (200 with the claims, else 401), with every key
 //!   decoded once at start. `jsonwebtoken`: a per-request
-//!   `jsonwebtoken::decode` (EdDSA, rust_crypto backend). `floor`: parses the
+//!   `jsonwebtoken::decode` (EdDSA; `--backend rust-crypto`, the default,
+//!   or `aws-lc`). `floor`: parses the
 //!   token, looks its `kid` up and checks `exp`, but verifies no signature:
-//!   what HTTP and parsing alone cost.
+//!   what HTTP and parsing alone cost. Both also answer `GET /auth` as the
+//!   gateway's forward auth does with `--claim-header sub=X-Auth-Subject`
+//!   (200 with no body and the `sub` as that header, else 401), for
+//!   `benches/front_cpu.sh`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -64,6 +68,9 @@ enum Command {
         listen: SocketAddr,
         #[arg(long)]
         jwks: PathBuf,
+        /// jsonwebtoken's crypto backend.
+        #[arg(long, value_enum, default_value = "rust-crypto")]
+        backend: Backend,
     },
 }
 
@@ -71,6 +78,13 @@ enum Command {
 enum Mode {
     Jsonwebtoken,
     Floor,
+}
+
+/// jsonwebtoken's backends (its `rust_crypto` and `aws_lc_rs` features).
+#[derive(Clone, Copy, ValueEnum)]
+enum Backend {
+    RustCrypto,
+    AwsLc,
 }
 
 fn main() -> ExitCode {
@@ -81,7 +95,21 @@ fn main() -> ExitCode {
             tokens,
             forged_share,
         } => generate(&dir, keys, tokens, forged_share),
-        Command::Peer { mode, listen, jwks } => peer(mode, listen, &jwks),
+        Command::Peer {
+            mode,
+            listen,
+            jwks,
+            backend,
+        } => {
+            // Both backends are built: the process picks one, explicitly.
+            let _ = match backend {
+                Backend::RustCrypto => {
+                    jsonwebtoken::crypto::rust_crypto::DEFAULT_PROVIDER.install_default()
+                }
+                Backend::AwsLc => jsonwebtoken::crypto::aws_lc::DEFAULT_PROVIDER.install_default(),
+            };
+            peer(mode, listen, &jwks)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -186,7 +214,10 @@ fn peer(mode: Mode, listen: SocketAddr, jwks: &std::path::Path) -> Result<(), St
             "token_bench peer: listening on http://{} (ready)",
             listener.local_addr().map_err(|e| e.to_string())?
         );
-        let app = Router::new().route("/whoami", get(whoami)).with_state(keys);
+        let app = Router::new()
+            .route("/whoami", get(whoami))
+            .route("/auth", get(forward_auth))
+            .with_state(keys);
         axum::serve(listener, app).await.map_err(|e| e.to_string())
     })
 }
@@ -209,6 +240,22 @@ async fn whoami(State(keys): State<Arc<Keys>>, headers: HeaderMap) -> Response {
             [(header::WWW_AUTHENTICATE, "Bearer")],
         )
             .into_response(),
+    }
+}
+
+/// Forward auth: 200 with no body and `X-Auth-Subject`, else 401.
+async fn forward_auth(State(keys): State<Arc<Keys>>, headers: HeaderMap) -> Response {
+    match whoami(State(keys), headers).await {
+        answer if answer.status() == StatusCode::OK => {
+            let (_, body) = answer.into_parts();
+            let bytes = axum::body::to_bytes(body, 64 * 1024)
+                .await
+                .unwrap_or_default();
+            let claims: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            let subject = claims["sub"].as_str().unwrap_or_default().to_owned();
+            (StatusCode::OK, [("x-auth-subject", subject)]).into_response()
+        }
+        refused => refused,
     }
 }
 

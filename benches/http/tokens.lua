@@ -1,4 +1,5 @@
--- wrk script of benches/http_tokens.sh: GET /whoami with the bearer tokens
+-- wrk script of benches/http_tokens.sh: GET $TARGET (default /whoami)
+-- with the bearer tokens
 -- of $TOKENS (one per line) in turn, and a check of every answer against
 -- $KINDS ("f" forged / "t" valid, line by line): a 200 must carry a valid
 -- token's claims ("sub":"t..."), a 401 counts as a refusal; anything else
@@ -14,8 +15,9 @@ function setup(thread)
 end
 
 function init(args)
+  local target = os.getenv("TARGET") or "/whoami"
   for line in io.lines(os.getenv("TOKENS")) do
-    table.insert(requests, wrk.format("GET", "/whoami", { ["Authorization"] = "Bearer " .. line }))
+    table.insert(requests, wrk.format("GET", target, { ["Authorization"] = "Bearer " .. line }))
   end
   for line in io.lines(os.getenv("KINDS")) do
     table.insert(kinds, line)

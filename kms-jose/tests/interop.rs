@@ -25,8 +25,16 @@ fn b64(text: &str) -> Vec<u8> {
         .expect("base64url")
 }
 
+/// jsonwebtoken's RustCrypto backend, installed for the process: a
+/// workspace build enables its aws-lc backend too (for the HTTP bench's
+/// peer), and with both it needs one chosen.
+fn rust_crypto() {
+    let _ = jsonwebtoken::crypto::rust_crypto::DEFAULT_PROVIDER.install_default();
+}
+
 #[test]
 fn rfc8037_appendix_a_verifies_and_signs_to_the_same_bytes() {
+    rust_crypto();
     let v = rfc8037();
     let text = |path: &[&str]| {
         path.iter()
@@ -98,6 +106,7 @@ fn pkcs8(seed: &[u8; 32]) -> Vec<u8> {
 
 #[test]
 fn jsonwebtoken_tokens_verify_here_and_ours_verify_there() {
+    rust_crypto();
     let seed = [21u8; 32];
     let signing = SigningKey::from_bytes(&seed);
     let public = signing.verifying_key().to_bytes();
@@ -163,6 +172,7 @@ fn jsonwebtoken_tokens_verify_here_and_ours_verify_there() {
 
 #[test]
 fn a_hmac_token_keyed_with_the_public_key_is_refused() {
+    rust_crypto();
     // The classic confusion: HS256 with the Ed25519 public key as secret.
     let public = SigningKey::from_bytes(&[4; 32]).verifying_key().to_bytes();
     let token = jsonwebtoken::encode(

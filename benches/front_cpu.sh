@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# The gateway in front of services (#35), three comparisons at
+# CONNECTIONS keep-alive connections (default 256), each side by side in
+# the same run, alternating, on the tokens of benches/http_tokens.sh (128
+# external Ed25519 keys, 20 000 tokens, 1 % forged; every answer checked by
+# benches/http/tokens.lua):
+#
+# 1. forward-auth: wrk against NGINX, which asks the auth server
+#    (auth_request, upstream keep-alive) and answers `return 200` itself
+#    with the subject the auth server sent; the auth server is
+#    `kms-gateway serve` (/auth, --claim-header sub=X-Auth-Subject) or the
+#    per-request jsonwebtoken peer (token_bench with the aws-lc backend,
+#    /auth the same way).
+#    Figure: the auth server's CPU µs per request (as benches/http_cpu.sh
+#    measures it); target gateway ≤ 0.75 × jsonwebtoken.
+# 2. proxy: wrk against the gateway's proxy mode (--upstream, an NGINX
+#    that echoes X-Auth-Subject) beside wrk against the same gateway's
+#    /whoami; the gateway's CPU µs per request (the upstream's left out);
+#    target proxy ≤ 1.25 × /whoami.
+# 3. tls: wrk against /whoami of a gateway with --tls-cert (a P-256
+#    certificate made with openssl) beside the same gateway's flags without
+#    it; requests/s; target TLS ≥ 0.85 × plain.
+#
+# Usage: bash benches/front_cpu.sh [SECONDS per run, default 5] [RUNS, default 5] [CONNECTIONS, default 256]
+# Prints one line per run and server, then each comparison's median ratio.
+# Needs wrk, nginx, openssl (Debian's wrk, nginx, openssl). Results:
+# docs/PERFORMANCE.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-5}
+runs=${2:-5}
+connections=${3:-256}
+for tool in wrk nginx openssl; do
+  command -v "$tool" >/dev/null || { echo "front_cpu: $tool missing: apt-get install $tool" >&2; exit 1; }
+done
+cargo build --release -p kms-gateway >&2
+cargo build --release --example token_bench >&2
+work=$PWD/target/front-cpu
+rm -rf "$work" && mkdir -p "$work/empty"
+target/release/examples/token_bench gen --dir "$work" --keys 128 --tokens 20000 --forged-share 0.01
+source benches/http/cpu.sh
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+# A free loopback port (bound and released; nothing else runs here).
+port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# wait_for FILE REGEX: until the log says it is ready.
+wait_for() {
+  for _ in $(seq 1 300); do grep -qE "$2" "$1" && return 0; sleep 0.1; done
+  echo "front_cpu: not ready ($2):" >&2; cat "$1" >&2; exit 1
+}
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+  -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1,DNS:localhost \
+  -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
+chmod 600 "$work/tls.key"
+
+up=$(port) front_gw=$(port) front_jwt=$(port)
+# The gateways: plain (proxy mode and forward auth), and the same with TLS.
+gateway() {
+  target/release/kms-gateway serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+    --trust-jwks "$work/jwks.json" --claim-header sub=X-Auth-Subject \
+    --upstream "http://127.0.0.1:$up" --forward-auth-path /auth "$@" \
+    >/dev/null 2>"$work/gateway$#.log" &
+  pids+=($!)
+}
+gateway
+gw_pid=${pids[-1]}
+gateway --tls-cert "$work/tls.crt" --tls-key "$work/tls.key"
+tls_pid=${pids[-1]}
+target/release/examples/token_bench peer --mode jsonwebtoken --backend aws-lc --listen 127.0.0.1:0 \
+  --jwks "$work/jwks.json" >/dev/null 2>"$work/peer.log" &
+pids+=($!)
+jwt_pid=${pids[-1]}
+wait_for "$work/gateway0.log" "public face on http://"
+wait_for "$work/gateway4.log" "public face on https://"
+wait_for "$work/peer.log" "listening on http://.* \(ready\)"
+gw=$(grep -m1 -oE "public face on http://[0-9.:]+" "$work/gateway0.log" | sed -E 's/.*http:\/\///')
+tls=$(grep -m1 -oE "public face on https://[0-9.:]+" "$work/gateway4.log" | sed -E 's/.*https:\/\///')
+jwt=$(grep -m1 -oE "listening on http://[0-9.:]+" "$work/peer.log" | sed -E 's/.*http:\/\///')
+
+# NGINX: two fronts asking an auth server each, and the proxy mode's
+# upstream, which echoes the subject it was given.
+front() {
+  cat <<CONF
+    server {
+        listen 127.0.0.1:$1;
+        root $work/empty;
+        location / {
+            auth_request /_auth;
+            auth_request_set \$kms_subject \$upstream_http_x_auth_subject;
+            try_files /none @ok;
+        }
+        location = /_auth {
+            internal;
+            proxy_pass http://$2/auth;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+        location @ok {
+            default_type application/json;
+            return 200 '{"sub":"\$kms_subject"}';
+        }
+    }
+CONF
+}
+cat >"$work/nginx.conf" <<CONF
+$( [ "$(id -u)" = 0 ] && echo "user root root;" )
+daemon off;
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx.error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $work/nginx-body;
+    proxy_temp_path $work/nginx-proxy;
+    fastcgi_temp_path $work/nginx-fastcgi;
+    uwsgi_temp_path $work/nginx-uwsgi;
+    scgi_temp_path $work/nginx-scgi;
+    upstream gateway { server $gw; keepalive 512; }
+    upstream jsonwebtoken { server $jwt; keepalive 512; }
+$(front "$front_gw" gateway)
+$(front "$front_jwt" jsonwebtoken)
+    server {
+        listen 127.0.0.1:$up;
+        location / {
+            default_type application/json;
+            return 200 '{"sub":"\$http_x_auth_subject"}';
+        }
+    }
+}
+CONF
+nginx -p "$work" -c "$work/nginx.conf" 2>"$work/nginx.log" &
+pids+=($!)
+for _ in $(seq 1 100); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$front_jwt") 2>/dev/null && break
+  sleep 0.1
+done
+
+hz=$(getconf CLK_TCK)
+export TOKENS=$work/tokens.txt KINDS=$work/kinds.txt
+# measure NAME PID URL: one wrk run; prints "NAME rps p99_ms cpu_us".
+measure() {
+  local name=$1 pid=$2 url=$3 out requests before after
+  before=$(ticks "$pid" | awk '$1 == "process" {print $2}')
+  out=$(wrk -t1 -c"$connections" -d"${seconds}s" --latency -s benches/http/tokens.lua "$url" 2>&1) \
+    || { printf '%s\n' "$out" >&2; exit 1; }
+  after=$(ticks "$pid" | awk '$1 == "process" {print $2}')
+  requests=$(awk '/requests in/ {print $1}' <<<"$out")
+  [ "${requests:-0}" -gt 0 ] || { printf 'front_cpu: %s: no requests answered\n%s\n' "$name" "$out" >&2; exit 1; }
+  # Every answer must be right: no wrong 200s, nothing but 200 and 401,
+  # no socket errors.
+  if grep -q "Socket errors" <<<"$out" || ! grep -qE "check: .* other=0 wrong=0" <<<"$out"; then
+    printf 'front_cpu: %s: wrong answers\n%s\n' "$name" "$out" >&2; exit 1
+  fi
+  awk -v n="$name" -v r="$requests" -v hz="$hz" -v b="$before" -v a="$after" '
+    /^Requests\/sec:/ {rps = $2}
+    $1 == "99%" {p99 = $2; if (p99 ~ /us$/) p99 = p99 / 1000; else if (p99 ~ /ms$/) p99 += 0; else if (p99 ~ /s$/) p99 = p99 * 1000}
+    END {printf "%s %.0f %.2f %.2f\n", n, rps, p99, (a - b) * 1e6 / hz / r}' <<<"$out"
+}
+results=$work/results
+: >"$results"
+for run in $(seq 1 "$runs"); do
+  for line in \
+    "$(TARGET=/whoami measure forward-auth/gateway "$gw_pid" "http://127.0.0.1:$front_gw")" \
+    "$(TARGET=/whoami measure forward-auth/jsonwebtoken "$jwt_pid" "http://127.0.0.1:$front_jwt")" \
+    "$(TARGET=/app measure proxy/gateway "$gw_pid" "http://$gw")" \
+    "$(TARGET=/whoami measure proxy/whoami "$gw_pid" "http://$gw")" \
+    "$(TARGET=/whoami measure tls/https "$tls_pid" "https://$tls")" \
+    "$(TARGET=/whoami measure tls/http "$gw_pid" "http://$gw")"; do
+    read -r name rps p99 cpu <<<"$line"
+    echo "$name $rps $p99 $cpu" >>"$results"
+    printf 'c=%s run %s %-28s %8s req/s  p99 %7s ms  server CPU %6s µs/request\n' \
+      "$connections" "$run" "$name" "$rps" "$p99" "$cpu"
+  done
+done
+# Medians and ratios.
+median() { awk -v n="$1" -v f="$2" '$1 == n {print $f}' "$results" | sort -g | awk '{a[NR] = $1} END {print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+echo "medians over $runs runs at c=$connections:"
+echo "  forward auth through NGINX, auth server CPU per request: gateway $(median forward-auth/gateway 4) µs, jsonwebtoken $(median forward-auth/jsonwebtoken 4) µs: $(ratio "$(median forward-auth/gateway 4)" "$(median forward-auth/jsonwebtoken 4)") × (target ≤ 0.75); req/s $(median forward-auth/gateway 2) vs $(median forward-auth/jsonwebtoken 2), p99 $(median forward-auth/gateway 3) vs $(median forward-auth/jsonwebtoken 3) ms"
+echo "  proxy mode vs /whoami, gateway CPU per request: $(median proxy/gateway 4) vs $(median proxy/whoami 4) µs: $(ratio "$(median proxy/gateway 4)" "$(median proxy/whoami 4)") × (target ≤ 1.25); req/s $(median proxy/gateway 2) vs $(median proxy/whoami 2)"
+echo "  TLS vs plain /whoami, req/s: $(median tls/https 2) vs $(median tls/http 2): $(ratio "$(median tls/https 2)" "$(median tls/http 2)") × (target ≥ 0.85); CPU $(median tls/https 4) vs $(median tls/http 4) µs"
