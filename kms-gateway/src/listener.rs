@@ -26,11 +26,15 @@
 //! routes ([`within`]), not a connection limit.
 //!
 //! Invariant (`Activity`): a connection's IO, its service and its
-//! watchdog are polled by one task (one `select!`), so the watchdog reads
-//! a state that only its own task writes; it re-reads it whenever the IO
-//! or the service signals a change.
+//! watchdog are polled by one task, in one future, so the watchdog reads a
+//! state that only its own task writes, and every write happens while the
+//! connection is polled (its reads and writes, the service's start, the
+//! end of an answer's body). The watchdog re-reads the state after each
+//! such poll and moves its one timer to the deadline: no wake-up, no
+//! new timer per request.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -50,7 +54,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
@@ -203,40 +207,50 @@ async fn drive<I>(
         .max_buf_size(MAX_BUF);
     let conn = builder.serve_connection(io, service);
     let mut conn = std::pin::pin!(conn);
+    let mut stop_signal = std::pin::pin!(stopped(&mut stop));
     let mut stopping = false;
-    loop {
-        let changed = activity.changed.notified();
-        let deadline = activity.deadline(&limits);
-        tokio::select! {
-            _ = conn.as_mut() => return,
-            () = changed => {}
-            () = sleep_until(deadline) => {
-                if activity.deadline(&limits).is_some_and(|d| d <= Instant::now()) {
-                    // No request in flight: dropping the connection loses
-                    // nothing that was accepted.
-                    return;
-                }
-            }
-            () = stopped(&mut stop), if !stopping => {
-                stopping = true;
-                conn.as_mut().graceful_shutdown();
+    // One timer for the connection's life, moved as its deadline moves.
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(
+        activity.at(0, limits.header_timeout)
+    ));
+    std::future::poll_fn(|cx| {
+        if conn.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        if !stopping && stop_signal.as_mut().poll(cx).is_ready() {
+            stopping = true;
+            conn.as_mut().graceful_shutdown();
+            if conn.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
             }
         }
-    }
+        // The watchdog, after the connection was polled: every change of
+        // the activity happens inside that poll (module docs, invariant).
+        loop {
+            let Some(deadline) = activity.deadline(&limits) else {
+                return Poll::Pending;
+            };
+            if timer.deadline() != deadline {
+                timer.as_mut().reset(deadline);
+            }
+            match timer.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                // Past the deadline with no request in flight (or an
+                // answer the client has not read for the idle timeout):
+                // dropping the connection loses nothing that was accepted.
+                Poll::Ready(()) if deadline <= Instant::now() => return Poll::Ready(()),
+                // Moved later meanwhile: armed again above.
+                Poll::Ready(()) => {}
+            }
+        }
+    })
+    .await;
 }
 
 /// Resolves once `stop` is true (or its sender is gone).
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     // The guard `wait_for` returns is not `Send`: dropped here.
     let _ = stop.wait_for(|stop| *stop).await;
-}
-
-/// Sleeps until `deadline`, or forever without one.
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// What the watchdog of one connection reads (module docs, invariant):
@@ -257,8 +271,6 @@ struct Activity {
     /// would block and has not progressed since); [`NONE`] while writes
     /// progress.
     write_stalled: AtomicU64,
-    /// Signalled when any of the above changes.
-    changed: Notify,
 }
 
 /// No time recorded.
@@ -273,7 +285,6 @@ impl Activity {
             idle_since: AtomicU64::new(0),
             first_byte: AtomicU64::new(NONE),
             write_stalled: AtomicU64::new(NONE),
-            changed: Notify::new(),
         }
     }
 
@@ -312,10 +323,8 @@ impl Activity {
         let stalled = self.write_stalled.load(Ordering::Relaxed);
         if progressed && stalled != NONE {
             self.write_stalled.store(NONE, Ordering::Relaxed);
-            self.changed.notify_one();
         } else if !progressed && stalled == NONE {
             self.write_stalled.store(self.now(), Ordering::Relaxed);
-            self.changed.notify_one();
         }
     }
 
@@ -326,7 +335,6 @@ impl Activity {
             && self.first_byte.load(Ordering::Relaxed) == NONE
         {
             self.first_byte.store(self.now(), Ordering::Relaxed);
-            self.changed.notify_one();
         }
     }
 }
@@ -339,7 +347,6 @@ impl InFlight {
     fn begin(activity: &Arc<Activity>) -> Self {
         activity.in_flight.fetch_add(1, Ordering::Relaxed);
         activity.first_byte.store(NONE, Ordering::Relaxed);
-        activity.changed.notify_one();
         InFlight(Arc::clone(activity))
     }
 }
@@ -351,7 +358,6 @@ impl Drop for InFlight {
         if activity.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
             activity.idle_since.store(activity.now(), Ordering::Relaxed);
         }
-        activity.changed.notify_one();
     }
 }
 

@@ -77,6 +77,12 @@ mod workload;
 
 use std::process::ExitCode;
 
+/// mimalloc, not the system allocator: the request path allocates on the
+/// tokio workers and frees on the verify pool's threads, which glibc's
+/// malloc serialises on its arenas' locks (docs/PERFORMANCE.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
