@@ -16,7 +16,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
 use serde_json::json;
 use serving::{admin_http, gateway, json, run_to_exit, Serving};
 use upstream::{received, Upstream};
@@ -58,8 +58,9 @@ fn example_under(root: &Path, upstream: &str) -> (String, String) {
     ca_params
         .distinguished_name
         .push(DnType::CommonName, "config test CA");
-    let ca =
-        CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("key")).expect("CA");
+    let ca_key = KeyPair::generate().expect("key");
+    let ca_pem = ca_params.self_signed(&ca_key).expect("CA").pem();
+    let ca = Issuer::new(ca_params, ca_key);
     let mut params = CertificateParams::new(vec!["localhost".to_owned()]).expect("params");
     params
         .subject_alt_names
@@ -68,7 +69,7 @@ fn example_under(root: &Path, upstream: &str) -> (String, String) {
     let cert = params.signed_by(&key, &ca).expect("signed");
     write(&etc.join("tls/public.crt"), &cert.pem(), 0o644);
     write(&etc.join("tls/public.key"), &key.serialize_pem(), 0o600);
-    write(&etc.join("ca.crt"), &ca.pem(), 0o644);
+    write(&etc.join("ca.crt"), &ca_pem, 0o644);
     write(&etc.join("admin-token"), ADMIN_TOKEN, 0o600);
     write(&etc.join("master-key"), &"ab".repeat(32), 0o600);
     let partner = json!({"keys": [{

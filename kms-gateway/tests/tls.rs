@@ -18,7 +18,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serving::{Serving, HANG};
@@ -33,7 +33,8 @@ fn write(dir: &Path, name: &str, text: &str, mode: u32) -> PathBuf {
 
 /// A CA that signs leaf certificates.
 struct Ca {
-    issuer: CertifiedIssuer<'static, KeyPair>,
+    issuer: Issuer<'static, KeyPair>,
+    pem: String,
 }
 
 impl Ca {
@@ -41,13 +42,16 @@ impl Ca {
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, name);
-        let issuer =
-            CertifiedIssuer::self_signed(params, KeyPair::generate().expect("key")).expect("CA");
-        Ca { issuer }
+        let key = KeyPair::generate().expect("key");
+        let pem = params.self_signed(&key).expect("CA").pem();
+        Ca {
+            issuer: Issuer::new(params, key),
+            pem,
+        }
     }
 
     fn pem(&self) -> String {
-        self.issuer.pem()
+        self.pem.clone()
     }
 
     /// A leaf for localhost and 127.0.0.1: (certificate PEM, key PEM).
