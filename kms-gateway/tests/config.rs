@@ -18,7 +18,7 @@ use std::process::Command;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
 use serde_json::json;
-use serving::{admin_http, gateway, json, run_to_exit, Serving};
+use serving::{admin_http, json, run_to_exit, Serving};
 use upstream::{received, Upstream};
 
 /// The fenced block after `<!-- tested: config -->` in README.md.
@@ -170,17 +170,8 @@ fn refused(text: &str) -> (i32, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("bad.toml");
     std::fs::write(&file, text).expect("write");
-    let mut command = Command::new(gateway());
-    command
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--config")
-        .arg(&file);
+    let mut command = serving::serve_command();
+    command.arg("--config").arg(&file);
     let (code, _, stderr) = run_to_exit(command);
     (code, stderr)
 }

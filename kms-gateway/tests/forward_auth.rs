@@ -5,17 +5,9 @@
 #[path = "support/serving.rs"]
 mod serving;
 
-use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use serving::{gateway, http_full, run_to_exit, Serving};
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock")
-        .as_secs()
-}
+use serving::{forged, http_full, now, run_to_exit, Serving};
 
 /// The answer's headers named `name` (lowercase), in order.
 fn header<'a>(lines: &'a [String], name: &str) -> Vec<&'a str> {
@@ -25,14 +17,6 @@ fn header<'a>(lines: &'a [String], name: &str) -> Vec<&'a str> {
         .filter(|(n, _)| n.eq_ignore_ascii_case(name))
         .map(|(_, v)| v)
         .collect()
-}
-
-/// Flips one character of the signature: a forgery.
-fn forged(token: &str) -> String {
-    let mut bytes = token.as_bytes().to_vec();
-    let last = bytes.len() - 5;
-    bytes[last] = if bytes[last] == b'A' { b'B' } else { b'A' };
-    String::from_utf8(bytes).expect("ascii")
 }
 
 #[test]
@@ -147,16 +131,8 @@ fn claim_headers_that_carry_framing_or_credentials_are_usage_errors() {
         vec!["--forward-auth-path", "/whoami"],
         vec!["--forward-auth-path", "auth"],
     ] {
-        let mut command = Command::new(gateway());
-        command
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--admin-listen",
-                "127.0.0.1:0",
-            ])
-            .args(&flags);
+        let mut command = serving::serve_command();
+        command.args(&flags);
         let (code, _, stderr) = run_to_exit(command);
         assert_eq!(code, 2, "{flags:?}: {stderr}");
     }

@@ -17,9 +17,9 @@ mod upstream;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use serving::{http_full, json, Serving, HANG};
+use serving::{forged, http_full, json, now, Serving, HANG};
 use upstream::{received, Upstream};
 
 /// The fenced block after `<!-- tested: NAME -->` in docs/RUNBOOK.md.
@@ -160,20 +160,6 @@ fn caddy(dir: &Path, gateway: SocketAddr, service: SocketAddr) -> Proxy {
         SocketAddr::from(([127, 0, 0, 1], port)),
         dir.join("caddy.stderr"),
     )
-}
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock")
-        .as_secs()
-}
-
-fn forged(token: &str) -> String {
-    let mut bytes = token.as_bytes().to_vec();
-    let last = bytes.len() - 5;
-    bytes[last] = if bytes[last] == b'A' { b'B' } else { b'A' };
-    String::from_utf8(bytes).expect("ascii")
 }
 
 /// The cases every proxy must pass, through `proxy`.

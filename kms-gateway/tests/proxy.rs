@@ -11,25 +11,11 @@ mod upstream;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use serving::{http_full, json, Serving, HANG};
+use serving::{forged, http_full, json, now, Serving, HANG};
 use upstream::{received, Upstream};
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock")
-        .as_secs()
-}
-
-fn forged(token: &str) -> String {
-    let mut bytes = token.as_bytes().to_vec();
-    let last = bytes.len() - 5;
-    bytes[last] = if bytes[last] == b'A' { b'B' } else { b'A' };
-    String::from_utf8(bytes).expect("ascii")
-}
 
 fn start(upstream: SocketAddr, extra: &[&str]) -> Serving {
     let url = format!("http://{upstream}");

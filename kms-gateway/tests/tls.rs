@@ -338,15 +338,8 @@ fn a_key_that_does_not_match_its_certificate_or_a_readable_key_is_refused_at_sta
     let wrong = write(d, "b.key", &other_key, 0o600);
     let readable = write(d, "c.key", &key, 0o644);
     for (key, why) in [(&wrong, "does not match"), (&readable, "every user")] {
-        let mut command = Command::new(serving::gateway());
+        let mut command = serving::serve_command();
         command
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--admin-listen",
-                "127.0.0.1:0",
-            ])
             .arg("--tls-cert")
             .arg(&cert)
             .arg("--tls-key")

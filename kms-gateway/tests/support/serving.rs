@@ -21,6 +21,36 @@ pub fn gateway() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_kms-gateway"))
 }
 
+/// `kms-gateway serve` with both faces on loopback port 0, not started:
+/// add flags, then [`run_to_exit`].
+pub fn serve_command() -> Command {
+    let mut command = Command::new(gateway());
+    command.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+    ]);
+    command
+}
+
+/// Now, in whole seconds since the Unix epoch.
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+}
+
+/// `token` with one character of its signature changed: a forgery.
+pub fn forged(token: &str) -> String {
+    let mut bytes = token.as_bytes().to_vec();
+    let last = bytes.len() - 5;
+    bytes[last] = if bytes[last] == b'A' { b'B' } else { b'A' };
+    String::from_utf8(bytes).expect("ascii")
+}
+
 /// Runs `command` to its exit, killed past [`HANG`] (a hang fails the
 /// test): the exit code, stdout and stderr, both read as they come.
 pub fn run_to_exit(mut command: Command) -> (i32, String, String) {
