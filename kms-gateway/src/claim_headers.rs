@@ -7,15 +7,17 @@
 //!   JSON (serde_json's). A claim the token lacks, or whose value is
 //!   `null`, writes no header (OpenID Connect Core §5.3.2: an absent claim
 //!   is omitted, not null).
-//! * A value that is not a valid field value (RFC 9110 §5.5: a control
-//!   character other than tab, such as CR, LF or NUL, or DEL) is never
+//! * A value that is not a valid field value as it is (RFC 9110 §5.5: a
+//!   control character other than tab, such as CR, LF or NUL, or DEL;
+//!   whitespace at either end, which a receiver would strip) is never
 //!   written: [`ClaimHeaders::write`] refuses the whole request instead,
 //!   so a token cannot split or forge headers.
 //! * At start, a header that a proxy or the upstream reads as framing,
 //!   routing or credentials is refused ([`parse`]): `Host`,
-//!   `Authorization`, `Cookie`, `Content-Length`, `Transfer-Encoding` and
-//!   the hop-by-hop headers (RFC 9110 §7.6.1), as is one header named for
-//!   two claims.
+//!   `Authorization`, `Cookie`, `Content-Length`, `Transfer-Encoding`,
+//!   the hop-by-hop headers (RFC 9110 §7.6.1) and the forwarding headers
+//!   (`Forwarded`, `X-Forwarded-For`/`-Proto`/`-Host`, `X-Real-IP`), as is
+//!   one header named for two claims.
 //!
 //! Invariant: the headers written are exactly the configured ones; every
 //! copy of them already in the map (a client's own) is removed first.
@@ -34,10 +36,16 @@ pub(crate) struct ClaimHeader {
 }
 
 /// Headers no claim may be written to: the request's framing, routing and
-/// credentials, and the hop-by-hop headers of RFC 9110 §7.6.1 (with
-/// `Keep-Alive` and `Proxy-Connection`, which proxies still treat so).
-const REFUSED: [&str; 13] = [
+/// credentials, the hop-by-hop headers of RFC 9110 §7.6.1 (with
+/// `Keep-Alive` and `Proxy-Connection`, which proxies still treat so), and
+/// the forwarding headers (a token must not name the client's address).
+const REFUSED: [&str; 18] = [
     "host",
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-real-ip",
     "authorization",
     "cookie",
     "content-length",
@@ -140,9 +148,15 @@ impl ClaimHeaders {
                 // Numbers, booleans, arrays and objects: compact JSON.
                 other => other.to_string(),
             };
-            let value = HeaderValue::from_bytes(text.as_bytes()).map_err(|_| UnwritableClaim {
-                claim: one.claim.clone(),
-            })?;
+            // A field value has no whitespace at its ends (RFC 9110
+            // §5.5): a receiver would strip it and read another value.
+            let padded = text.starts_with([' ', '\t']) || text.ends_with([' ', '\t']);
+            let value = HeaderValue::from_bytes(text.as_bytes())
+                .ok()
+                .filter(|_| !padded)
+                .ok_or_else(|| UnwritableClaim {
+                    claim: one.claim.clone(),
+                })?;
             headers.insert(one.header.clone(), value);
         }
         Ok(())

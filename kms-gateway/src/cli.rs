@@ -62,7 +62,20 @@ pub(crate) struct JobArgs {
 pub(crate) fn parse() -> Cli {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let mut command = Cli::command();
-    let matches = command.clone().get_matches_from(&argv);
+    let matches = match command.clone().try_get_matches_from(&argv) {
+        Ok(matches) => matches,
+        // A flag may need another that only the file gives (--trusted-proxy
+        // needs --upstream): find --config leniently, and let the parse of
+        // the whole below judge.
+        Err(e) => match command
+            .clone()
+            .ignore_errors(true)
+            .try_get_matches_from(&argv)
+        {
+            Ok(lenient) if config_of(&lenient).is_some() => lenient,
+            _ => e.exit(),
+        },
+    };
     let config = match matches.subcommand() {
         Some(("serve", serve)) => serve
             .get_one::<PathBuf>("config")
@@ -111,6 +124,14 @@ pub(crate) fn parse() -> Cli {
                 None => e.exit(),
             }
         }
+    }
+}
+
+/// `serve --config`'s path, if given.
+fn config_of(matches: &clap::ArgMatches) -> Option<&PathBuf> {
+    match matches.subcommand() {
+        Some(("serve", serve)) => serve.get_one::<PathBuf>("config"),
+        _ => None,
     }
 }
 

@@ -60,6 +60,7 @@ mod cli;
 mod config_file;
 mod forward_auth;
 mod http_phase;
+mod idle_body;
 mod job;
 mod listener;
 mod logging;

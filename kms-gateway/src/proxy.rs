@@ -25,9 +25,11 @@
 //!
 //! The answer: the upstream's, without its hop-by-hop headers; 502
 //! `proxy.upstream_unavailable` when it cannot be reached or breaks the
-//! exchange, 504 `proxy.upstream_timeout` when its response headers take
-//! longer than `--upstream-timeout` (the body then streams without a
-//! deadline but the connection's idle timeout).
+//! exchange, 504 `proxy.upstream_timeout` when its response headers come
+//! later than `--upstream-timeout` after the request's body was sent
+//! whole. Both bodies stream; either one that stalls for longer than
+//! `--idle-timeout` between two chunks ends the exchange (`idle_body.rs`).
+//! CONNECT and TRACE are 405, never forwarded.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -37,19 +39,25 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use axum::http::uri::{Authority, PathAndQuery, Scheme, Uri};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv4Net};
 use kms::http::{error_response, VerifiedClaims};
+use tokio::sync::oneshot;
 
 use crate::claim_headers::ClaimHeaders;
 use crate::forward_auth::refuse_unwritable;
+use crate::idle_body::IdleBody;
 
 /// How long an idle pooled connection to the upstream is kept.
 const POOL_IDLE: Duration = Duration::from_secs(90);
+
+/// TCP keep-alive on connections to the upstream: the idle time before
+/// the first probe.
+const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
 
 /// Parses `--upstream URL` (clap's value parser: an error is a usage
 /// error, exit 2): `http://HOST[:PORT]` with no path but `/`, no query,
@@ -83,9 +91,21 @@ pub(crate) fn upstream(text: &str) -> Result<Authority, String> {
 /// # Errors
 /// Neither.
 pub(crate) fn cidr(text: &str) -> Result<IpNet, String> {
-    text.parse::<IpNet>()
+    let net = text
+        .parse::<IpNet>()
         .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
-        .map_err(|_| "expected a CIDR (10.0.0.0/8, fd00::/8) or an address".to_owned())
+        .map_err(|_| "expected a CIDR (10.0.0.0/8, fd00::/8) or an address".to_owned())?;
+    // Peers are compared in their canonical form (an IPv4-mapped IPv6
+    // address as IPv4): so is an IPv4-mapped network.
+    match net {
+        IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.addr().to_ipv4_mapped() {
+            Some(v4) => Ipv4Net::new(v4, v6.prefix_len() - 96)
+                .map(IpNet::V4)
+                .map_err(|e| e.to_string()),
+            None => Ok(net),
+        },
+        _ => Ok(net),
+    }
 }
 
 /// What the proxy needs, shared by every request.
@@ -94,6 +114,7 @@ pub(crate) struct Proxy {
     client: Client<HttpConnector, Body>,
     upstream: Authority,
     timeout: Duration,
+    idle: Duration,
     trusted: Vec<IpNet>,
     strip_authorization: bool,
     claim_headers: Arc<ClaimHeaders>,
@@ -114,6 +135,8 @@ pub(crate) struct Settings {
     pub(crate) trusted: Vec<IpNet>,
     /// `--strip-authorization`.
     pub(crate) strip_authorization: bool,
+    /// `--idle-timeout`: the longest a body, either way, may stall.
+    pub(crate) idle: Duration,
 }
 
 impl Proxy {
@@ -127,6 +150,8 @@ impl Proxy {
     ) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
+        // A dead upstream host is noticed on a pooled connection too.
+        connector.set_keepalive(Some(TCP_KEEPALIVE));
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(POOL_IDLE)
             .build(connector);
@@ -134,6 +159,7 @@ impl Proxy {
             client,
             upstream: settings.upstream,
             timeout: settings.timeout,
+            idle: settings.idle,
             trusted: settings
                 .trusted
                 .into_iter()
@@ -149,6 +175,15 @@ impl Proxy {
     /// Forwards one request that passed the bearer layer (module docs).
     pub(crate) async fn forward(self: Arc<Self>, request: Request) -> Response {
         let (mut parts, body) = request.into_parts();
+        // CONNECT would ask the upstream for a tunnel, TRACE echo the
+        // request's headers (the claim headers included) back.
+        if matches!(parts.method, Method::CONNECT | Method::TRACE) {
+            return error_response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "proxy.method_not_allowed",
+                "CONNECT and TRACE are not forwarded",
+            );
+        }
         let Some(VerifiedClaims(claims)) = parts.extensions.remove::<VerifiedClaims>() else {
             return error_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -189,12 +224,26 @@ impl Proxy {
         };
         // HTTP/1.1 to the upstream, whatever the client spoke.
         parts.version = axum::http::Version::HTTP_11;
-        let request = Request::from_parts(parts, body);
-        match tokio::time::timeout(self.timeout, self.client.request(request)).await {
+        let (sent, was_sent) = oneshot::channel();
+        let body = Body::new(IdleBody::new(body, self.idle, Some(sent)));
+        let response = self.client.request(Request::from_parts(parts, body));
+        // The upstream timeout runs from the end of the request's body
+        // (an upload takes as long as it keeps moving: the idle timeout
+        // bounds its stalls) to the response's headers.
+        let timeout = async {
+            let _ = was_sent.await;
+            tokio::time::sleep(self.timeout).await;
+        };
+        let answered = tokio::select! {
+            biased;
+            answered = response => Ok(answered),
+            () = timeout => Err(()),
+        };
+        match answered {
             Ok(Ok(response)) => {
                 let (mut parts, body) = response.into_parts();
                 remove_hop_by_hop(&mut parts.headers);
-                Response::from_parts(parts, Body::new(body))
+                Response::from_parts(parts, Body::new(IdleBody::new(body, self.idle, None)))
             }
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, upstream = %self.upstream, "upstream failed");
@@ -290,7 +339,18 @@ const HOP_BY_HOP: [HeaderName; 9] = [
     header::UPGRADE,
 ];
 
-/// Removes the hop-by-hop headers, the ones `Connection` names first.
+/// Headers a `Connection` header may not name for removal: the request's
+/// routing and the forwarding chain, which the gateway itself answers for.
+const KEPT: [&str; 5] = [
+    "host",
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+];
+
+/// Removes the hop-by-hop headers, the ones `Connection` names first (but
+/// those of [`KEPT`]).
 fn remove_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
@@ -298,6 +358,7 @@ fn remove_hop_by_hop(headers: &mut HeaderMap) {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .filter(|name| !KEPT.contains(&name.as_str()))
         .collect();
     for name in named.iter().chain(HOP_BY_HOP.iter()) {
         headers.remove(name);
@@ -334,6 +395,9 @@ mod tests {
             .unwrap()
             .contains(&"::1".parse::<IpAddr>().unwrap()));
         assert!(cidr("10.0.0.0/33").is_err());
+        let mapped = cidr("::ffff:10.0.0.0/104").unwrap();
+        assert_eq!(mapped, cidr("10.0.0.0/8").unwrap());
+        assert!(mapped.contains(&"10.1.2.3".parse::<IpAddr>().unwrap()));
         assert!(cidr("example.com").is_err());
     }
 
@@ -341,7 +405,12 @@ mod tests {
     fn hop_by_hop_headers_and_those_connection_names_go() {
         let mut headers = HeaderMap::new();
         for (name, value) in [
-            ("connection", "keep-alive, X-Secret-Hop"),
+            (
+                "connection",
+                "keep-alive, X-Secret-Hop, host, x-forwarded-for",
+            ),
+            ("host", "api.example"),
+            ("x-forwarded-for", "10.0.0.1"),
             ("x-secret-hop", "1"),
             ("keep-alive", "timeout=5"),
             ("te", "trailers"),
@@ -355,8 +424,11 @@ mod tests {
             );
         }
         remove_hop_by_hop(&mut headers);
-        assert_eq!(headers.len(), 1, "{headers:?}");
+        assert_eq!(headers.len(), 3, "{headers:?}");
         assert_eq!(headers["x-kept"], "1");
+        // `Connection` cannot take the routing or the forwarding chain away.
+        assert_eq!(headers["host"], "api.example");
+        assert_eq!(headers["x-forwarded-for"], "10.0.0.1");
     }
 
     fn proxy(trusted: &[&str]) -> Proxy {
@@ -366,6 +438,7 @@ mod tests {
                 timeout: Duration::from_secs(1),
                 trusted: trusted.iter().map(|t| cidr(t).unwrap()).collect(),
                 strip_authorization: false,
+                idle: Duration::from_secs(1),
             },
             Arc::default(),
             false,

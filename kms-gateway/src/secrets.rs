@@ -57,7 +57,8 @@ pub(crate) fn admin_token_file(args: &ServeArgs) -> Result<Option<AdminSecret>, 
         if !args.admin_listen.ip().is_loopback() && args.admin_client_ca.is_none() {
             return Err(format!(
                 "--admin-listen {} is not a loopback address: the admin face issues tokens and \
-                 rotates keys, so it needs --admin-token-file there",
+                 rotates keys, so it needs --admin-token-file (or client certificates: \
+                 --admin-tls-cert, --admin-tls-key and --admin-client-ca) there",
                 args.admin_listen
             ));
         }

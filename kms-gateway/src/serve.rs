@@ -202,8 +202,8 @@ pub(crate) struct ServeArgs {
     /// --forward-auth-path).
     #[arg(long, value_name = "URL", value_parser = proxy::upstream)]
     upstream: Option<Authority>,
-    /// Seconds the upstream may take to send its response headers; then
-    /// 504.
+    /// Seconds the upstream may take to send its response headers once
+    /// the request's body is sent whole; then 504.
     #[arg(long, value_name = "SECS", default_value = "30", requires = "upstream",
           value_parser = crate::cli::timeout)]
     upstream_timeout: Duration,
@@ -264,6 +264,7 @@ impl ServeArgs {
                     timeout: self.upstream_timeout,
                     trusted: self.trusted_proxy.clone(),
                     strip_authorization: self.strip_authorization,
+                    idle: self.idle_timeout,
                 },
                 Arc::clone(&claim_headers),
                 self.tls_cert.is_some(),

@@ -122,6 +122,9 @@ fn the_readme_example_serves_and_the_command_line_wins() {
         "sub=X-Who",
         "--forward-auth-path",
         "/check",
+        // Needs --upstream, which only the file gives.
+        "--trusted-proxy",
+        "192.0.2.0/24",
     ]);
     assert!(
         s.admin_secret.is_none(),

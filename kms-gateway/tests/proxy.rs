@@ -251,3 +251,85 @@ fn a_256_mib_body_streams_through_without_being_held() {
     );
     assert_eq!(s.stop(), 0);
 }
+
+/// Sends a `POST` head announcing `size` bytes to the gateway, then
+/// `chunks` (each after its pause); returns the stream, to read the
+/// answer from.
+fn upload(s: &Serving, bearer: &str, size: usize, chunks: &[(&[u8], Duration)]) -> TcpStream {
+    let mut stream = TcpStream::connect(s.public).expect("connect");
+    stream.set_read_timeout(Some(HANG)).expect("timeout");
+    let head = format!(
+        "POST /upload HTTP/1.1\r\nHost: {}\r\nAuthorization: {bearer}\r\n\
+         Content-Length: {size}\r\nConnection: close\r\n\r\n",
+        s.public
+    );
+    stream.write_all(head.as_bytes()).expect("head");
+    for (chunk, pause) in chunks {
+        std::thread::sleep(*pause);
+        stream.write_all(chunk).expect("chunk");
+    }
+    stream
+}
+
+#[test]
+fn an_upload_may_outlast_the_upstream_timeout_while_it_moves_and_a_stall_ends_it() {
+    let up = Upstream::start();
+    let s = start(up.addr, &["--upstream-timeout", "1", "--idle-timeout", "1"]);
+    let bearer = format!("Bearer {}", s.mint(r#"{"sub":"a"}"#));
+    // 2.4 s of upload, a chunk every 0.6 s: longer than the upstream
+    // timeout, never idle for the idle timeout.
+    let pause = Duration::from_millis(600);
+    let chunk: &[u8] = b"0123456789";
+    let mut stream = upload(&s, &bearer, 40, &[(chunk, pause); 4]);
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("read");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains(r#""body_bytes":40"#), "{answer}");
+
+    // Half the body, then silence: cut at the idle timeout (the gateway
+    // answers 502 or closes), not held.
+    let started = Instant::now();
+    let mut stream = upload(&s, &bearer, 40, &[(chunk, Duration::ZERO)]);
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(20), "held for {took:?}");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 502"),
+        "{answer}"
+    );
+
+    // An upstream that stops in the middle of its answer: the client gets
+    // the head and what came, then the connection ends.
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(s.public).expect("connect");
+    stream.set_read_timeout(Some(HANG)).expect("timeout");
+    let head = format!(
+        "GET /stall HTTP/1.1\r\nHost: {}\r\nAuthorization: {bearer}\r\n\r\n",
+        s.public
+    );
+    stream.write_all(head.as_bytes()).expect("head");
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(20), "held for {took:?}");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("partial"), "{answer}");
+    assert_eq!(s.stop(), 0);
+}
+
+#[test]
+fn connect_and_trace_are_not_forwarded() {
+    let up = Upstream::start();
+    let s = start(up.addr, &[]);
+    let bearer = format!("Bearer {}", s.mint(r#"{"sub":"a"}"#));
+    for method in ["TRACE", "CONNECT"] {
+        let (status, _, body) =
+            http_full(s.public, method, "/x", &[("Authorization", &bearer)], "");
+        assert_eq!(status, 405, "{method}: {body}");
+    }
+    assert_eq!(up.requests(), 0);
+    assert_eq!(s.stop(), 0);
+}

@@ -3,7 +3,8 @@
 //! request is counted; the answer is JSON: the method, the request target
 //! byte for byte, every header received (name, value) in order, and the
 //! body's length in bytes, counted as it streams (never held). A path
-//! under `/hang` never answers.
+//! under `/hang` never answers; one under `/stall` sends its head and a
+//! first chunk, then nothing.
 
 #![allow(dead_code)]
 
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::Router;
+use futures::StreamExt;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
 
@@ -88,6 +90,17 @@ async fn echo(request: Request) -> axum::response::Response {
     let (parts, body) = request.into_parts();
     if parts.uri.path().starts_with("/hang") {
         std::future::pending::<()>().await;
+    }
+    if parts.uri.path().starts_with("/stall") {
+        // The head and a first chunk, then nothing, ever.
+        let chunks = futures::stream::once(async {
+            Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"partial"))
+        })
+        .chain(futures::stream::pending());
+        return axum::response::Response::builder()
+            .header("x-upstream", "yes")
+            .body(Body::from_stream(chunks))
+            .expect("response");
     }
     let headers: Vec<Value> = parts
         .headers
