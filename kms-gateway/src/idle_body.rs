@@ -26,7 +26,11 @@ pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) struct IdleBody<B> {
     inner: B,
     idle: Duration,
-    timer: Pin<Box<Sleep>>,
+    /// When the last frame came (or the body was made).
+    moved: Instant,
+    /// Armed only once the body has had to wait: a body read without a
+    /// pause never touches tokio's timer.
+    timer: Option<Pin<Box<Sleep>>>,
     /// Fired once the body has ended (or at once for an empty one).
     ended: Option<oneshot::Sender<()>>,
 }
@@ -37,7 +41,8 @@ impl<B: Body> IdleBody<B> {
         let mut body = IdleBody {
             inner,
             idle,
-            timer: Box::pin(tokio::time::sleep(idle)),
+            moved: Instant::now(),
+            timer: None,
             ended,
         };
         // A body that is empty is never polled: it has ended already.
@@ -69,8 +74,7 @@ where
         let this = self.get_mut();
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
-                let deadline = Instant::now() + this.idle;
-                this.timer.as_mut().reset(deadline);
+                this.moved = Instant::now();
                 // hyper stops at the last frame without asking for the
                 // end when the length says so.
                 if this.inner.is_end_stream() {
@@ -83,14 +87,23 @@ where
                 this.end();
                 Poll::Ready(None)
             }
-            Poll::Pending => match this.timer.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(format!(
-                    "no data for {} s (the idle timeout)",
-                    this.idle.as_secs_f64()
-                )
-                .into()))),
-                Poll::Pending => Poll::Pending,
-            },
+            Poll::Pending => {
+                let deadline = this.moved + this.idle;
+                let timer = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                if timer.deadline() != deadline {
+                    timer.as_mut().reset(deadline);
+                }
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(format!(
+                        "no data for {} s (the idle timeout)",
+                        this.idle.as_secs_f64()
+                    )
+                    .into()))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
         }
     }
 
