@@ -198,7 +198,7 @@ pub(crate) struct ServeArgs {
     claim_header: Vec<ClaimHeader>,
     /// The proxy mode: every request to a path that is not the public
     /// face's own passes the bearer layer and goes to this upstream,
-    /// http://HOST[:PORT] (then forward auth is served only with
+    /// http://HOST or http://HOST:PORT (then forward auth is served only with
     /// --forward-auth-path).
     #[arg(long, value_name = "URL", value_parser = proxy::upstream)]
     upstream: Option<Authority>,
