@@ -23,7 +23,7 @@
 //!   shutdown) and closes; [`serve`] returns when all are closed.
 //!
 //! The request timeout (until the response headers) is a layer on the
-//! routes ([`within`]), not a connection limit.
+//! routes ([`guarded`]), not a connection limit.
 //!
 //! Invariant (`Activity`): a connection's IO, its service and its
 //! watchdog are polled by one task, in one future, so the watchdog reads a
@@ -45,7 +45,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::Router;
@@ -451,13 +451,22 @@ pub(crate) fn raise_open_files_limit() -> Result<Option<u64>, String> {
     Ok(limit.maximum)
 }
 
-/// The request timeout (`--request-timeout`), as a layer on a face's own
-/// routes: a request whose response headers are not ready within
-/// `timeout` is answered 503 `http.request_timeout` with `Retry-After`
-/// (its handler is dropped), `Cache-Control: no-store` and
-/// `X-Content-Type-Options: nosniff`.
-pub(crate) async fn within(timeout: Duration, request: Request, next: Next) -> Response {
-    match tokio::time::timeout(timeout, next.run(request)).await {
+/// A face's own routes under the one layer every face has ([`within`]):
+/// the request timeout (`--request-timeout`) and
+/// `X-Content-Type-Options: nosniff` on every answer.
+pub(crate) fn guarded(router: Router, timeout: Duration) -> Router {
+    router.layer(axum::middleware::from_fn(move |request, next| {
+        within(timeout, request, next)
+    }))
+}
+
+/// [`guarded`]'s middleware: a request whose response headers are not
+/// ready within `timeout` is answered 503 `http.request_timeout` with
+/// `Retry-After` (its handler is dropped) and `Cache-Control: no-store`;
+/// every answer gets `X-Content-Type-Options: nosniff` (a browser never
+/// reads one as another type than it says).
+async fn within(timeout: Duration, request: Request, next: Next) -> Response {
+    let mut response = match tokio::time::timeout(timeout, next.run(request)).await {
         Ok(response) => response,
         Err(_) => {
             let mut response = kms::http::error_response(
@@ -466,13 +475,17 @@ pub(crate) async fn within(timeout: Duration, request: Request, next: Next) -> R
                 "the request took longer than the server's request timeout",
             );
             // Outside each face's own layers: no cache keeps it.
-            response.headers_mut().insert(
-                axum::http::header::CACHE_CONTROL,
-                axum::http::HeaderValue::from_static("no-store"),
-            );
+            response
+                .headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             response
         }
-    }
+    };
+    response.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
 }
 
 #[cfg(test)]
@@ -483,20 +496,22 @@ mod tests {
     #[tokio::test]
     async fn a_route_slower_than_the_request_timeout_is_answered_503() {
         let timeout = Duration::from_millis(50);
-        let router = Router::new()
-            .route("/slow", get(|| tokio::time::sleep(Duration::from_secs(30))))
-            .route("/fast", get(|| async {}))
-            .layer(axum::middleware::from_fn(move |request, next| {
-                within(timeout, request, next)
-            }));
+        let router = guarded(
+            Router::new()
+                .route("/slow", get(|| tokio::time::sleep(Duration::from_secs(30))))
+                .route("/fast", get(|| async {})),
+            timeout,
+        );
         let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
         let fast = router.clone().oneshot(get("/fast")).await.unwrap();
         assert_eq!(fast.status(), StatusCode::OK);
+        assert_eq!(fast.headers()["x-content-type-options"], "nosniff");
         let started = std::time::Instant::now();
         let slow = router.oneshot(get("/slow")).await.unwrap();
         assert!(started.elapsed() < Duration::from_secs(10), "not cut off");
         assert_eq!(slow.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(slow.headers()["retry-after"], "1");
+        assert_eq!(slow.headers()["x-content-type-options"], "nosniff");
         let body = axum::body::to_bytes(slow.into_body(), 1024).await.unwrap();
         assert!(String::from_utf8_lossy(&body).contains("http.request_timeout"));
     }

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::Request;
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use kms::actor::TokenKeys;
@@ -89,32 +89,18 @@ pub(crate) fn router(handle: &kms::actor::KmsHandle, key: &KeyId, options: Optio
             )
         });
     let timeout = options.request_timeout;
-    let layered = |router: Router| {
-        router
-            .layer(axum::middleware::map_response(nosniff))
-            .layer(axum::middleware::from_fn(move |request, next| {
-                listener::within(timeout, request, next)
-            }))
-    };
     match options.proxy {
-        None => layered(own.fallback(|| async {
-            error_response(StatusCode::NOT_FOUND, "http.not_found", "no such route")
-        })),
-        // Set after the layers, so they do not wrap it.
-        Some(proxy) => layered(own).fallback_service(
+        None => listener::guarded(
+            own.fallback(|| async {
+                error_response(StatusCode::NOT_FOUND, "http.not_found", "no such route")
+            }),
+            timeout,
+        ),
+        // Set after the layer, so that it does not wrap it.
+        Some(proxy) => listener::guarded(own, timeout).fallback_service(
             Router::new()
                 .fallback(move |request: Request| Arc::clone(&proxy).forward(request))
                 .layer(bearer),
         ),
     }
-}
-
-/// `X-Content-Type-Options: nosniff` on every answer: a browser never
-/// reads one as another type than it says.
-async fn nosniff(mut response: Response) -> Response {
-    response.headers_mut().insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    response
 }

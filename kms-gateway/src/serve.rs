@@ -51,7 +51,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use clap::Args;
 use kms::actor::{KmsActor, KmsConfig};
 use kms::bus::Bus;
@@ -404,12 +403,6 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
     if let Some(path) = admin_secret.as_ref().and_then(|s| s.generated.as_ref()) {
         eprintln!("gateway serve: admin secret in {}", path.display());
     }
-    let within = |router: Router| {
-        let timeout = args.request_timeout;
-        router.layer(axum::middleware::from_fn(move |request, next| {
-            listener::within(timeout, request, next)
-        }))
-    };
     let scheme = |tls: &Option<FaceTls>| if tls.is_some() { "https" } else { "http" };
     let readiness = format!(
         "gateway serve: public face on {}://{}, admin face on {}://{admin_addr}, signing key {key}",
@@ -436,7 +429,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         (
             "admin",
             admin_listener,
-            within(admin),
+            listener::guarded(admin, args.request_timeout),
             admin_tls.map(|face| face.acceptor),
         ),
     ];
@@ -448,7 +441,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         faces.push((
             "metrics",
             listener,
-            within(telemetry::router(metrics)),
+            listener::guarded(telemetry::router(metrics), args.request_timeout),
             None,
         ));
     }

@@ -44,9 +44,9 @@ pub fn install_handle() -> Result<PrometheusHandle, String> {
 
 /// `GET /metrics` alone, rendering `handle` (`--metrics-listen`: for
 /// Prometheus, without the admin secret); any other path is a JSON 404.
-/// Every answer has `X-Content-Type-Options: nosniff`.
+/// (`serve` puts it under `listener::guarded`, as every face.)
 pub fn router(handle: PrometheusHandle) -> axum::Router {
-    use axum::http::{header, HeaderValue, StatusCode};
+    use axum::http::{header, StatusCode};
     let metrics = axum::routing::get(move || {
         let text = handle.render();
         async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text) }
@@ -56,15 +56,6 @@ pub fn router(handle: PrometheusHandle) -> axum::Router {
         .fallback(|| async {
             kms::http::error_response(StatusCode::NOT_FOUND, "http.not_found", "no such route")
         })
-        .layer(axum::middleware::map_response(
-            |mut response: axum::response::Response| async move {
-                response.headers_mut().insert(
-                    header::X_CONTENT_TYPE_OPTIONS,
-                    HeaderValue::from_static("nosniff"),
-                );
-                response
-            },
-        ))
 }
 
 /// The library's recommended histogram buckets.
