@@ -24,6 +24,8 @@
 
 use axum::http::header::{HeaderMap, HeaderName, HeaderValue};
 use kms::jose::Claims;
+
+use crate::proxy::FORWARDING;
 use serde_json::Value;
 
 /// One `--claim-header`: the claim's name and the header it is written to.
@@ -38,13 +40,10 @@ pub(crate) struct ClaimHeader {
 /// Headers no claim may be written to: the request's framing, routing and
 /// credentials, the hop-by-hop headers of RFC 9110 §7.6.1 (with
 /// `Keep-Alive` and `Proxy-Connection`, which proxies still treat so), and
-/// the forwarding headers (a token must not name the client's address).
-const REFUSED: [&str; 18] = [
+/// `X-Real-IP` beside the proxy's [`FORWARDING`] headers (a token must
+/// not name the client's address).
+const REFUSED: [&str; 14] = [
     "host",
-    "forwarded",
-    "x-forwarded-for",
-    "x-forwarded-proto",
-    "x-forwarded-host",
     "x-real-ip",
     "authorization",
     "cookie",
@@ -75,7 +74,7 @@ pub(crate) fn parse(text: &str) -> Result<ClaimHeader, String> {
     }
     let header = HeaderName::from_bytes(header.as_bytes())
         .map_err(|_| format!("{header:?} is not a header name"))?;
-    if REFUSED.contains(&header.as_str()) {
+    if REFUSED.contains(&header.as_str()) || FORWARDING.contains(&header) {
         return Err(format!(
             "{header} carries the request's framing, routing or credentials; \
              a claim may not be written to it"

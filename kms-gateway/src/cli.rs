@@ -76,19 +76,12 @@ pub(crate) fn parse() -> Cli {
             _ => e.exit(),
         },
     };
-    let config = match matches.subcommand() {
-        Some(("serve", serve)) => serve
-            .get_one::<PathBuf>("config")
-            .map(|path| (path.clone(), serve.clone())),
-        _ => None,
-    };
-    let Some((path, given)) = config else {
+    let (Some((path, given)), Some(serve)) =
+        (config_of(&matches), command.find_subcommand("serve"))
+    else {
         return Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     };
-    let Some(serve) = command.find_subcommand("serve") else {
-        return Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    };
-    let (file_args, origins) = match config_file::arguments(&path, serve, &given) {
+    let (file_args, origins) = match config_file::arguments(path, serve, given) {
         Ok(found) => found,
         Err(message) => command.error(ErrorKind::InvalidValue, message).exit(),
     };
@@ -127,10 +120,10 @@ pub(crate) fn parse() -> Cli {
     }
 }
 
-/// `serve --config`'s path, if given.
-fn config_of(matches: &clap::ArgMatches) -> Option<&PathBuf> {
+/// `serve --config`'s path, if given, and `serve`'s matches.
+fn config_of(matches: &clap::ArgMatches) -> Option<(&PathBuf, &clap::ArgMatches)> {
     match matches.subcommand() {
-        Some(("serve", serve)) => serve.get_one::<PathBuf>("config"),
+        Some(("serve", serve)) => serve.get_one::<PathBuf>("config").map(|path| (path, serve)),
         _ => None,
     }
 }

@@ -67,27 +67,39 @@ pub(crate) fn path(text: &str) -> Result<String, String> {
 /// The forward-auth routes at `path` and under it, for any method; to be
 /// put behind the bearer layer, which sets [`VerifiedClaims`].
 pub(crate) fn routes(path: &str, headers: Arc<ClaimHeaders>, topic: String) -> Router {
-    let handler = move |request: Request| answer(request, Arc::clone(&headers), topic.clone());
+    let answer = Arc::new(Answer { headers, topic });
+    // One reference count per request.
+    let handler = move |request: Request| Arc::clone(&answer).answer(request);
     Router::new()
         .route(path, any(handler.clone()))
         .route(&format!("{path}/"), any(handler.clone()))
         .route(&format!("{path}/{{*rest}}"), any(handler))
 }
 
-/// 200 with no body and the claim headers, or the bearer layer's 401.
-async fn answer(mut request: Request, headers: Arc<ClaimHeaders>, topic: String) -> Response {
-    let Some(VerifiedClaims(claims)) = request.extensions_mut().remove::<VerifiedClaims>() else {
-        // Only behind the layer, which always sets them.
-        return error_response(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "http.internal",
-            "no verified claims",
-        );
-    };
-    let mut response = StatusCode::OK.into_response();
-    match headers.write(&claims, response.headers_mut()) {
-        Ok(()) => response,
-        Err(unwritable) => refuse_unwritable(&topic, &unwritable.claim),
+/// What every forward-auth answer needs.
+struct Answer {
+    headers: Arc<ClaimHeaders>,
+    /// The KMS client's topic, for the refusal counter.
+    topic: String,
+}
+
+impl Answer {
+    /// 200 with no body and the claim headers, or the bearer layer's 401.
+    async fn answer(self: Arc<Self>, mut request: Request) -> Response {
+        let Some(VerifiedClaims(claims)) = request.extensions_mut().remove::<VerifiedClaims>()
+        else {
+            // Only behind the layer, which always sets them.
+            return error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "http.internal",
+                "no verified claims",
+            );
+        };
+        let mut response = StatusCode::OK.into_response();
+        match self.headers.write(&claims, response.headers_mut()) {
+            Ok(()) => response,
+            Err(unwritable) => refuse_unwritable(&self.topic, &unwritable.claim),
+        }
     }
 }
 

@@ -160,11 +160,7 @@ impl Proxy {
             upstream: settings.upstream,
             timeout: settings.timeout,
             idle: settings.idle,
-            trusted: settings
-                .trusted
-                .into_iter()
-                .map(|net| net.trunc())
-                .collect(),
+            trusted: settings.trusted,
             strip_authorization: settings.strip_authorization,
             claim_headers,
             proto: if tls { "https" } else { "http" },
@@ -204,14 +200,15 @@ impl Proxy {
             headers.remove(header::AUTHORIZATION);
         }
         self.set_forwarded(headers, peer);
-        let mut uri = Uri::builder()
+        let path = parts
+            .uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        let uri = Uri::builder()
             .scheme(Scheme::HTTP)
-            .authority(self.upstream.clone());
-        if let Some(path) = parts.uri.path_and_query() {
-            uri = uri.path_and_query(path.clone());
-        } else {
-            uri = uri.path_and_query(PathAndQuery::from_static("/"));
-        }
+            .authority(self.upstream.clone())
+            .path_and_query(path);
         parts.uri = match uri.build() {
             Ok(uri) => uri,
             Err(_) => {
@@ -277,28 +274,25 @@ impl Proxy {
                 .collect();
             (!values.is_empty()).then(|| values.join(", "))
         };
-        let xff = HeaderName::from_static("x-forwarded-for");
-        let xfp = HeaderName::from_static("x-forwarded-proto");
-        let xfh = HeaderName::from_static("x-forwarded-host");
-        let forwarded = HeaderName::from_static("forwarded");
+        let [forwarded, xff, xfp, xfh] = &FORWARDING;
         let before = |name: &HeaderName| if trusted { joined(name, headers) } else { None };
-        let (old_xff, old_forwarded) = (before(&xff), before(&forwarded));
-        let keep_proto = trusted && headers.contains_key(&xfp);
-        let keep_host = trusted && headers.contains_key(&xfh);
+        let (old_xff, old_forwarded) = (before(xff), before(forwarded));
+        let keep_proto = trusted && headers.contains_key(xfp);
+        let keep_host = trusted && headers.contains_key(xfh);
         let peer_text = peer.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
         let append = |old: Option<String>, new: String| match old {
             Some(old) => format!("{old}, {new}"),
             None => new,
         };
-        set(headers, &xff, append(old_xff, peer_text));
+        set(headers, xff, append(old_xff, peer_text));
         if !keep_proto {
-            set(headers, &xfp, self.proto.to_owned());
+            headers.insert(xfp, HeaderValue::from_static(self.proto));
         }
         if !keep_host {
-            headers.remove(&xfh);
-            if let Some(host) = &host {
-                headers.insert(xfh.clone(), host.clone());
-            }
+            match &host {
+                Some(host) => headers.insert(xfh, host.clone()),
+                None => headers.remove(xfh),
+            };
         }
         // RFC 7239 §4: an IPv6 node in brackets and quoted; a host
         // quoted (it may hold `:`).
@@ -312,17 +306,27 @@ impl Proxy {
             let quoted = host.replace('\\', "\\\\").replace('"', "\\\"");
             element += &format!(";host=\"{quoted}\"");
         }
-        set(headers, &forwarded, append(old_forwarded, element));
+        set(headers, forwarded, append(old_forwarded, element));
     }
 }
 
-/// Replaces every value of `name` with `value` (dropped if it cannot be a
-/// header value, which the texts built here always can).
+/// The forwarding headers the gateway answers for: RFC 7239's
+/// `Forwarded`, and `X-Forwarded-For`, `-Proto` and `-Host` (de facto).
+pub(crate) const FORWARDING: [HeaderName; 4] = [
+    header::FORWARDED,
+    HeaderName::from_static("x-forwarded-for"),
+    HeaderName::from_static("x-forwarded-proto"),
+    HeaderName::from_static("x-forwarded-host"),
+];
+
+/// Replaces every value of `name` with `value` (`HeaderMap::insert`
+/// drops them all; a text that cannot be a header value, which the texts
+/// built here never are, removes the header).
 fn set(headers: &mut HeaderMap, name: &HeaderName, value: String) {
-    headers.remove(name);
-    if let Ok(value) = HeaderValue::from_str(&value) {
-        headers.insert(name.clone(), value);
-    }
+    match HeaderValue::from_str(&value) {
+        Ok(value) => headers.insert(name, value),
+        Err(_) => headers.remove(name),
+    };
 }
 
 /// The hop-by-hop headers of RFC 9110 §7.6.1 (and those proxies still
@@ -339,18 +343,9 @@ const HOP_BY_HOP: [HeaderName; 9] = [
     header::UPGRADE,
 ];
 
-/// Headers a `Connection` header may not name for removal: the request's
-/// routing and the forwarding chain, which the gateway itself answers for.
-const KEPT: [&str; 5] = [
-    "host",
-    "forwarded",
-    "x-forwarded-for",
-    "x-forwarded-proto",
-    "x-forwarded-host",
-];
-
 /// Removes the hop-by-hop headers, the ones `Connection` names first (but
-/// those of [`KEPT`]).
+/// `Host` and the [`FORWARDING`] headers: the request's routing and the
+/// forwarding chain, which the gateway itself answers for).
 fn remove_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
@@ -358,7 +353,7 @@ fn remove_hop_by_hop(headers: &mut HeaderMap) {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .filter(|name| !KEPT.contains(&name.as_str()))
+        .filter(|name| *name != header::HOST && !FORWARDING.contains(name))
         .collect();
     for name in named.iter().chain(HOP_BY_HOP.iter()) {
         headers.remove(name);
