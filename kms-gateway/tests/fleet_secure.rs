@@ -17,12 +17,11 @@ mod serving;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use etcd_cluster::{EtcdCluster, TlsFiles};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
-use serving::{gateway, json, run_to_exit, Serving};
+use serving::{json, run_to_exit, Serving};
 
 const PREFIX: &str = "/kms-secure";
 const PASSWORD: &str = "kms-password-0123456789";
@@ -69,6 +68,13 @@ fn certificates(dir: &Path) -> TlsFiles {
     }
 }
 
+/// `args` for etcdctl, as the cluster's root user.
+fn as_root<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = vec!["--user", "root:root-password"];
+    all.extend_from_slice(args);
+    all
+}
+
 /// `etcdctl` on member 0; panics with its output unless it succeeds.
 fn etcdctl(cluster: &EtcdCluster, args: &[&str]) -> String {
     let out = cluster.etcdctl(0, args).expect("run etcdctl");
@@ -84,11 +90,8 @@ fn etcdctl(cluster: &EtcdCluster, args: &[&str]) -> String {
 /// Runs `gateway serve` with `args` to its exit (it must refuse to start;
 /// killed past the deadline): the exit code and stderr.
 fn refused(args: &[String]) -> (i32, String) {
-    let mut command = Command::new(gateway());
-    command
-        .arg("serve")
-        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-        .args(args);
+    let mut command = serving::serve_command();
+    command.args(args);
     let (code, _, stderr) = run_to_exit(command);
     (code, stderr)
 }
@@ -201,14 +204,7 @@ fn a_node_needs_the_clusters_tls_its_user_and_etcd_create_to_start_a_store() {
     assert_ne!(code, 0, "no TLS to a TLS endpoint: {stderr}");
     let listed = etcdctl(
         &cluster,
-        &[
-            "--user",
-            "root:root-password",
-            "get",
-            PREFIX,
-            "--prefix",
-            "--keys-only",
-        ],
+        &as_root(&["get", PREFIX, "--prefix", "--keys-only"]),
     );
     assert!(listed.trim().is_empty(), "nothing written: {listed}");
 
@@ -223,17 +219,7 @@ fn a_node_needs_the_clusters_tls_its_user_and_etcd_create_to_start_a_store() {
     let token = json(&body)["token"].as_str().expect("token").to_owned();
     assert_eq!(s.whoami(&token).0, 200);
     let revision_before = |cluster: &EtcdCluster| -> i64 {
-        let status = etcdctl(
-            cluster,
-            &[
-                "--user",
-                "root:root-password",
-                "endpoint",
-                "status",
-                "-w",
-                "json",
-            ],
-        );
+        let status = etcdctl(cluster, &as_root(&["endpoint", "status", "-w", "json"]));
         serde_json::from_str::<serde_json::Value>(&status).expect("json")[0]["Status"]["header"]
             ["revision"]
             .as_i64()
@@ -256,15 +242,13 @@ fn a_node_needs_the_clusters_tls_its_user_and_etcd_create_to_start_a_store() {
         let out = cluster
             .etcdctl(
                 0,
-                &[
-                    "--user",
-                    "root:root-password",
+                &as_root(&[
                     "get",
                     PREFIX,
                     "--prefix",
                     "--keys-only",
                     &format!("--rev={before}"),
-                ],
+                ]),
             )
             .expect("run etcdctl");
         let said = String::from_utf8_lossy(&out.stderr).into_owned();

@@ -60,7 +60,7 @@ fn auth_answers_200_with_the_chosen_claims_and_401_otherwise() {
         assert!(header(&lines, "x-auth-tenant").is_empty(), "{lines:?}");
     }
     // A path that merely starts with the prefix is not it.
-    let (status, _, _) = http_full(s.public, "GET", "/authz", &[("Authorization", &bearer)], "");
+    let (status, _, _) = s.get_with("/authz", &bearer);
     assert_eq!(status, 404);
 
     let short = s.mint(&format!(r#"{{"sub":"bob","exp":{}}}"#, now() + 1));
@@ -73,13 +73,7 @@ fn auth_answers_200_with_the_chosen_claims_and_401_otherwise() {
         ("unwritable claim", bad_sub),
     ] {
         let bearer = format!("Bearer {token}");
-        let (status, lines, body) = http_full(
-            s.public,
-            "GET",
-            "/auth/x",
-            &[("Authorization", &bearer)],
-            "",
-        );
+        let (status, lines, body) = s.get_with("/auth/x", &bearer);
         assert_eq!(status, 401, "{what}: {body}");
         assert_eq!(header(&lines, "www-authenticate"), [challenge], "{what}");
         assert!(header(&lines, "x-auth-subject").is_empty(), "{what}");
@@ -105,13 +99,12 @@ fn auth_answers_200_with_the_chosen_claims_and_401_otherwise() {
 fn the_forward_auth_path_is_configurable() {
     let s = Serving::start(&["--forward-auth-path", "/_gateway/check"]);
     let bearer = format!("Bearer {}", s.mint(r#"{"sub":"a"}"#));
-    let auth = [("Authorization", bearer.as_str())];
-    let (status, _, _) = http_full(s.public, "GET", "/_gateway/check/x", &auth, "");
+    let (status, _, _) = s.get_with("/_gateway/check/x", &bearer);
     assert_eq!(status, 200);
-    let (status, _, _) = http_full(s.public, "GET", "/auth", &auth, "");
+    let (status, _, _) = s.get_with("/auth", &bearer);
     assert_eq!(status, 404);
     // No --claim-header: 200 and no header of a claim.
-    let (_, lines, _) = http_full(s.public, "GET", "/_gateway/check", &auth, "");
+    let (_, lines, _) = s.get_with("/_gateway/check", &bearer);
     assert!(!lines.iter().any(|l| l.contains(": a")), "{lines:?}");
     assert_eq!(s.stop(), 0);
 }

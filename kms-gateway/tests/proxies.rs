@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serving::{forged, http_full, json, now, Serving, HANG};
+use serving::{forged, http_full, json, now, Serving, CLAIM_HEADERS, HANG};
 use upstream::{received, Upstream};
 
 /// The fenced block after `<!-- tested: NAME -->` in docs/RUNBOOK.md.
@@ -166,14 +166,7 @@ fn caddy(dir: &Path, gateway: SocketAddr, service: SocketAddr) -> Proxy {
 fn check_through(name: &str, start: fn(&Path, SocketAddr, SocketAddr) -> Proxy) {
     let dir = tempfile::tempdir().expect("tempdir");
     let up = Upstream::start();
-    let gw = Serving::start(&[
-        "--claim-header",
-        "sub=X-Auth-Subject",
-        "--claim-header",
-        "roles=X-Auth-Roles",
-        "--leeway",
-        "0",
-    ]);
+    let gw = Serving::start(&CLAIM_HEADERS);
     let proxy = start(dir.path(), gw.public, up.addr);
     let through = |path: &str, headers: &[(&str, &str)]| {
         let mut headers = headers.to_vec();

@@ -14,21 +14,13 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use serving::{forged, http_full, json, now, Serving, HANG};
+use serving::{forged, http_full, json, now, Serving, CLAIM_HEADERS, HANG};
 use upstream::{received, Upstream};
 
 fn start(upstream: SocketAddr, extra: &[&str]) -> Serving {
     let url = format!("http://{upstream}");
-    let mut args = vec![
-        "--upstream",
-        &url,
-        "--claim-header",
-        "sub=X-Auth-Subject",
-        "--claim-header",
-        "roles=X-Auth-Roles",
-        "--leeway",
-        "0",
-    ];
+    let mut args = vec!["--upstream", &url];
+    args.extend_from_slice(&CLAIM_HEADERS);
     args.extend_from_slice(extra);
     Serving::start(&args)
 }
@@ -84,7 +76,7 @@ fn a_valid_token_reaches_the_upstream_with_its_claims_and_nothing_forged() {
     let (status, _, _) = http_full(s.public, "GET", "/healthz", &[], "");
     assert_eq!(status, 200);
     assert_eq!(up.requests(), 1);
-    let (status, _, body) = http_full(s.public, "GET", "/auth", &[("Authorization", &bearer)], "");
+    let (status, _, body) = s.get_with("/auth", &bearer);
     assert_eq!(
         (status, json(&body)["target"].clone()),
         (200, "/auth".into())
@@ -156,13 +148,7 @@ fn a_trusted_proxys_forwarding_headers_are_kept_and_authorization_can_be_strippe
     assert_eq!(received(&echo, "x-auth-roles"), [r#"["a","b"]"#]);
     assert!(received(&echo, "authorization").is_empty(), "{echo}");
     // --forward-auth-path given: the route is the gateway's again.
-    let (status, lines, body) = http_full(
-        s.public,
-        "GET",
-        "/auth/x",
-        &[("Authorization", &bearer)],
-        "",
-    );
+    let (status, lines, body) = s.get_with("/auth/x", &bearer);
     assert_eq!((status, body.as_str()), (200, ""));
     assert!(
         lines.iter().any(|l| l == "x-auth-subject: alice"),
@@ -181,7 +167,7 @@ fn an_upstream_that_is_down_is_502_and_one_that_does_not_answer_504() {
         .expect("addr");
     let s = start(closed, &[]);
     let bearer = format!("Bearer {}", s.mint(r#"{"sub":"a"}"#));
-    let (status, _, body) = http_full(s.public, "GET", "/x", &[("Authorization", &bearer)], "");
+    let (status, _, body) = s.get_with("/x", &bearer);
     assert_eq!(status, 502, "{body}");
     assert_eq!(json(&body)["error"], "proxy.upstream_unavailable");
     assert_eq!(s.stop(), 0);
@@ -190,7 +176,7 @@ fn an_upstream_that_is_down_is_502_and_one_that_does_not_answer_504() {
     let s = start(up.addr, &["--upstream-timeout", "1"]);
     let bearer = format!("Bearer {}", s.mint(r#"{"sub":"a"}"#));
     let started = Instant::now();
-    let (status, _, body) = http_full(s.public, "GET", "/hang", &[("Authorization", &bearer)], "");
+    let (status, _, body) = s.get_with("/hang", &bearer);
     let took = started.elapsed();
     assert_eq!(status, 504, "{body}");
     assert_eq!(json(&body)["error"], "proxy.upstream_timeout");
@@ -219,7 +205,7 @@ fn a_256_mib_body_streams_through_without_being_held() {
     let s = start(up.addr, &[]);
     let bearer = format!("Bearer {}", s.mint(r#"{"sub":"a"}"#));
     // Warm: the first proxied request sets up the client and its pool.
-    let (status, _, _) = http_full(s.public, "GET", "/warm", &[("Authorization", &bearer)], "");
+    let (status, _, _) = s.get_with("/warm", &bearer);
     assert_eq!(status, 200);
     let before = peak_rss_kib(s.child.id());
     let mut stream = TcpStream::connect(s.public).expect("connect");

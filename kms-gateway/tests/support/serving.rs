@@ -35,6 +35,17 @@ pub fn serve_command() -> Command {
     command
 }
 
+/// The claim headers the forward-auth and proxy tests ask for, and the
+/// clock skew they allow (none: an expired token is refused at once).
+pub const CLAIM_HEADERS: [&str; 6] = [
+    "--claim-header",
+    "sub=X-Auth-Subject",
+    "--claim-header",
+    "roles=X-Auth-Roles",
+    "--leeway",
+    "0",
+];
+
 /// Now, in whole seconds since the Unix epoch.
 pub fn now() -> u64 {
     std::time::SystemTime::now()
@@ -202,12 +213,18 @@ impl Serving {
     /// `GET /whoami` on the public face with `token` as the bearer: the
     /// status and body.
     pub fn whoami(&self, token: &str) -> (u16, String) {
-        let bearer = format!("Bearer {token}");
-        http(
+        let (status, _, body) = self.get_with("/whoami", &format!("Bearer {token}"));
+        (status, body)
+    }
+
+    /// `GET path` on the public face with `Authorization: {authorization}`:
+    /// the status, the answer's header lines and its body.
+    pub fn get_with(&self, path: &str, authorization: &str) -> (u16, Vec<String>, String) {
+        http_full(
             self.public,
             "GET",
-            "/whoami",
-            &[("Authorization", &bearer)],
+            path,
+            &[("Authorization", authorization)],
             "",
         )
     }
