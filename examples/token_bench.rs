@@ -223,40 +223,44 @@ fn peer(mode: Mode, listen: SocketAddr, jwks: &std::path::Path) -> Result<(), St
 }
 
 async fn whoami(State(keys): State<Arc<Keys>>, headers: HeaderMap) -> Response {
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("Bearer"))
-        .map(|(_, t)| t.trim());
-    let claims = token.and_then(|t| match keys.mode {
-        Mode::Jsonwebtoken => verified(&keys, t),
-        Mode::Floor => unverified(&keys, t),
-    });
-    match claims {
+    match claims(&keys, &headers) {
         Some(claims) => Json(claims).into_response(),
-        None => (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-        )
-            .into_response(),
+        None => unauthorized(),
     }
 }
 
 /// Forward auth: 200 with no body and `X-Auth-Subject`, else 401.
 async fn forward_auth(State(keys): State<Arc<Keys>>, headers: HeaderMap) -> Response {
-    match whoami(State(keys), headers).await {
-        answer if answer.status() == StatusCode::OK => {
-            let (_, body) = answer.into_parts();
-            let bytes = axum::body::to_bytes(body, 64 * 1024)
-                .await
-                .unwrap_or_default();
-            let claims: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    match claims(&keys, &headers) {
+        Some(claims) => {
             let subject = claims["sub"].as_str().unwrap_or_default().to_owned();
             (StatusCode::OK, [("x-auth-subject", subject)]).into_response()
         }
-        refused => refused,
+        None => unauthorized(),
     }
+}
+
+/// The claims of the request's bearer token, as the peer's mode checks
+/// it; `None` when it has none or it is refused.
+fn claims(keys: &Keys, headers: &HeaderMap) -> Option<Value> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("Bearer"))
+        .map(|(_, t)| t.trim())?;
+    match keys.mode {
+        Mode::Jsonwebtoken => verified(keys, token),
+        Mode::Floor => unverified(keys, token),
+    }
+}
+
+fn unauthorized() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+    )
+        .into_response()
 }
 
 /// `jsonwebtoken::decode`, its key found by `kid`.
