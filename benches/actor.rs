@@ -60,6 +60,12 @@
 //!   many outstanding requests allow). The 8192 items each time; five runs
 //!   side by side; it prints the median run's rates and the spread of the
 //!   ratio actor / best. Target (#14): ≥ 0.85 at every concurrency.
+//! * `actor/starvation`: not a Criterion timing; another task's
+//!   scheduling delay while clients verify through the actor, against the
+//!   same clients verifying inline (`actor/starvation.rs`).
+//!
+//! * `actor/scale`: not a Criterion timing; verifies/s per thread with
+//!   the runtime and the pool sized 1 to 16 threads (`actor/scale.rs`).
 //!
 //! Run: `cargo bench --bench actor` (the fleet figures:
 //! `cargo bench --features etcd --bench actor -- actor/throughput`).
@@ -73,6 +79,10 @@ mod etcd_cluster;
 mod fleet;
 #[path = "actor/keyed.rs"]
 mod keyed;
+#[path = "actor/scale.rs"]
+mod scale;
+#[path = "actor/starvation.rs"]
+mod starvation;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -574,6 +584,8 @@ fn idle_poisson(rt: &Runtime, items: &Arc<Vec<Item>>) {
             KmsConfig::default()
                 .with_threads(THREADS)
                 .with_verify_on_caller_when_idle(on_caller)
+                // Rule K verifies a lone request on its caller too.
+                .with_combine_max(if on_caller { 64 } else { 0 })
                 .with_inline_when_idle(inline),
             Keystore::new(),
             &Bus::new(),
@@ -688,6 +700,12 @@ fn main() {
         }
         if selected("actor/concurrency") {
             concurrency(&rt, &kms, &items);
+        }
+        if selected("actor/scale") {
+            scale::scale();
+        }
+        if selected("actor/starvation") {
+            starvation::starvation(&rt, &kms, &items);
         }
         if selected("actor/overload") {
             let rate = sustainable_rate(&rt, &kms, &items);

@@ -72,6 +72,7 @@ async fn run() -> Result<(), String> {
     // every 200 ms instead of every minute.
     let config = KmsConfig::default()
         .with_verify_on_caller_when_idle(false)
+        .with_combine_max(0)
         .with_inline_when_idle(false)
         .with_auto_rotate_check(Duration::from_millis(200));
     let handle = KmsActor::spawn(config, keystore, &Bus::new()).map_err(|e| e.to_string())?;

@@ -54,6 +54,7 @@ use crate::audit;
 use crate::batch::{self, Verifier};
 use crate::client::KmsClient;
 use crate::coalesce::{Policy, Reason};
+use crate::combine::CombineQueue;
 use crate::config::KmsConfig;
 use crate::gate::CallerGate;
 use crate::jwt::{self, TrustedKeys};
@@ -194,6 +195,7 @@ impl KmsActor {
             topic: config.request_topic.clone(),
             policy,
             gate: CallerGate::default(),
+            combine: CombineQueue::default(),
             keystore: RwLock::new(Some(keystore.clone())),
             verifier: Arc::clone(&verifier),
             trusted: RwLock::new(Arc::new(trusted)),
@@ -311,10 +313,14 @@ impl KmsActor {
         // clock is read only while something is held, and once.
         let waited = self.waited();
         let first_len = self.pending.first().map_or(0, |r| r.message.len());
-        if let Some(reason) =
-            self.policy
-                .decide(self.pending.len(), waited, self.pool.in_flight(), first_len)
-        {
+        let outstanding = self.shared.gate.outstanding();
+        if let Some(reason) = self.policy.decide(
+            self.pending.len(),
+            waited,
+            self.pool.in_flight(),
+            first_len,
+            outstanding,
+        ) {
             self.dispatch(reason, waited);
         } else if !self.pending.is_empty() {
             tracing::trace!(

@@ -22,6 +22,8 @@ use kms_core::{Attestation, KeyId, KeyPolicy, KmsError};
 
 use crate::batch;
 use crate::coalesce::Reason;
+use crate::combine::{Leader, Offer, Offered};
+use crate::gate::Refused;
 use crate::metrics::OpKind;
 use crate::reply::{Answer, Reply};
 use crate::request::{Op, Request, VerifyBy, VerifyRequest};
@@ -288,28 +290,105 @@ impl KmsClient {
         // Checked once, when the call starts (as for the other operations);
         // a call admitted here is then drained or released like any other
         // (`Shared::closing`).
-        let admitted = !self.shutting_down();
-        if admitted {
-            if let Some(verdict) = self.verify_on_caller(&by, &message, &signature) {
-                // Not a tokio resource: spend the cooperative budget by hand,
-                // so a task looping on verifies of a quiet node still yields.
-                tokio::task::coop::consume_budget().await;
-                self.shared
-                    .metrics
-                    .record_op(OpKind::Verify, &verdict, started.elapsed());
-                return verdict;
-            }
-        }
-        let _counted = self.shared.gate.publishing();
-        self.call_from(started, admitted, |reply| {
-            Op::Verify(VerifyRequest {
+        let answer = if self.shutting_down() {
+            Err(KmsError::ShuttingDown)
+        } else {
+            let refused = match self.verify_on_caller(&by, &message, &signature) {
+                Ok(verdict) => {
+                    // Not a tokio resource: spend the cooperative budget by
+                    // hand, so a task looping on verifies of a quiet node
+                    // still yields.
+                    tokio::task::coop::consume_budget().await;
+                    return self.record_verify(started, verdict);
+                }
+                Err(refused) => refused,
+            };
+            let _counted = self.shared.gate.publishing();
+            let (reply, answer) = Reply::new();
+            let request = VerifyRequest {
                 by,
                 message,
                 signature,
                 reply,
-            })
-        })
-        .await
+            };
+            let shared = &*self.shared;
+            let outstanding = shared.gate.outstanding();
+            let view = Offer {
+                outstanding,
+                run: refused == Refused::Run,
+            };
+            match shared
+                .combine
+                .offer(&shared.policy, &self.requests, view, request)
+            {
+                Ok(Offered::Lead(leader)) => {
+                    self.lead(leader).await;
+                    self.wait(answer).await
+                }
+                Ok(Offered::Joined) => self.wait(answer).await,
+                Err(request) => self.publish_and_wait(Op::Verify(*request), answer).await,
+            }
+        };
+        self.record_verify(started, answer)
+    }
+
+    /// Counts and times a verify call's `answer`; returns it.
+    fn record_verify(
+        &self,
+        started: Instant,
+        answer: Result<(), KmsError>,
+    ) -> Result<(), KmsError> {
+        self.shared
+            .metrics
+            .record_op(OpKind::Verify, &answer, started.elapsed());
+        answer
+    }
+
+    /// Rule K (`coalesce.rs`): lets the tasks ready on this worker run once
+    /// if the leader gathers, so that what they ask is queued too, then
+    /// verifies what is queued
+    /// in batches on this task until `leader` has taken its share or the
+    /// queue is empty; leaves the lead (the hand-off, `combine.rs`) and
+    /// spends the cooperative budget.
+    async fn lead(&self, mut leader: Leader<'_>) {
+        if leader.gather {
+            tokio::task::yield_now().await;
+        }
+        let shared = &*self.shared;
+        loop {
+            let batch = leader.take();
+            if batch.is_empty() {
+                break;
+            }
+            let n = batch.len() as u64;
+            tracing::debug!(
+                target: "kms_actor::coalesce",
+                topic = shared.topic.as_str(),
+                batch_size = n,
+                reason = Reason::Combined.as_str(),
+                "dispatch"
+            );
+            let keystore = shared
+                .keystore
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            match keystore.as_ref() {
+                Some(keystore) => batch::run(batch, keystore, &shared.verifier),
+                // The actor has finished: nothing more is verified.
+                None => {
+                    for request in batch {
+                        request.reply.send(Err(KmsError::ShuttingDown));
+                    }
+                }
+            }
+            drop(keystore);
+            Counters::add(&shared.counters.combined_batches, 1);
+            Counters::add(&shared.counters.combined_requests, n);
+        }
+        drop(leader);
+        // The batches ran on this task: spend the budget by hand, as
+        // rule C does, so a caller that leads again and again still yields.
+        tokio::task::coop::consume_budget().await;
     }
 
     /// The actor's request topic: the `topic` label of its metrics.
@@ -340,23 +419,29 @@ impl KmsClient {
         &self.shared
     }
 
-    /// Rule C (`coalesce.rs`): `Some(verdict)` if the node is quiet and the
-    /// request was verified here, on the caller's task; `None` to publish.
+    /// Rule C (`coalesce.rs`): `Ok(verdict)` if the node is quiet and the
+    /// request was verified here, on the caller's task.
+    ///
+    /// # Errors
+    /// Why rule C refused ([`Refused`]); then rule K applies.
     fn verify_on_caller(
         &self,
         by: &VerifyBy,
         message: &[u8],
         signature: &[u8; 64],
-    ) -> Option<Result<(), KmsError>> {
+    ) -> Result<Result<(), KmsError>, Refused> {
         let shared = &*self.shared;
         let permit = shared.gate.try_enter(&shared.policy, message.len())?;
         let keystore = shared
             .keystore
             .read()
             .unwrap_or_else(PoisonError::into_inner);
-        // `None`: the actor has finished; publishing answers ShuttingDown.
-        let verdict =
-            batch::verify_one(by, message, signature, keystore.as_ref()?, &shared.verifier);
+        // `None`: the actor has finished; rule K then answers ShuttingDown
+        // or publishes, which answers it too.
+        let Some(keystore_now) = keystore.as_ref() else {
+            return Err(Refused::Busy);
+        };
+        let verdict = batch::verify_one(by, message, signature, keystore_now, &shared.verifier);
         drop(keystore);
         drop(permit);
         Counters::add(&shared.counters.caller_verified, 1);
@@ -367,7 +452,7 @@ impl KmsClient {
             reason = Reason::Caller.as_str(),
             "dispatch"
         );
-        Some(verdict)
+        Ok(verdict)
     }
 
     /// Publishes one request on its lane, waits for its one answer, and
@@ -412,16 +497,7 @@ impl KmsClient {
             Op::Verify(_) => (&self.requests, None),
             _ => (&self.priority, self.principal.clone()),
         };
-        match lane.publish(Request { op, principal }) {
-            Ok(()) => {}
-            Err(PublishError::Full(_)) => return Err(KmsError::Overloaded),
-            Err(PublishError::NoSubscribers(_)) => return Err(KmsError::ShuttingDown),
-            Err(e) => {
-                return Err(KmsError::Internal {
-                    reason: format!("publishing the request failed: {e}"),
-                })
-            }
-        }
+        publish(lane, Request { op, principal })?;
         self.wait(answer).await
     }
 
@@ -433,5 +509,22 @@ impl KmsClient {
             Err(_) if self.shutting_down() => Err(KmsError::ShuttingDown),
             Err(_) => Err(KmsError::Dropped),
         }
+    }
+}
+
+/// Publishes `request` on `lane` (the request or priority topic).
+///
+/// # Errors
+/// [`KmsError::Overloaded`] if the topic is full (and refuses),
+/// [`KmsError::ShuttingDown`] if the actor no longer subscribes,
+/// [`KmsError::Internal`] for any other refusal of the bus.
+pub(crate) fn publish(lane: &Publisher<Request>, request: Request) -> Result<(), KmsError> {
+    match lane.publish(request) {
+        Ok(()) => Ok(()),
+        Err(PublishError::Full(_)) => Err(KmsError::Overloaded),
+        Err(PublishError::NoSubscribers(_)) => Err(KmsError::ShuttingDown),
+        Err(e) => Err(KmsError::Internal {
+            reason: format!("publishing the request failed: {e}"),
+        }),
     }
 }

@@ -20,11 +20,39 @@
 //! apart never form a run. Everything else is published and meets the
 //! actor's rules.
 //!
+//! Rule K, at the caller ([`Policy::at_combine`], if
+//! `KmsConfig::combine_max` is not 0): when rule C refuses, a caller puts
+//! its request on the combining queue (`combine.rs`) and leads, joins or
+//! publishes.
+//! * It leads when fewer callers lead than the pool has threads: it
+//!   verifies what is queued as one batch on its own task, again while
+//!   the queue holds more, until it has verified `combine_max` signatures
+//!   ([`Policy::combine_take`]). First it gathers (lets the tasks ready on
+//!   its worker run once, so that what they ask is queued too) if its
+//!   call ended rule C's back-to-back run (requests made together) or
+//!   more than [`GATHER_FACTOR`] requests per thread are outstanding;
+//!   otherwise it verifies at once, so that at low concurrency each
+//!   worker verifies its own callers' requests, as inline verification
+//!   would.
+//! * It joins (waits for a leader's answer) when every lead is taken.
+//! * It publishes to the actor, which batches for the pool, when the
+//!   queue already holds what the leaders can take (`threads ·
+//!   combine_max`), the node is flooded (more than [`FLOOD_FACTOR`] times
+//!   that outstanding), or the message is longer than
+//!   [`INLINE_MAX_MESSAGE`]: floods and long messages go to the pool, the
+//!   home of large batches.
+//!
+//! The last leader to leave publishes what is left on the queue (the
+//! hand-off), so no request waits on a leader that has gone.
+//!
 //! Rules at the actor, in order (the first that holds dispatches every
 //! pending request as one batch):
 //! 0. [`Reason::Inline`] (if `KmsConfig::inline_when_idle`): one request
-//!    pending, of at most [`INLINE_MAX_MESSAGE`] bytes, and nothing in
-//!    flight. The actor verifies it on its own task: a quiet node pays no
+//!    pending, of at most [`INLINE_MAX_MESSAGE`] bytes, nothing in flight,
+//!    and no other request outstanding (published and not yet read, or
+//!    queued for rule K: on a runtime of one worker, callers publish one
+//!    at a time between the actor's wakes, and rule 0 would verify a flood
+//!    one by one). The actor verifies it on its own task: a quiet node pays no
 //!    wake-up of a parked pool thread, and the actor's task is held for
 //!    one short verification (a priority request waits at most that).
 //!    Under load (more pending, or anything in flight) or for a longer
@@ -92,6 +120,52 @@ pub(crate) struct CallerView {
     pub(crate) message_len: usize,
 }
 
+/// What a caller sees when rule C refused it: the inputs of rule K
+/// ([`Policy::at_combine`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CombineView {
+    /// Requests on the combining queue, not yet taken by a leader.
+    pub(crate) queued: usize,
+    /// Callers leading now (verifying, or about to, on their own tasks).
+    pub(crate) leaders: usize,
+    /// Verify requests outstanding (published or queued, not answered),
+    /// this one included.
+    pub(crate) outstanding: usize,
+    /// Whether rule C refused this caller only because it ended a run of
+    /// back-to-back caller-side verifications (requests made together).
+    pub(crate) run: bool,
+    /// The message's length (bytes).
+    pub(crate) message_len: usize,
+}
+
+/// Rule K's answer for one caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Combine {
+    /// Queue the request and verify what is queued on this task; if
+    /// `gather`, first let the tasks ready on this worker run once.
+    Lead { gather: bool },
+    /// Queue the request; a leader verifies it.
+    Join,
+    /// Publish the request to the actor.
+    Publish,
+}
+
+/// Rule K: a leader gathers (lets the tasks ready on its worker queue
+/// their requests first) when it ends a run of back-to-back caller-side
+/// verifications (rule C's run: requests made together), or when more
+/// than this many requests per pool thread are outstanding; with fewer,
+/// a batch would gain little over
+/// verifying each alone (2 per thread: 51 k/s against 57 k/s on 2
+/// threads, `benches/actor.rs`) and would run on one worker while the
+/// other idles.
+pub(crate) const GATHER_FACTOR: usize = 2;
+
+/// Rule K: with more than this many times `threads · combine_max` requests
+/// outstanding, the node is flooded and the pool's larger batches cost
+/// less per signature than a leader's (512 per thread: 12.4 µs against
+/// ~15 µs at 64, `benches/actor.rs`): every request is published.
+pub(crate) const FLOOD_FACTOR: usize = 4;
+
 /// Fewest requests worth a pool thread of their own: below this the fixed
 /// cost of a second combination and of a second job outweighs the gain
 /// (the split threshold kms-core's batch verification used when it split
@@ -112,6 +186,9 @@ pub(crate) enum Reason {
     TargetBatch,
     /// The oldest pending request had waited `max_wait`.
     MaxWait,
+    /// Rule K: what was on the combining queue, verified on a leading
+    /// caller's task (never published).
+    Combined,
     /// The actor is shutting down and answers what it holds.
     Shutdown,
 }
@@ -125,6 +202,7 @@ impl Reason {
             Reason::IdleThread => "idle_thread",
             Reason::TargetBatch => "target_batch",
             Reason::MaxWait => "max_wait",
+            Reason::Combined => "combined",
             Reason::Shutdown => "shutdown",
         }
     }
@@ -139,6 +217,7 @@ pub(crate) struct Policy {
     /// fast the machine runs.
     quiet_gap: Duration,
     threads: usize,
+    combine_max: usize,
     target_batch: usize,
     max_batch: usize,
     max_wait: Duration,
@@ -151,6 +230,7 @@ impl Policy {
             on_caller: config.verify_on_caller_when_idle,
             quiet_gap: CALLER_QUIET_GAP,
             threads: config.threads,
+            combine_max: config.combine_max,
             target_batch: config.target_batch,
             max_batch: config.max_batch,
             max_wait: config.max_wait,
@@ -179,6 +259,31 @@ impl Policy {
                 || view.since_last.is_none_or(|gap| gap >= self.quiet_gap))
     }
 
+    /// Rule K: whether a caller that rule C refused leads, joins or
+    /// publishes (module docs).
+    pub(crate) fn at_combine(&self, view: CombineView) -> Combine {
+        let share = self.threads.saturating_mul(self.combine_max);
+        if self.combine_max == 0
+            || view.message_len > INLINE_MAX_MESSAGE
+            || view.queued >= share
+            || view.outstanding > FLOOD_FACTOR.saturating_mul(share)
+        {
+            Combine::Publish
+        } else if view.leaders < self.threads {
+            Combine::Lead {
+                gather: view.run || view.outstanding > GATHER_FACTOR.saturating_mul(self.threads),
+            }
+        } else {
+            Combine::Join
+        }
+    }
+
+    /// Rule K: how many of the `queued` requests a leader that has
+    /// verified `taken` already takes next (0: it leaves).
+    pub(crate) fn combine_take(&self, queued: usize, taken: usize) -> usize {
+        queued.min(self.combine_max.saturating_sub(taken))
+    }
+
     /// How soon after a caller-side verification the next must start to
     /// be back to back (rule C).
     pub(crate) fn quiet_gap(&self) -> Duration {
@@ -194,17 +299,25 @@ impl Policy {
 
     /// Whether to dispatch the `pending` requests now, and why.
     /// `oldest_wait` is how long the oldest of them has waited;
-    /// `first_len` is the length in bytes of the first pending message.
+    /// `first_len` is the length in bytes of the first pending message;
+    /// `outstanding` counts the verify requests callers wait for (the
+    /// pending ones included; `CallerGate::outstanding`).
     pub(crate) fn decide(
         &self,
         pending: usize,
         oldest_wait: Duration,
         in_flight: usize,
         first_len: usize,
+        outstanding: usize,
     ) -> Option<Reason> {
         if pending == 0 {
             None
-        } else if self.inline && pending == 1 && in_flight == 0 && first_len <= INLINE_MAX_MESSAGE {
+        } else if self.inline
+            && pending == 1
+            && in_flight == 0
+            && outstanding <= 1
+            && first_len <= INLINE_MAX_MESSAGE
+        {
             Some(Reason::Inline)
         } else if in_flight < self.threads {
             Some(Reason::IdleThread)
@@ -270,26 +383,31 @@ mod tests {
             threads: 2,
             ..KmsConfig::default()
         });
-        assert_eq!(p.decide(1, Duration::ZERO, 0, 0), Some(Reason::Inline));
+        assert_eq!(p.decide(1, Duration::ZERO, 0, 0, 1), Some(Reason::Inline));
         assert_eq!(
-            p.decide(2, Duration::ZERO, 0, 0),
+            p.decide(2, Duration::ZERO, 0, 0, 1),
             Some(Reason::IdleThread),
             "two pending: the pool"
         );
         assert_eq!(
-            p.decide(1, Duration::ZERO, 1, 0),
+            p.decide(1, Duration::ZERO, 1, 0, 1),
             Some(Reason::IdleThread),
             "a batch in flight: the pool"
         );
-        assert_eq!(p.decide(0, Duration::ZERO, 0, 0), None);
+        assert_eq!(p.decide(0, Duration::ZERO, 0, 0, 1), None);
         assert_eq!(
-            p.decide(1, Duration::ZERO, 0, INLINE_MAX_MESSAGE + 1),
+            p.decide(1, Duration::ZERO, 0, INLINE_MAX_MESSAGE + 1, 1),
             Some(Reason::IdleThread),
             "a long message: the pool"
         );
         assert_eq!(
-            p.decide(1, Duration::ZERO, 0, INLINE_MAX_MESSAGE),
+            p.decide(1, Duration::ZERO, 0, INLINE_MAX_MESSAGE, 1),
             Some(Reason::Inline)
+        );
+        assert_eq!(
+            p.decide(1, Duration::ZERO, 0, 0, 2),
+            Some(Reason::IdleThread),
+            "another request outstanding: load, the pool"
         );
     }
 
@@ -361,6 +479,96 @@ mod tests {
     }
 
     #[test]
+    fn under_load_callers_lead_up_to_one_per_thread_then_join_then_publish() {
+        let p = Policy::new(&KmsConfig {
+            threads: 2,
+            combine_max: 16,
+            ..KmsConfig::default()
+        });
+        let view = |queued, leaders, message_len| CombineView {
+            queued,
+            leaders,
+            outstanding: queued + 1,
+            run: false,
+            message_len,
+        };
+        let lead = Combine::Lead { gather: false };
+        let gather = Combine::Lead { gather: true };
+        assert_eq!(p.at_combine(view(0, 0, 64)), lead);
+        assert_eq!(p.at_combine(view(5, 1, 64)), gather);
+        assert_eq!(p.at_combine(view(5, 2, 64)), Combine::Join);
+        assert_eq!(p.at_combine(view(31, 2, 64)), Combine::Join);
+        assert_eq!(
+            p.at_combine(view(32, 2, 64)),
+            Combine::Publish,
+            "the leaders have all they can take: the pool"
+        );
+        assert_eq!(
+            p.at_combine(view(0, 0, INLINE_MAX_MESSAGE + 1)),
+            Combine::Publish,
+            "a long message: the pool"
+        );
+        assert_eq!(p.at_combine(view(0, 0, INLINE_MAX_MESSAGE)), lead);
+        assert_eq!(
+            p.at_combine(CombineView {
+                outstanding: 4,
+                ..view(0, 0, 64)
+            }),
+            lead,
+            "2 per thread: each verified alone, no gathering"
+        );
+        assert_eq!(
+            p.at_combine(CombineView {
+                run: true,
+                ..view(0, 0, 64)
+            }),
+            gather,
+            "the end of a run of calls made together: gather them"
+        );
+        assert_eq!(
+            p.at_combine(CombineView {
+                outstanding: 5,
+                ..view(0, 0, 64)
+            }),
+            gather
+        );
+        let flood = FLOOD_FACTOR * 2 * 16;
+        assert_eq!(
+            p.at_combine(CombineView {
+                outstanding: flood,
+                ..view(0, 0, 64)
+            }),
+            gather
+        );
+        assert_eq!(
+            p.at_combine(CombineView {
+                outstanding: flood + 1,
+                ..view(0, 0, 64)
+            }),
+            Combine::Publish,
+            "a flood: the pool"
+        );
+        let off = Policy::new(&KmsConfig {
+            combine_max: 0,
+            ..KmsConfig::default()
+        });
+        assert_eq!(off.at_combine(view(0, 0, 64)), Combine::Publish);
+    }
+
+    #[test]
+    fn a_leader_verifies_at_most_combine_max_in_all() {
+        let p = Policy::new(&KmsConfig {
+            combine_max: 16,
+            ..KmsConfig::default()
+        });
+        assert_eq!(p.combine_take(3, 0), 3);
+        assert_eq!(p.combine_take(40, 0), 16);
+        assert_eq!(p.combine_take(40, 10), 6);
+        assert_eq!(p.combine_take(40, 16), 0);
+        assert_eq!(p.combine_take(0, 4), 0);
+    }
+
+    #[test]
     fn chunks_differ_by_at_most_one_and_cover_the_batch() {
         assert_eq!(
             Policy::chunk_sizes(100, 3).collect::<Vec<_>>(),
@@ -380,25 +588,35 @@ mod tests {
     #[test]
     fn an_idle_thread_takes_even_a_lone_request_at_once() {
         let p = policy();
-        assert_eq!(p.decide(1, Duration::ZERO, 0, 0), Some(Reason::IdleThread));
-        assert_eq!(p.decide(1, Duration::ZERO, 1, 0), Some(Reason::IdleThread));
-        assert_eq!(p.decide(0, MS, 0, 0), None, "nothing pending, nothing sent");
+        assert_eq!(
+            p.decide(1, Duration::ZERO, 0, 0, 1),
+            Some(Reason::IdleThread)
+        );
+        assert_eq!(
+            p.decide(1, Duration::ZERO, 1, 0, 1),
+            Some(Reason::IdleThread)
+        );
+        assert_eq!(
+            p.decide(0, MS, 0, 0, 1),
+            None,
+            "nothing pending, nothing sent"
+        );
     }
 
     #[test]
     fn while_every_thread_is_busy_a_batch_grows_to_the_target() {
         let p = policy();
-        assert_eq!(p.decide(63, Duration::ZERO, 2, 0), None);
+        assert_eq!(p.decide(63, Duration::ZERO, 2, 0, 1), None);
         assert_eq!(
-            p.decide(64, Duration::ZERO, 2, 0),
+            p.decide(64, Duration::ZERO, 2, 0, 1),
             Some(Reason::TargetBatch)
         );
         assert_eq!(
-            p.decide(64, Duration::ZERO, 3, 0),
+            p.decide(64, Duration::ZERO, 3, 0, 1),
             Some(Reason::TargetBatch)
         );
         assert_eq!(
-            p.decide(200, Duration::ZERO, 4, 0),
+            p.decide(200, Duration::ZERO, 4, 0, 1),
             None,
             "the queue is full: one batch waits behind each thread"
         );
@@ -407,9 +625,9 @@ mod tests {
     #[test]
     fn nothing_is_held_longer_than_max_wait() {
         let p = policy();
-        assert_eq!(p.decide(1, MS, 2, 0), Some(Reason::MaxWait));
-        assert_eq!(p.decide(1, MS, 4, 0), Some(Reason::MaxWait));
-        assert_eq!(p.decide(1, MS / 2, 4, 0), None);
+        assert_eq!(p.decide(1, MS, 2, 0, 1), Some(Reason::MaxWait));
+        assert_eq!(p.decide(1, MS, 4, 0, 1), Some(Reason::MaxWait));
+        assert_eq!(p.decide(1, MS / 2, 4, 0, 1), None);
     }
 
     #[test]

@@ -17,6 +17,11 @@ pub const MAX_BATCH_LIMIT: usize = 4096;
 /// dominated by waiting, which no batch gain pays for.
 pub const MAX_WAIT_LIMIT: Duration = Duration::from_secs(1);
 
+/// The largest [`KmsConfig::combine_max`] accepted (count): 128
+/// signatures hold a caller's tokio worker ~2 ms, the most a task should
+/// run between two yields.
+pub const MAX_COMBINE_LIMIT: usize = 128;
+
 /// Name of the bus topic the actor takes requests from by default.
 pub const DEFAULT_REQUEST_TOPIC: &str = "kms.requests";
 
@@ -77,6 +82,21 @@ pub struct KmsConfig {
     /// tokio worker. Under load (anything outstanding) it never applies.
     /// Default: `true`.
     pub verify_on_caller_when_idle: bool,
+    /// Most signatures (count, 0..=[`MAX_COMBINE_LIMIT`]) a caller
+    /// verifies on its own task under load (rule K of the coalescer,
+    /// `coalesce.rs`): when rule C refuses it, a caller queues its request
+    /// and, if fewer callers lead than the pool has threads, verifies what
+    /// is queued (its own and other callers' requests) as one batch on its
+    /// own tokio worker, then again while more is queued, up to this many
+    /// signatures in all (64 at ~15 µs each in a batch of 64: ~1 ms of its
+    /// worker, less than the same requests verified inline would take);
+    /// what is left when the last leader is done is published to the
+    /// actor. It saves the hops through the actor and the pool at moderate
+    /// load (`benches/actor.rs`, `actor/concurrency` and
+    /// `actor/starvation`); floods (more than `4 · threads · combine_max`
+    /// outstanding) and messages over 1 KiB still go to the pool. `0`
+    /// turns it off. Default: 64.
+    pub combine_max: usize,
     /// External issuers' JWK Sets whose tokens [`crate::KmsClient::verify_jwt`]
     /// accepts, by `kid` (each key decoded and checked once, when the set
     /// was loaded with `TrustedJwkSet::from_json`). Replace them while the
@@ -141,6 +161,7 @@ impl Default for KmsConfig {
             max_wait: Duration::from_millis(1),
             inline_when_idle: true,
             verify_on_caller_when_idle: true,
+            combine_max: 64,
             trusted_jwks: Vec::new(),
             token_alg: Algorithm::EdDSA,
             token_purposes: vec!["tokens".to_owned()],
@@ -160,7 +181,7 @@ impl KmsConfig {
     ///
     /// # Errors
     /// [`KmsError::InvalidConfig`], naming the field, for: zero threads; a
-    /// `target_batch` of 0; a `max_batch` below `target_batch` or above
+    /// `target_batch` of 0; a `combine_max` above [`MAX_COMBINE_LIMIT`]; a `max_batch` below `target_batch` or above
     /// [`MAX_BATCH_LIMIT`]; a `max_wait` of zero or above 1 s; a request
     /// queue smaller than `max_batch`; a priority queue of 0; a
     /// `write_backlog` of 0 or above `tokio::sync::Semaphore::MAX_PERMITS`.
@@ -175,6 +196,8 @@ impl KmsConfig {
             "max_batch must be at most 4096"
         } else if self.max_wait.is_zero() || self.max_wait > MAX_WAIT_LIMIT {
             "max_wait must be more than 0 and at most 1 s"
+        } else if self.combine_max > MAX_COMBINE_LIMIT {
+            "combine_max must be at most 128"
         } else if self.queue_capacity < self.max_batch {
             "queue_capacity must be at least max_batch"
         } else if self.priority_capacity == 0 {
@@ -225,6 +248,7 @@ setters! {
     max_wait / with_max_wait: Duration;
     inline_when_idle / with_inline_when_idle: bool;
     verify_on_caller_when_idle / with_verify_on_caller_when_idle: bool;
+    combine_max / with_combine_max: usize;
     trusted_jwks / with_trusted_jwks: Vec<TrustedJwkSet>;
     token_alg / with_token_alg: Algorithm;
     token_purposes / with_token_purposes: Vec<String>;

@@ -45,9 +45,24 @@ impl CallerGate {
         Outstanding(self)
     }
 
-    /// Rule C: `Some` if the caller verifies its `message_len`-byte request
+    /// Verify requests published or queued and not yet answered (count; a
+    /// hint, see the module docs).
+    pub(crate) fn outstanding(&self) -> usize {
+        self.outstanding.load(Ordering::Relaxed)
+    }
+
+    /// Rule C: `Ok` if the caller verifies its `message_len`-byte request
     /// on its own task now; it holds the gate until the permit drops.
-    pub(crate) fn try_enter(&self, policy: &Policy, message_len: usize) -> Option<Permit<'_>> {
+    ///
+    /// # Errors
+    /// Why rule C refused: [`Refused::Run`] when only the run of
+    /// back-to-back caller-side verifications did, [`Refused::Busy`]
+    /// otherwise.
+    pub(crate) fn try_enter(
+        &self,
+        policy: &Policy,
+        message_len: usize,
+    ) -> Result<Permit<'_>, Refused> {
         let first_look = CallerView {
             outstanding: self.outstanding.load(Ordering::Relaxed),
             gate_free: !self.busy.load(Ordering::Relaxed),
@@ -58,7 +73,7 @@ impl CallerGate {
         // The cheap conditions first: under load callers turn back here,
         // without writing the gate's cache line.
         if !policy.at_caller(first_look) {
-            return None;
+            return Err(Refused::Busy);
         }
         // Acquire pairs with the Release in `Permit::drop`.
         if self
@@ -66,7 +81,7 @@ impl CallerGate {
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            return None;
+            return Err(Refused::Busy);
         }
         let last = *self.last.lock().unwrap_or_else(PoisonError::into_inner);
         let since_last = last.map(|(ended, _)| ended.elapsed());
@@ -81,14 +96,26 @@ impl CallerGate {
             // Refused: nothing ran, so `last` stays. Release: as in
             // `Permit::drop`.
             self.busy.store(false, Ordering::Release);
-            return None;
+            return Err(Refused::Run);
         }
         let back_to_back = since_last.is_some_and(|gap| gap < policy.quiet_gap());
-        Some(Permit {
+        Ok(Permit {
             gate: self,
             streak: if back_to_back { streak + 1 } else { 1 },
         })
     }
+}
+
+/// Why rule C refused a caller ([`CallerGate::try_enter`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Something is outstanding, another caller verifies on its task, or
+    /// the message is too long.
+    Busy,
+    /// The node is quiet but this call ends a run of back-to-back
+    /// caller-side verifications: requests made together, which rule K
+    /// gathers into one batch.
+    Run,
 }
 
 /// One verify request counted as outstanding ([`CallerGate::publishing`]).

@@ -59,6 +59,7 @@ mod audit;
 mod batch;
 mod client;
 mod coalesce;
+mod combine;
 mod config;
 mod gate;
 mod jwt;
@@ -80,7 +81,8 @@ pub use actor::{KmsActor, KmsHandle};
 pub use audit::AUDIT_TARGET;
 pub use client::KmsClient;
 pub use config::{
-    KmsConfig, DEFAULT_REQUEST_TOPIC, MAX_AUTO_ROTATE_CHECK, MAX_BATCH_LIMIT, MAX_WAIT_LIMIT,
+    KmsConfig, DEFAULT_REQUEST_TOPIC, MAX_AUTO_ROTATE_CHECK, MAX_BATCH_LIMIT, MAX_COMBINE_LIMIT,
+    MAX_WAIT_LIMIT,
 };
 pub use jwt::{JwtSigner, VerifiedJwt};
 #[cfg(feature = "tower")]

@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 
 use crate::batch::Verifier;
 use crate::coalesce::Policy;
+use crate::combine::CombineQueue;
 use crate::gate::CallerGate;
 use crate::jwt::TrustedKeys;
 use crate::metrics::Metrics;
@@ -33,6 +34,8 @@ pub(crate) struct Shared {
     pub(crate) policy: Policy,
     /// What rule C reads ([`CallerGate`]).
     pub(crate) gate: CallerGate,
+    /// Rule K's queue ([`CombineQueue`]).
+    pub(crate) combine: CombineQueue,
     /// The keystore and verifier a caller uses under rule C. The keystore
     /// is taken out when the actor finishes, so that after `shutdown` no
     /// clone of it outlives the actor (a durable store's lock is released)
@@ -55,8 +58,9 @@ pub(crate) struct Shared {
 /// Takes the keystore out of the state clients share when dropped (with the
 /// [`crate::KmsActor`], on every path): from then on no caller verifies
 /// under rule C, and a durable store's lock is released with the actor's
-/// own clones. `write` waits for a caller-side verification in progress,
-/// at most one (~20 µs for a message of at most 1 KiB).
+/// own clones. `write` waits for the caller-side verifications in
+/// progress: one under rule C (~20 µs for a message of at most 1 KiB), or
+/// a batch of at most `combine_max` under rule K per leader.
 pub(crate) struct ReleaseKeystore(pub(crate) Arc<Shared>);
 
 impl Drop for ReleaseKeystore {

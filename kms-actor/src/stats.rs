@@ -12,6 +12,8 @@ pub(crate) struct Counters {
     pub(crate) batches: AtomicU64,
     pub(crate) batched_requests: AtomicU64,
     pub(crate) caller_verified: AtomicU64,
+    pub(crate) combined_batches: AtomicU64,
+    pub(crate) combined_requests: AtomicU64,
     pub(crate) other_requests: AtomicU64,
     pub(crate) lagged_requests: AtomicU64,
 }
@@ -26,6 +28,8 @@ impl Counters {
             batches: self.batches.load(Ordering::Relaxed),
             batched_requests: self.batched_requests.load(Ordering::Relaxed),
             caller_verified: self.caller_verified.load(Ordering::Relaxed),
+            combined_batches: self.combined_batches.load(Ordering::Relaxed),
+            combined_requests: self.combined_requests.load(Ordering::Relaxed),
             other_requests: self.other_requests.load(Ordering::Relaxed),
             lagged_requests: self.lagged_requests.load(Ordering::Relaxed),
         }
@@ -44,6 +48,12 @@ pub struct KmsStats {
     /// was quiet (`KmsConfig::verify_on_caller_when_idle`); never published,
     /// so in no batch.
     pub caller_verified: u64,
+    /// Batches verified on a leading caller's task under load, from the
+    /// combining queue (`KmsConfig::combine_max`); never published, so
+    /// not in `batches`.
+    pub combined_batches: u64,
+    /// Verify requests verified in those batches.
+    pub combined_requests: u64,
     /// Sign, create, rotate and attest requests served.
     pub other_requests: u64,
     /// Requests lost to a lagging request topic before the actor read them
@@ -61,6 +71,12 @@ impl KmsStats {
                 .batched_requests
                 .saturating_sub(earlier.batched_requests),
             caller_verified: self.caller_verified.saturating_sub(earlier.caller_verified),
+            combined_batches: self
+                .combined_batches
+                .saturating_sub(earlier.combined_batches),
+            combined_requests: self
+                .combined_requests
+                .saturating_sub(earlier.combined_requests),
             other_requests: self.other_requests.saturating_sub(earlier.other_requests),
             lagged_requests: self.lagged_requests.saturating_sub(earlier.lagged_requests),
         }

@@ -3,8 +3,9 @@
 //! for bad requests.
 //!
 //! Where a test needs requests to pile up before the actor runs, it uses a
-//! current-thread runtime and `join_all` with rule C off
-//! (`verify_on_caller_when_idle`): every future then publishes on its first
+//! current-thread runtime and `join_all` with rules C and K off
+//! (`verify_on_caller_when_idle`, `combine_max`): every future then
+//! publishes on its first
 //! poll, before the actor task gets to run. `timeout` is used only as
 //! a hang detector (a caller that never gets an answer), never to assert
 //! speed.
@@ -81,11 +82,12 @@ async fn concurrent_clients_get_exactly_their_own_verdicts() {
     }
     assert_eq!(total, 16 * 64 * 2);
     let stats = handle.stats();
-    assert!(stats.batches > 0);
+    assert!(stats.batches + stats.combined_batches > 0);
     assert_eq!(
-        stats.batched_requests + stats.caller_verified,
+        stats.batched_requests + stats.caller_verified + stats.combined_requests,
         16 * 64 * 2,
-        "each verified once, in a batch or on its caller's task"
+        "each verified once: in a batch on the pool, alone on its caller's \
+         task, or in a batch on a leading caller's task"
     );
     handle.shutdown().await;
 }
@@ -95,8 +97,11 @@ async fn a_burst_is_coalesced_into_batches() {
     // Rule C off: with it the first calls of the burst run on this task
     // (`faults.rs` tests that case with a quiet gap that does not depend on
     // the machine's speed).
-    let (handle, signer, signature) =
-        actor_with_signature(config(1).with_verify_on_caller_when_idle(false));
+    let (handle, signer, signature) = actor_with_signature(
+        config(1)
+            .with_verify_on_caller_when_idle(false)
+            .with_combine_max(0),
+    );
     let kms = handle.client();
     let calls = (0..512).map(|_| kms.verify(&signer, &b"m"[..], signature));
     let verdicts = tokio::time::timeout(HANG, join_all(calls))
@@ -118,6 +123,7 @@ async fn a_burst_is_coalesced_into_batches() {
 async fn flood(overflow: Overflow) -> (Vec<Result<(), KmsError>>, kms_actor::KmsStats) {
     let cfg = KmsConfig::default()
         .with_verify_on_caller_when_idle(false)
+        .with_combine_max(0)
         .with_threads(1)
         .with_target_batch(8)
         .with_max_batch(8)
@@ -215,8 +221,11 @@ async fn shutdown_answers_every_request_in_flight() {
 async fn queued_requests_are_answered_not_abandoned_at_shutdown() {
     // Rule C off: with it the first calls would be verified on the caller's
     // task, and this test needs every request on the topic at once.
-    let (handle, signer, signature) =
-        actor_with_signature(config(1).with_verify_on_caller_when_idle(false));
+    let (handle, signer, signature) = actor_with_signature(
+        config(1)
+            .with_verify_on_caller_when_idle(false)
+            .with_combine_max(0),
+    );
     let kms = handle.client();
     // Publish 300 requests (first poll), then shut down before the actor runs.
     let calls = join_all((0..300).map(|_| kms.verify(&signer, &b"m"[..], signature)));

@@ -115,14 +115,15 @@ type Published = std::pin::Pin<
 >;
 
 /// One pool thread, small batches, the injected verifier, and a key with a
-/// valid signature on `b"m"`. Without rules 0 and C: a gated verifier on
-/// the actor's own task would hold the actor itself, and on a caller's
+/// valid signature on `b"m"`. Without rules 0, C and K: a gated verifier
+/// on the actor's own task would hold the actor itself, and on a caller's
 /// task that caller.
 fn fixture(config: KmsConfig) -> Fixture {
     fixture_as_given(
         config
             .with_inline_when_idle(false)
-            .with_verify_on_caller_when_idle(false),
+            .with_verify_on_caller_when_idle(false)
+            .with_combine_max(0),
     )
 }
 
@@ -494,7 +495,8 @@ async fn a_lone_request_on_an_idle_pool_is_verified_inline_and_a_panic_there_is_
         KmsConfig::default()
             .with_request_topic(TOPIC.to_owned())
             .with_threads(1)
-            .with_verify_on_caller_when_idle(false),
+            .with_verify_on_caller_when_idle(false)
+            .with_combine_max(0),
     );
     f.gate.open();
     for _ in 0..3 {
@@ -607,16 +609,109 @@ async fn a_wave_of_tasks_ready_at_once_is_batched_not_verified_one_by_one_on_the
         assert_eq!(call.await.expect("task"), Ok(()));
     }
     let stats = f.handle.stats();
-    // The first CALLER_MAX_STREAK on their callers, back to back; the next
-    // publishes, and the rest find it outstanding and join its batch.
+    // The first CALLER_MAX_STREAK on their callers, back to back (rule C);
+    // the next ends the run, so it leads and gathers (rule K): the rest
+    // find it leading and join its batch.
     assert_eq!(
-        (stats.caller_verified, stats.batched_requests),
+        (stats.caller_verified, stats.combined_requests),
         (
             u64::from(CALLER_MAX_STREAK),
             32 - u64::from(CALLER_MAX_STREAK)
         ),
         "one wave: a short run on the callers, the rest batched: {stats:?}"
     );
-    assert_eq!(stats.batches, 1, "one batch, not one by one: {stats:?}");
+    assert_eq!(
+        (stats.combined_batches, stats.batches),
+        (1, 0),
+        "one batch on the leader's task, not one by one: {stats:?}"
+    );
+    f.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_panic_in_a_leaders_batch_is_answered_internal_to_each_request_in_it() {
+    let f = fixture_tuned(
+        KmsConfig::default().with_threads(1),
+        Some(Duration::from_secs(60)),
+    );
+    f.gate.open();
+    let streak = CALLER_MAX_STREAK as usize;
+    // A wave as above: the run on the callers, then a leader that gathers
+    // the other three, one of which panics the batch.
+    let calls: Vec<_> = (0..streak + 4)
+        .map(|i| {
+            let (kms, key, signature) = (f.handle.client(), f.key.clone(), f.signature);
+            let message: &'static [u8] = if i == streak + 2 { b"boom" } else { b"m" };
+            tokio::spawn(async move { kms.verify(&key, message, signature).await })
+        })
+        .collect();
+    let mut verdicts = Vec::new();
+    for call in calls {
+        verdicts.push(call.await.expect("task"));
+    }
+    assert_eq!(verdicts[..streak], vec![Ok(()); streak]);
+    for verdict in &verdicts[streak..] {
+        assert!(
+            matches!(verdict, Err(KmsError::Internal { reason }) if reason.contains("panicked")),
+            "{verdict:?}"
+        );
+    }
+    let stats = f.handle.stats();
+    assert_eq!((stats.combined_batches, stats.combined_requests), (1, 4));
+    assert_eq!(
+        f.handle
+            .client()
+            .verify(&f.key, &b"m"[..], f.signature)
+            .await,
+        Ok(()),
+        "the clients keep working after a panic"
+    );
+    f.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_leader_that_leaves_hands_what_is_queued_to_the_actor() {
+    // Rule C off, rule K on; one thread, so a second caller joins.
+    let f = fixture_as_given(
+        KmsConfig::default()
+            .with_threads(1)
+            .with_inline_when_idle(false)
+            .with_verify_on_caller_when_idle(false),
+    );
+    let kms = f.handle.client();
+    // Three requests over 1 KiB, published (rule K leaves long messages
+    // to the pool) and held there by the closed gate: 3 outstanding.
+    let long = Bytes::from(vec![b'x'; 2048]);
+    let mut held = Box::pin(futures::future::join_all(
+        (0..3).map(|_| kms.verify(&f.key, long.clone(), f.signature)),
+    ));
+    assert!(futures::poll!(held.as_mut()).is_pending());
+    // With more than 2 per thread outstanding the next caller leads and
+    // first gathers (yields); the one after joins its queue.
+    let mut leader = Box::pin(kms.verify(&f.key, &b"m"[..], f.signature));
+    assert!(futures::poll!(leader.as_mut()).is_pending(), "gathering");
+    let mut joiner = Box::pin(kms.verify(&f.key, &b"m"[..], f.signature));
+    assert!(futures::poll!(joiner.as_mut()).is_pending(), "joined");
+    // The leader's caller leaves before it verified anything: the queue
+    // goes to the actor, and the joiner is answered from the pool.
+    drop(leader);
+    f.gate.open();
+    let joined = tokio::time::timeout(HANG, joiner).await.expect("no hang");
+    assert_eq!(joined, Ok(()));
+    let held = tokio::time::timeout(HANG, held).await.expect("no hang");
+    assert!(held
+        .iter()
+        .all(|v| matches!(v, Err(KmsError::InvalidSignature(_)))));
+    let stats = f.handle.stats();
+    assert_eq!(stats.combined_requests, 0, "{stats:?}");
+    assert_eq!(
+        f.seen.on_pool.load(Ordering::SeqCst) as u64,
+        stats.batches,
+        "everything on the pool"
+    );
+    assert!(
+        f.seen.items.load(Ordering::SeqCst) >= 4,
+        "the joiner was verified on the pool"
+    );
     f.handle.shutdown().await;
 }

@@ -288,6 +288,7 @@ async fn concurrent_tokens_are_verified_in_one_batch() {
         KmsConfig::default()
             .with_trusted_jwks(vec![set])
             .with_verify_on_caller_when_idle(false)
+            .with_combine_max(0)
             .with_threads(1),
     );
     let kms = handle.client();

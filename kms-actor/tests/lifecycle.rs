@@ -93,6 +93,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
 fn batch_only() -> KmsConfig {
     KmsConfig::default()
         .with_verify_on_caller_when_idle(false)
+        .with_combine_max(0)
         .with_inline_when_idle(false)
 }
 

@@ -424,6 +424,7 @@ async fn concurrent_requests_coalesce_into_batches() {
     let (handle, key) = spawn(
         KmsConfig::default()
             .with_verify_on_caller_when_idle(false)
+            .with_combine_max(0)
             .with_threads(1),
     );
     let admin = admin_router(handle.client(), AdminConfig::new(key.clone()));
