@@ -38,6 +38,10 @@
 //!   (ours: an `Overflow::Wait` topic and `blocking_publish_wait`; the
 //!   peers' blocking sends). The iteration ends when the consumer has all 4096.
 //!
+//! * `threads/4_to_1_sustained`: the same pattern sustained: 100 000
+//!   messages per producer, capacity 8192, the ring full most of the time
+//!   (`bus/sustained.rs`); ours beside crossbeam-channel.
+//!
 //! * `threads/1_to_4`: one producer thread publishes 4096 messages one by
 //!   one, in bursts of 256, to four consumer threads that each block in
 //!   `blocking_recv`; after each burst the
@@ -71,6 +75,9 @@
 //!   the way.
 //!
 //! Run: `cargo bench --bench bus`. Results: `docs/PERFORMANCE.md`.
+
+#[path = "bus/sustained.rs"]
+mod sustained;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -759,6 +766,7 @@ fn main() {
     threads_cache_line(&mut c, "before");
     threads(&mut c);
     threads_fan_in(&mut c);
+    sustained::threads_sustained(&mut c);
     threads_fan_out(&mut c);
     threads_ping_pong(&mut c);
     threads_cache_line(&mut c, "after");

@@ -63,6 +63,7 @@ use crate::pool::VerifyPool;
 use crate::request::{Op, Request, VerifyRequest};
 use crate::shared::{ReleaseKeystore, Shared};
 use crate::stats::{Counters, KmsStats};
+use crate::token_cache::TokenCache;
 use crate::writer::Writer;
 
 /// Most priority requests served per wake before the actor looks at its
@@ -200,6 +201,11 @@ impl KmsActor {
             verifier: Arc::clone(&verifier),
             trusted: RwLock::new(Arc::new(trusted)),
             generation: keystore.key_set_generation(),
+            token_cache: TokenCache::new(
+                config.token_cache,
+                config.token_cache_bytes,
+                &config.request_topic,
+            ),
             token_alg: config.token_alg,
             token_purposes: config.token_purposes.clone(),
         });

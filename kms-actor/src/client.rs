@@ -485,7 +485,7 @@ impl KmsClient {
     }
 
     /// Whether `KmsHandle::shutdown` has begun.
-    fn shutting_down(&self) -> bool {
+    pub(crate) fn shutting_down(&self) -> bool {
         // Acquire pairs with the Release store in `KmsHandle::shutdown`.
         self.shared.closing.load(Ordering::Acquire)
     }

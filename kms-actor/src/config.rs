@@ -97,6 +97,19 @@ pub struct KmsConfig {
     /// outstanding) and messages over 1 KiB still go to the pool. `0`
     /// turns it off. Default: 64.
     pub combine_max: usize,
+    /// Most tokens (count) the verified-token cache holds
+    /// ([`crate::KmsClient::verify_jwt`]): a token that verified is
+    /// answered from it while the key set does not change (any rotation,
+    /// policy change, trim, destroy, fleet update or trusted JWK Set
+    /// reload empties it in effect), its claims still checked against the
+    /// clock and the call's `Validation`. Keyed by the token's SHA-256;
+    /// refusals are never cached. `0` turns it off. Default: 65 536.
+    pub token_cache: usize,
+    /// Most bytes (estimated: twice the token's length plus 256 per entry)
+    /// the verified-token cache holds; each entry counts at least
+    /// `token_cache_bytes / token_cache`, so both bounds hold. At least
+    /// `token_cache` when the cache is on. Default: 64 MiB.
+    pub token_cache_bytes: usize,
     /// External issuers' JWK Sets whose tokens [`crate::KmsClient::verify_jwt`]
     /// accepts, by `kid` (each key decoded and checked once, when the set
     /// was loaded with `TrustedJwkSet::from_json`). Replace them while the
@@ -162,6 +175,8 @@ impl Default for KmsConfig {
             inline_when_idle: true,
             verify_on_caller_when_idle: true,
             combine_max: 64,
+            token_cache: 65_536,
+            token_cache_bytes: 64 << 20,
             trusted_jwks: Vec::new(),
             token_alg: Algorithm::EdDSA,
             token_purposes: vec!["tokens".to_owned()],
@@ -181,7 +196,8 @@ impl KmsConfig {
     ///
     /// # Errors
     /// [`KmsError::InvalidConfig`], naming the field, for: zero threads; a
-    /// `target_batch` of 0; a `combine_max` above [`MAX_COMBINE_LIMIT`]; a `max_batch` below `target_batch` or above
+    /// `target_batch` of 0; a `combine_max` above [`MAX_COMBINE_LIMIT`]; a
+    /// `token_cache_bytes` below `token_cache` (cache on); a `max_batch` below `target_batch` or above
     /// [`MAX_BATCH_LIMIT`]; a `max_wait` of zero or above 1 s; a request
     /// queue smaller than `max_batch`; a priority queue of 0; a
     /// `write_backlog` of 0 or above `tokio::sync::Semaphore::MAX_PERMITS`.
@@ -198,6 +214,8 @@ impl KmsConfig {
             "max_wait must be more than 0 and at most 1 s"
         } else if self.combine_max > MAX_COMBINE_LIMIT {
             "combine_max must be at most 128"
+        } else if self.token_cache > 0 && self.token_cache_bytes < self.token_cache {
+            "token_cache_bytes must be at least token_cache (one byte per entry)"
         } else if self.queue_capacity < self.max_batch {
             "queue_capacity must be at least max_batch"
         } else if self.priority_capacity == 0 {
@@ -249,6 +267,8 @@ setters! {
     inline_when_idle / with_inline_when_idle: bool;
     verify_on_caller_when_idle / with_verify_on_caller_when_idle: bool;
     combine_max / with_combine_max: usize;
+    token_cache / with_token_cache: usize;
+    token_cache_bytes / with_token_cache_bytes: usize;
     trusted_jwks / with_trusted_jwks: Vec<TrustedJwkSet>;
     token_alg / with_token_alg: Algorithm;
     token_purposes / with_token_purposes: Vec<String>;

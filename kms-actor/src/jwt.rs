@@ -36,6 +36,7 @@ use serde::Serialize;
 
 use crate::client::KmsClient;
 use crate::request::{Op, VerifyBy};
+use crate::token_cache;
 use crate::token_keys::TokenKeys;
 
 /// Trusted external keys by `kid`.
@@ -226,8 +227,95 @@ impl KmsClient {
         );
     }
 
-    /// [`KmsClient::verify_jwt`] without the accounting of refusals.
+    /// [`KmsClient::verify_jwt`] without the accounting of refusals: from
+    /// the verified-token cache when it holds the token at the current
+    /// key-set generation, else in full (and then cached if it verified
+    /// and the key set did not change meanwhile).
     async fn check_jwt(
+        &self,
+        token: &str,
+        keys: &TokenKeys,
+        validation: &Validation,
+    ) -> Result<VerifiedJwt, KmsError> {
+        let shared = self.shared();
+        let Some(cache) = &shared.token_cache else {
+            return self.check_jwt_in_full(token, keys, validation).await;
+        };
+        // Admitted as every call is, when it starts: once shutdown began,
+        // nothing is answered from memory either.
+        if self.shutting_down() {
+            return Err(KmsError::ShuttingDown);
+        }
+        // Read before anything is looked up (token_cache.rs): what is
+        // computed from here on is tagged with it.
+        let generation = shared.generation.get();
+        let key = token_cache::key(token);
+        if let Some(entry) = cache.get(&key, generation, &shared.counters) {
+            // The checks a fresh verification makes after the signature,
+            // in its order.
+            self.check_signer(&entry.signer, keys)?;
+            validation
+                .validate(&entry.claims, SystemTime::now())
+                .map_err(invalid)?;
+            return Ok(VerifiedJwt {
+                claims: entry.claims.clone(),
+                signer: entry.signer.clone(),
+            });
+        }
+        let verified = self.check_jwt_in_full(token, keys, validation).await?;
+        // A verdict computed before a change of the key set is stored
+        // only if no change happened since (its tag would make it unused
+        // anyway; this spares the space).
+        if shared.generation.get() == generation {
+            cache.insert(
+                key,
+                token.len(),
+                generation,
+                verified.claims.clone(),
+                verified.signer.clone(),
+            );
+        }
+        Ok(verified)
+    }
+
+    /// Whether `keys` (and the token purposes) accept `signer`, as
+    /// [`KmsClient::check_jwt_in_full`] decides from the `kid`.
+    ///
+    /// # Errors
+    /// `jose.unknown_kid` when they do not.
+    fn check_signer(&self, signer: &JwtSigner, keys: &TokenKeys) -> Result<(), KmsError> {
+        match signer {
+            JwtSigner::Key(id) => {
+                let kid = id.to_string();
+                if !self
+                    .shared()
+                    .token_purposes
+                    .iter()
+                    .any(|p| p == id.purpose())
+                {
+                    return Err(unknown_kid(
+                        &kid,
+                        "names a key whose purpose is not a token purpose",
+                    ));
+                }
+                if !keys.accepts_keystore(id.tenant(), id.purpose()) {
+                    return Err(unknown_kid(
+                        &kid,
+                        "names a key this verifier does not accept",
+                    ));
+                }
+                Ok(())
+            }
+            JwtSigner::Trusted(kid) if !keys.accepts_trusted() => {
+                Err(unknown_kid(kid, "is not a key this verifier accepts"))
+            }
+            JwtSigner::Trusted(_) => Ok(()),
+        }
+    }
+
+    /// Parses, finds the key, verifies the signature, validates the
+    /// claims: a token checked in full.
+    async fn check_jwt_in_full(
         &self,
         token: &str,
         keys: &TokenKeys,

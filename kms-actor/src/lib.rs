@@ -74,6 +74,7 @@ mod stats;
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod test_hooks;
+mod token_cache;
 mod token_keys;
 mod writer;
 

@@ -9,6 +9,11 @@
 //! | `kms_batch_size` | histogram | `topic` | verify requests per batch |
 //! | `kms_batch_wait_seconds` | histogram | `topic` | seconds the oldest request of a batch was held |
 //! | `kms_batches_in_flight` | gauge | `topic` | jobs running or queued on the pool |
+//! | `kms_token_refusals_total` | counter | `topic`, `code` | tokens `verify_jwt` refused |
+//! | `kms_token_cache_hits_total` | counter | `topic` | `verify_jwt` calls answered from the verified-token cache |
+//! | `kms_token_cache_misses_total` | counter | `topic` | calls the cache (on) could not answer |
+//! | `kms_token_cache_evictions_total` | counter | `topic` | entries evicted to stay within its bounds |
+//! | `kms_token_cache_entries` | gauge | `topic` | tokens it holds |
 //! | `kms_build_info` | gauge | `version`, `curve_backend`, `missed_curve_backend` | always 1 |
 //!
 //! `topic` is the actor's request topic ([`crate::KmsConfig::request_topic`]),
@@ -58,6 +63,19 @@ pub const BATCHES_IN_FLIGHT: &str = "kms_batches_in_flight";
 /// (`http.no_credentials`, `http.invalid_request`) (counter).
 pub const TOKEN_REFUSALS_TOTAL: &str = "kms_token_refusals_total";
 
+/// `kms_token_cache_hits_total{topic}`: `verify_jwt` calls answered from
+/// the token cache (counter).
+pub const TOKEN_CACHE_HITS_TOTAL: &str = "kms_token_cache_hits_total";
+/// `kms_token_cache_misses_total{topic}`: `verify_jwt` calls the token
+/// cache could not answer (absent, or computed before the key set last
+/// changed), with the cache on (counter).
+pub const TOKEN_CACHE_MISSES_TOTAL: &str = "kms_token_cache_misses_total";
+/// `kms_token_cache_evictions_total{topic}`: entries evicted to stay
+/// within the cache's bounds (counter).
+pub const TOKEN_CACHE_EVICTIONS_TOTAL: &str = "kms_token_cache_evictions_total";
+/// `kms_token_cache_entries{topic}`: tokens held now (gauge).
+pub const TOKEN_CACHE_ENTRIES: &str = "kms_token_cache_entries";
+
 /// `kms_build_info{version,curve_backend,missed_curve_backend}`: 1,
 /// labelled with this crate's version, the curve backend in use and the
 /// faster one the build lacks (`none` if none) (gauge).
@@ -103,6 +121,26 @@ pub fn describe() {
         TOKEN_REFUSALS_TOTAL,
         Unit::Count,
         "Tokens verify_jwt refused, by the refusal's code"
+    );
+    metrics::describe_counter!(
+        TOKEN_CACHE_HITS_TOTAL,
+        Unit::Count,
+        "verify_jwt calls answered from the verified-token cache"
+    );
+    metrics::describe_counter!(
+        TOKEN_CACHE_MISSES_TOTAL,
+        Unit::Count,
+        "verify_jwt calls the verified-token cache could not answer"
+    );
+    metrics::describe_counter!(
+        TOKEN_CACHE_EVICTIONS_TOTAL,
+        Unit::Count,
+        "Verified-token cache entries evicted to stay within its bounds"
+    );
+    metrics::describe_gauge!(
+        TOKEN_CACHE_ENTRIES,
+        Unit::Count,
+        "Tokens the verified-token cache holds"
     );
     metrics::describe_gauge!(
         BUILD_INFO,

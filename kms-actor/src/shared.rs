@@ -16,6 +16,7 @@ use crate::gate::CallerGate;
 use crate::jwt::TrustedKeys;
 use crate::metrics::Metrics;
 use crate::stats::Counters;
+use crate::token_cache::TokenCache;
 
 /// State shared by the actor, its handle and its clients.
 pub(crate) struct Shared {
@@ -49,6 +50,8 @@ pub(crate) struct Shared {
     /// advances (after the swap): what caches of verdicts and key sets
     /// compare against.
     pub(crate) generation: kms_core::KeySetGeneration,
+    /// Tokens that verified (`KmsConfig::token_cache`); `None`: off.
+    pub(crate) token_cache: Option<TokenCache>,
     /// The `alg` of issued tokens and published JWKs.
     pub(crate) token_alg: kms_jose::Algorithm,
     /// Purposes of keystore keys that issue and verify tokens.

@@ -14,6 +14,8 @@ pub(crate) struct Counters {
     pub(crate) caller_verified: AtomicU64,
     pub(crate) combined_batches: AtomicU64,
     pub(crate) combined_requests: AtomicU64,
+    pub(crate) token_cache_hits: AtomicU64,
+    pub(crate) token_cache_misses: AtomicU64,
     pub(crate) other_requests: AtomicU64,
     pub(crate) lagged_requests: AtomicU64,
 }
@@ -30,6 +32,8 @@ impl Counters {
             caller_verified: self.caller_verified.load(Ordering::Relaxed),
             combined_batches: self.combined_batches.load(Ordering::Relaxed),
             combined_requests: self.combined_requests.load(Ordering::Relaxed),
+            token_cache_hits: self.token_cache_hits.load(Ordering::Relaxed),
+            token_cache_misses: self.token_cache_misses.load(Ordering::Relaxed),
             other_requests: self.other_requests.load(Ordering::Relaxed),
             lagged_requests: self.lagged_requests.load(Ordering::Relaxed),
         }
@@ -54,6 +58,12 @@ pub struct KmsStats {
     pub combined_batches: u64,
     /// Verify requests verified in those batches.
     pub combined_requests: u64,
+    /// `verify_jwt` calls answered from the verified-token cache
+    /// (`KmsConfig::token_cache`), no signature verified.
+    pub token_cache_hits: u64,
+    /// `verify_jwt` calls the cache, on, could not answer (the token was
+    /// absent, or verified before the key set last changed).
+    pub token_cache_misses: u64,
     /// Sign, create, rotate and attest requests served.
     pub other_requests: u64,
     /// Requests lost to a lagging request topic before the actor read them
@@ -77,6 +87,12 @@ impl KmsStats {
             combined_requests: self
                 .combined_requests
                 .saturating_sub(earlier.combined_requests),
+            token_cache_hits: self
+                .token_cache_hits
+                .saturating_sub(earlier.token_cache_hits),
+            token_cache_misses: self
+                .token_cache_misses
+                .saturating_sub(earlier.token_cache_misses),
             other_requests: self.other_requests.saturating_sub(earlier.other_requests),
             lagged_requests: self.lagged_requests.saturating_sub(earlier.lagged_requests),
         }

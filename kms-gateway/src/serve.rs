@@ -186,6 +186,15 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(..=3600))]
     leeway: u64,
+    /// Most tokens the verified-token cache holds: a token presented
+    /// again is answered without verifying its signature, while the keys
+    /// do not change (its claims are still checked); 0 turns it off.
+    #[arg(long, value_name = "ENTRIES", default_value_t = 65_536)]
+    token_cache: usize,
+    /// Most bytes (estimated) the verified-token cache holds, at least
+    /// --token-cache.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
+    token_cache_bytes: usize,
     /// The public face's forward-auth route: this path and every path
     /// under it, any method, 200 with the --claim-header headers for a
     /// valid bearer token, else 401 [default: /auth].
@@ -355,7 +364,9 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
     let config = KmsConfig::default()
         .with_trusted_jwks(trusted)
         .with_token_alg(args.alg)
-        .with_token_purposes(vec![purpose.to_owned()]);
+        .with_token_purposes(vec![purpose.to_owned()])
+        .with_token_cache(args.token_cache)
+        .with_token_cache_bytes(args.token_cache_bytes);
     let handle = KmsActor::spawn(config, keystore, &Bus::new()).map_err(|e| e.to_string())?;
     // After the store opened: a start that fails there leaves no file.
     // With client certificates, those authenticate instead.
@@ -532,9 +543,15 @@ fn admin_hosts(bound: SocketAddr, names: &[String]) -> Vec<String> {
 
 /// The usage errors clap cannot see (exit 2): `--etcd` in a build without
 /// the `etcd` feature (saying how to build one), one header named by two
-/// `--claim-header`s.
+/// `--claim-header`s, a `--token-cache-bytes` below `--token-cache`.
 pub(crate) fn check_build(args: &ServeArgs) -> Result<(), String> {
     ClaimHeaders::new(args.claim_header.clone())?;
+    if args.token_cache > 0 && args.token_cache_bytes < args.token_cache {
+        return Err(format!(
+            "--token-cache-bytes {} is below --token-cache {}: each entry takes at least a byte",
+            args.token_cache_bytes, args.token_cache
+        ));
+    }
     if args.etcd.is_some() && !cfg!(feature = "etcd") {
         return Err(
             "--etcd needs a build with the etcd feature: cargo install --path kms-gateway --features etcd, then kms-gateway serve --etcd URL ..."

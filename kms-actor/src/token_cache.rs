@@ -1,0 +1,213 @@
+//! [`TokenCache`]: tokens that verified, so that a client presenting the
+//! same bearer token again (as clients do on every call until it expires)
+//! is answered without parsing it or verifying its signature again.
+//! `KmsConfig::token_cache` sizes it; [`crate::KmsClient::verify_jwt`]
+//! uses it.
+//!
+//! Invariants:
+//! * Only a token that verified (signature, then claims) is stored: never
+//!   a refusal, so a refused token is checked in full every time.
+//! * An entry is keyed by the SHA-256 (FIPS 180-4) of the whole token, so
+//!   a hit is for the very bytes that verified.
+//! * An entry carries the key-set generation (`kms_core::KeySetGeneration`)
+//!   read *before* its verification began, and is used only while the
+//!   generation still has that value. Everything that could change a
+//!   verdict advances it (a key created, rotated, its policy changed,
+//!   trimmed or destroyed, a fleet update, a reload of the trusted JWK
+//!   Sets), so a verdict computed before such a change is never used after
+//!   it, even one stored after it.
+//! * A hit makes the checks a fresh verification makes after the
+//!   signature, in the same order: that this call's `TokenKeys` (and the
+//!   token purposes) accept the signer, then the call's `Validation`
+//!   against the clock (expiry, not-before, issuer, audience). So a hit
+//!   and a fresh verification give the same verdict, and a cached token
+//!   that has since expired is refused as expired.
+//! * Bounded by count and by bytes at once: each entry weighs its
+//!   estimated size ([`entry_bytes`]) but at least `bytes / entries`, and
+//!   the cache holds at most `bytes` of weight (quick_cache's S3-FIFO
+//!   eviction, which keeps hot tokens through a flood of one-off ones).
+
+use std::sync::Arc;
+
+use kms_jose::Claims;
+use metrics::{Counter, Gauge};
+use quick_cache::sync::Cache;
+use quick_cache::{DefaultHashBuilder, Lifecycle, Weighter};
+use sha2::{Digest, Sha256};
+
+use crate::jwt::JwtSigner;
+use crate::metrics::{
+    TOKEN_CACHE_ENTRIES, TOKEN_CACHE_EVICTIONS_TOTAL, TOKEN_CACHE_HITS_TOTAL,
+    TOKEN_CACHE_MISSES_TOTAL,
+};
+use crate::stats::Counters;
+
+/// Bytes an entry holds besides its token's: the key, the generation, the
+/// signer and the claims map's own allocations (an estimate).
+const ENTRY_OVERHEAD: usize = 256;
+
+/// The estimated bytes an entry for a `token_len`-byte token holds: the
+/// claims decoded from the token (at most its length again) and
+/// [`ENTRY_OVERHEAD`].
+pub(crate) fn entry_bytes(token_len: usize) -> usize {
+    token_len.saturating_mul(2).saturating_add(ENTRY_OVERHEAD)
+}
+
+/// What a verification produced.
+pub(crate) struct Entry {
+    /// The key-set generation read before the verification began.
+    pub(crate) generation: u64,
+    pub(crate) claims: Claims,
+    pub(crate) signer: JwtSigner,
+    /// [`entry_bytes`] of the token.
+    bytes: u64,
+}
+
+/// An entry's weight: its bytes, but at least `floor` (module docs).
+#[derive(Clone)]
+struct Weight {
+    floor: u64,
+}
+
+impl Weighter<[u8; 32], Arc<Entry>> for Weight {
+    fn weight(&self, _key: &[u8; 32], entry: &Arc<Entry>) -> u64 {
+        entry.bytes.max(self.floor)
+    }
+}
+
+/// Counts evictions.
+#[derive(Clone)]
+struct Evictions(Counter);
+
+impl Lifecycle<[u8; 32], Arc<Entry>> for Evictions {
+    type RequestState = ();
+
+    fn on_evict(&self, _state: &mut (), _key: [u8; 32], _entry: Arc<Entry>) {
+        self.0.increment(1);
+    }
+}
+
+/// See the module docs.
+pub(crate) struct TokenCache {
+    cache: Cache<[u8; 32], Arc<Entry>, Weight, DefaultHashBuilder, Evictions>,
+    hits: Counter,
+    misses: Counter,
+    entries: Gauge,
+}
+
+/// The cache key of `token`: its SHA-256.
+pub(crate) fn key(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+impl TokenCache {
+    /// A cache of at most `entries` tokens and `bytes` of estimated size,
+    /// its metrics labelled with `topic`; `None` when `entries` is 0 (off).
+    pub(crate) fn new(entries: usize, bytes: usize, topic: &str) -> Option<Self> {
+        if entries == 0 {
+            return None;
+        }
+        let floor = (bytes / entries).max(1) as u64;
+        let cache = Cache::with(
+            entries,
+            bytes as u64,
+            Weight { floor },
+            DefaultHashBuilder::default(),
+            Evictions(metrics::counter!(TOKEN_CACHE_EVICTIONS_TOTAL, "topic" => topic.to_owned())),
+        );
+        Some(TokenCache {
+            cache,
+            hits: metrics::counter!(TOKEN_CACHE_HITS_TOTAL, "topic" => topic.to_owned()),
+            misses: metrics::counter!(TOKEN_CACHE_MISSES_TOTAL, "topic" => topic.to_owned()),
+            entries: metrics::gauge!(TOKEN_CACHE_ENTRIES, "topic" => topic.to_owned()),
+        })
+    }
+
+    /// The entry under `key` if it was computed at `generation` (the
+    /// current one); counts a hit or a miss in `counters` and the metrics.
+    pub(crate) fn get(
+        &self,
+        key: &[u8; 32],
+        generation: u64,
+        counters: &Counters,
+    ) -> Option<Arc<Entry>> {
+        let entry = self
+            .cache
+            .get(key)
+            .filter(|entry| entry.generation == generation);
+        if entry.is_some() {
+            self.hits.increment(1);
+            Counters::add(&counters.token_cache_hits, 1);
+        } else {
+            self.misses.increment(1);
+            Counters::add(&counters.token_cache_misses, 1);
+        }
+        entry
+    }
+
+    /// Stores what the verification of a `token_len`-byte token under
+    /// `key` produced, tagged with the `generation` read before it began.
+    pub(crate) fn insert(
+        &self,
+        key: [u8; 32],
+        token_len: usize,
+        generation: u64,
+        claims: Claims,
+        signer: JwtSigner,
+    ) {
+        let entry = Entry {
+            generation,
+            claims,
+            signer,
+            bytes: entry_bytes(token_len) as u64,
+        };
+        self.cache.insert(key, Arc::new(entry));
+        self.entries.set(self.cache.len() as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claims() -> Claims {
+        Claims::from_json(br#"{"sub":"a"}"#).expect("claims")
+    }
+
+    #[test]
+    fn an_entry_is_used_only_at_its_generation() {
+        let cache = TokenCache::new(16, 1 << 20, "t").expect("on");
+        let counters = Counters::default();
+        let k = key("a.b.c");
+        cache.insert(k, 5, 7, claims(), JwtSigner::Trusted("k".to_owned()));
+        assert!(cache.get(&k, 7, &counters).is_some());
+        assert!(cache.get(&k, 8, &counters).is_none(), "the key set changed");
+        assert!(cache.get(&key("a.b.d"), 7, &counters).is_none());
+        let stats = counters.snapshot();
+        assert_eq!((stats.token_cache_hits, stats.token_cache_misses), (1, 2));
+    }
+
+    #[test]
+    fn it_holds_at_most_its_entries_and_its_bytes() {
+        // 64 entries of at least 1 KiB each in 64 KiB.
+        let cache = TokenCache::new(64, 64 << 10, "t").expect("on");
+        for i in 0..1000 {
+            let k = key(&format!("token {i}"));
+            cache.insert(k, 100, 0, claims(), JwtSigner::Trusted("k".to_owned()));
+        }
+        assert!(cache.cache.len() <= 64, "{}", cache.cache.len());
+        // Entries of ~40 KiB each: one fits in 64 KiB, never two.
+        let big = TokenCache::new(64, 64 << 10, "t").expect("on");
+        for i in 0..10 {
+            let k = key(&format!("token {i}"));
+            big.insert(k, 20 << 10, 0, claims(), JwtSigner::Trusted("k".to_owned()));
+        }
+        assert!(big.cache.len() <= 1, "{}", big.cache.len());
+        assert!(big.cache.weight() <= 64 << 10);
+    }
+
+    #[test]
+    fn zero_entries_is_off() {
+        assert!(TokenCache::new(0, 1 << 20, "t").is_none());
+    }
+}
