@@ -12,6 +12,7 @@
 #
 # Usage: bash benches/http_cpu.sh [SECONDS per run, default 5] [RUNS, default 3] [CONNECTIONS, default 256]
 # SERVER=gateway (default), jsonwebtoken or floor chooses the server;
+# GATEWAY_FLAGS= adds flags to the gateway's (default --token-cache 0);
 # GATEWAY=path/to/kms-gateway measures another build of the gateway (for
 # instance one with benches/http/no-crypto.patch or no-kms.patch applied,
 # the decomposition in docs/PERFORMANCE.md). Needs wrk, curl and GNU time.
@@ -25,6 +26,10 @@ seconds=${1:-5}
 runs=${2:-3}
 connections=${3:-256}
 server=${SERVER:-gateway}
+# The 20 000 tokens repeat within a run, so the gateway's verified-token
+# cache is off unless GATEWAY_FLAGS says otherwise: this measures
+# verification (#38's "every token unique, cache off" target).
+gateway_flags=${GATEWAY_FLAGS:---token-cache 0}
 command -v wrk >/dev/null || { echo "http_cpu: wrk missing: apt-get install wrk" >&2; exit 1; }
 command -v curl >/dev/null || { echo "http_cpu: curl missing: apt-get install curl" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "http_cpu: /usr/bin/time missing: apt-get install time" >&2; exit 1; }
@@ -37,7 +42,7 @@ target/release/examples/token_bench gen --dir "$work" --keys 128 --tokens 20000 
 case $server in
   gateway)
     "$gateway" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
-      --trust-jwks "$work/jwks.json" >/dev/null 2>"$work/server.log" &
+      --trust-jwks "$work/jwks.json" $gateway_flags >/dev/null 2>"$work/server.log" &
     ready="public face on http://.* signing key" ;;
   jsonwebtoken | floor)
     target/release/examples/token_bench peer --mode "$server" --listen 127.0.0.1:0 \

@@ -1,10 +1,12 @@
 //! [`KmsClient`]: what other actors hold to talk to the KMS over the bus.
 //!
 //! Every call publishes one request carrying its own reply handle and waits
-//! for exactly one answer, except a verify made while the node is quiet,
-//! which the caller verifies on its own task (rule C of `coalesce.rs`).
-//! Verify requests go to the request topic, the others to the priority
-//! topic. Each answer, whatever it is, is counted in
+//! for exactly one answer, except verifies: one made while the node is
+//! quiet is verified on its caller's task (rule C of `coalesce.rs`), and
+//! under moderate load callers combine theirs, one caller per pool thread
+//! verifying what the others queued as one batch on its own task (rule K,
+//! `combine.rs`); the rest are published. Verify requests go to the
+//! request topic, the others to the priority topic. Each answer, whatever it is, is counted in
 //! `kms_ops_total` and timed in `kms_op_duration_seconds` here, the one
 //! place every outcome passes (including `Overloaded`, which never reaches
 //! the actor). A caller never hangs: if the request is lost
@@ -94,9 +96,10 @@ impl KmsClient {
     }
 
     /// Verifies a 64-byte `signature` on `message` under a raw 32-byte
-    /// Ed25519 `public_key`, with the criteria of docs/DESIGN.md §3.2: in a batch,
-    /// or on this task when the node is quiet
-    /// ([`crate::KmsConfig::verify_on_caller_when_idle`]).
+    /// Ed25519 `public_key`, with the criteria of docs/DESIGN.md §3.2: in a batch
+    /// on the pool or on a combining caller's task
+    /// ([`crate::KmsConfig::combine_max`]), or alone on this task when the
+    /// node is quiet ([`crate::KmsConfig::verify_on_caller_when_idle`]).
     ///
     /// # Errors
     /// [`KmsError::InvalidSignature`] naming the rule that failed, or one of
@@ -113,8 +116,9 @@ impl KmsClient {
 
     /// Verifies a 64-byte `signature` on `message` under the key version
     /// `key` names (any version from the key's `min_verify_version` to its
-    /// head): in a batch, or on this task when
-    /// the node is quiet ([`crate::KmsConfig::verify_on_caller_when_idle`]).
+    /// head): in a batch on the pool or on a combining caller's task
+    /// ([`crate::KmsConfig::combine_max`]), or alone on this task when the
+    /// node is quiet ([`crate::KmsConfig::verify_on_caller_when_idle`]).
     ///
     /// # Errors
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
@@ -322,7 +326,20 @@ impl KmsClient {
                 .offer(&shared.policy, &self.requests, view, request)
             {
                 Ok(Offered::Lead(leader)) => {
-                    self.lead(leader).await;
+                    let verified = self.lead(leader);
+                    spend_budget(verified).await;
+                    self.wait(answer).await
+                }
+                Ok(Offered::Gather(ticket)) => {
+                    tokio::task::yield_now().await;
+                    let leader =
+                        shared
+                            .combine
+                            .lead_after_gather(&shared.policy, &self.requests, ticket);
+                    if let Some(leader) = leader {
+                        let verified = self.lead(leader);
+                        spend_budget(verified).await;
+                    }
                     self.wait(answer).await
                 }
                 Ok(Offered::Joined) => self.wait(answer).await,
@@ -344,16 +361,12 @@ impl KmsClient {
         answer
     }
 
-    /// Rule K (`coalesce.rs`): lets the tasks ready on this worker run once
-    /// if the leader gathers, so that what they ask is queued too, then
-    /// verifies what is queued
-    /// in batches on this task until `leader` has taken its share or the
-    /// queue is empty; leaves the lead (the hand-off, `combine.rs`) and
-    /// spends the cooperative budget.
-    async fn lead(&self, mut leader: Leader<'_>) {
-        if leader.gather {
-            tokio::task::yield_now().await;
-        }
+    /// Rule K (`coalesce.rs`): verifies what is queued in batches on this
+    /// task until `leader` has taken its share or the queue is empty, then
+    /// leaves the lead (the hand-off, `combine.rs`). Synchronous, so the
+    /// lead is never held across an `.await`. Returns how many requests it
+    /// verified.
+    fn lead(&self, mut leader: Leader<'_>) -> usize {
         let shared = &*self.shared;
         loop {
             let batch = leader.take();
@@ -385,10 +398,7 @@ impl KmsClient {
             Counters::add(&shared.counters.combined_batches, 1);
             Counters::add(&shared.counters.combined_requests, n);
         }
-        drop(leader);
-        // The batches ran on this task: spend the budget by hand, as
-        // rule C does, so a caller that leads again and again still yields.
-        tokio::task::coop::consume_budget().await;
+        leader.taken()
     }
 
     /// The actor's request topic: the `topic` label of its metrics.
@@ -526,5 +536,16 @@ pub(crate) fn publish(lane: &Publisher<Request>, request: Request) -> Result<(),
         Err(e) => Err(KmsError::Internal {
             reason: format!("publishing the request failed: {e}"),
         }),
+    }
+}
+
+/// Spends one unit of tokio's cooperative budget per request a leader
+/// verified on this task (rule K; a signature is ~15 µs in a batch), so
+/// that a task whose futures lead again and again (a `join_all` of many
+/// verifies) yields after about the work of 128 budget units, as it would
+/// for as many operations on tokio's own resources.
+async fn spend_budget(verified: usize) {
+    for _ in 0..verified.max(1) {
+        tokio::task::coop::consume_budget().await;
     }
 }

@@ -27,13 +27,17 @@
 //! * It leads when fewer callers lead than the pool has threads: it
 //!   verifies what is queued as one batch on its own task, again while
 //!   the queue holds more, until it has verified `combine_max` signatures
-//!   ([`Policy::combine_take`]). First it gathers (lets the tasks ready on
-//!   its worker run once, so that what they ask is queued too) if its
-//!   call ended rule C's back-to-back run (requests made together) or
-//!   more than [`GATHER_FACTOR`] requests per thread are outstanding;
-//!   otherwise it verifies at once, so that at low concurrency each
-//!   worker verifies its own callers' requests, as inline verification
-//!   would.
+//!   ([`Policy::combine_take`]), all in one poll: a lead is never held
+//!   across an `.await`, so no request waits on another caller's future.
+//! * It gathers instead when its call ended rule C's back-to-back run
+//!   (requests made together), when requests are already queued (another
+//!   caller is gathering: join its gathering), or when more than
+//!   [`GATHER_FACTOR`] requests per thread are outstanding: its request
+//!   queued, it lets the tasks ready on its worker run once, so that what
+//!   they ask is queued too, then leads if a lead is free and anything is
+//!   still queued (the first to resume takes what the others queued). Otherwise it
+//!   leads at once, so that at low concurrency each worker verifies its
+//!   own callers' requests, as inline verification would.
 //! * It joins (waits for a leader's answer) when every lead is taken.
 //! * It publishes to the actor, which batches for the pool, when the
 //!   queue already holds what the leaders can take (`threads ·
@@ -141,9 +145,12 @@ pub(crate) struct CombineView {
 /// Rule K's answer for one caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Combine {
-    /// Queue the request and verify what is queued on this task; if
-    /// `gather`, first let the tasks ready on this worker run once.
-    Lead { gather: bool },
+    /// Queue the request and lead now: verify what is queued on this task.
+    Lead,
+    /// Queue the request, let the tasks ready on this worker run once (so
+    /// that what they ask is queued too), then lead if a lead is free and
+    /// something is still queued ([`Policy::lead_free`]).
+    Gather,
     /// Queue the request; a leader verifies it.
     Join,
     /// Publish the request to the actor.
@@ -269,13 +276,22 @@ impl Policy {
             || view.outstanding > FLOOD_FACTOR.saturating_mul(share)
         {
             Combine::Publish
-        } else if view.leaders < self.threads {
-            Combine::Lead {
-                gather: view.run || view.outstanding > GATHER_FACTOR.saturating_mul(self.threads),
-            }
-        } else {
+        } else if !self.lead_free(view.leaders) {
             Combine::Join
+        } else if view.run
+            || view.queued > 0
+            || view.outstanding > GATHER_FACTOR.saturating_mul(self.threads)
+        {
+            Combine::Gather
+        } else {
+            Combine::Lead
         }
+    }
+
+    /// Rule K: whether a caller may lead while `leaders` callers do (fewer
+    /// than the pool has threads).
+    pub(crate) fn lead_free(&self, leaders: usize) -> bool {
+        leaders < self.threads
     }
 
     /// Rule K: how many of the `queued` requests a leader that has
@@ -492,8 +508,8 @@ mod tests {
             run: false,
             message_len,
         };
-        let lead = Combine::Lead { gather: false };
-        let gather = Combine::Lead { gather: true };
+        let lead = Combine::Lead;
+        let gather = Combine::Gather;
         assert_eq!(p.at_combine(view(0, 0, 64)), lead);
         assert_eq!(p.at_combine(view(5, 1, 64)), gather);
         assert_eq!(p.at_combine(view(5, 2, 64)), Combine::Join);
@@ -524,6 +540,14 @@ mod tests {
             }),
             gather,
             "the end of a run of calls made together: gather them"
+        );
+        assert_eq!(
+            p.at_combine(CombineView {
+                outstanding: 2,
+                ..view(1, 0, 64)
+            }),
+            gather,
+            "another caller is gathering: join its gathering"
         );
         assert_eq!(
             p.at_combine(CombineView {

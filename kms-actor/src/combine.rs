@@ -2,22 +2,34 @@
 //! shared by every client of one actor.
 //!
 //! A caller that rule C refused offers its request here
-//! ([`CombineQueue::offer`]): it is queued and the caller leads or joins,
-//! or it is handed back to be published. A leader takes what is queued in
-//! batches ([`Leader::take`]) and verifies each on its own task; a joiner
-//! waits for the answer on its request's own [`crate::reply::Reply`], as a
-//! published request does.
+//! ([`CombineQueue::offer`]): it is queued and the caller leads, gathers
+//! or joins, or it is handed back to be published. A leader takes what is
+//! queued in batches ([`Leader::take`]) and verifies each on its own task;
+//! a gatherer lets the tasks ready on its worker run, then leads if its
+//! own request is still queued and a lead is free
+//! ([`CombineQueue::lead_after_gather`]: a gatherer whose request a leader
+//! took does not lead the few requests queued since, which would verify
+//! them one by one);
+//! a joiner waits for the answer on its request's own
+//! [`crate::reply::Reply`], as a published request does.
 //!
 //! Invariants (all kept under the one lock):
-//! * Something is queued only while someone leads: a leader leaves only
-//!   under the lock (when its [`Leader`] drops, however its caller ended),
-//!   and the last to leave takes what is queued and publishes it to the
-//!   actor (the hand-off). So no request waits on a leader that has gone,
-//!   and none is lost: each is verified by a leader, published, or
-//!   answered with the error its publication got.
+//! * A lead is taken and left in one poll of its caller: the caller takes
+//!   its batches and verifies them with no `.await` in between, and the
+//!   [`Leader`] guard leaves the lead when it drops. So `leaders` counts
+//!   only callers running right now, and a joiner, queued only while every
+//!   lead is taken, waits on work in progress, never on a future that
+//!   might not be polled again.
+//! * The last leader to leave publishes what is still queued (the
+//!   hand-off). A request queued by a gatherer while nobody leads is led by
+//!   its own caller after the gather, or taken by a caller that leads
+//!   before that (one whose own request was queued after it), or handed
+//!   off by the last leader: none waits on another caller's future. Each request is verified by a leader, published, or
+//!   answered with the error its publication got; once the actor has
+//!   finished (its keystore released), a leader answers `ShuttingDown`.
 //! * At most `threads` callers lead at once, and each takes at most
-//!   `combine_max` requests in all (`Policy::combine_take`).
-//! * The queue holds fewer than `threads · combine_max` requests
+//!   `combine_max` requests (`Policy::combine_take`).
+//! * The queue holds at most `threads · combine_max` requests
 //!   (`Policy::at_combine` publishes the rest).
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -37,8 +49,26 @@ pub(crate) struct CombineQueue {
 struct State {
     /// Requests waiting for a leader, oldest first.
     queued: Vec<VerifyRequest>,
+    /// The ticket of `queued[0]`: each request queued gets the next
+    /// ticket, and every one below this has been taken off the queue.
+    first_ticket: u64,
     /// Callers leading now.
     leaders: usize,
+}
+
+impl State {
+    /// Queues `request`; its ticket.
+    fn push(&mut self, request: VerifyRequest) -> u64 {
+        let ticket = self.first_ticket + self.queued.len() as u64;
+        self.queued.push(request);
+        ticket
+    }
+
+    /// Takes the `n` oldest requests off the queue.
+    fn take(&mut self, n: usize) -> Vec<VerifyRequest> {
+        self.first_ticket += n as u64;
+        self.queued.drain(..n).collect()
+    }
 }
 
 impl std::fmt::Debug for State {
@@ -65,8 +95,12 @@ pub(crate) struct Offer {
 /// What became of an offered request that was queued
 /// ([`CombineQueue::offer`]).
 pub(crate) enum Offered<'a> {
-    /// Queued, and this caller leads.
+    /// Queued, and this caller leads now: take and verify before any
+    /// `.await`.
     Lead(Leader<'a>),
+    /// Queued under this ticket; this caller lets the tasks ready on its
+    /// worker run, then calls [`CombineQueue::lead_after_gather`].
+    Gather(u64),
     /// Queued; a leader answers it.
     Joined,
 }
@@ -104,31 +138,56 @@ impl CombineQueue {
             // error stays small.
             Combine::Publish => Err(Box::new(request)),
             Combine::Join => {
-                state.queued.push(request);
+                state.push(request);
                 Ok(Offered::Joined)
             }
-            Combine::Lead { gather } => {
-                state.queued.push(request);
-                state.leaders += 1;
-                Ok(Offered::Lead(Leader {
-                    gather,
-                    queue: self,
-                    policy,
-                    publisher,
-                    taken: 0,
-                }))
+            Combine::Gather => Ok(Offered::Gather(state.push(request))),
+            Combine::Lead => {
+                state.push(request);
+                Ok(Offered::Lead(self.enter(&mut state, policy, publisher)))
             }
+        }
+    }
+
+    /// After a gather: a lead, if the caller's request (its `ticket`) is
+    /// still queued and a lead is free. Otherwise its request was taken (a
+    /// leader is verifying it, or it was handed off), or the leaders
+    /// running now take it or hand it off.
+    pub(crate) fn lead_after_gather<'a>(
+        &'a self,
+        policy: &'a Policy,
+        publisher: &'a Publisher<Request>,
+        ticket: u64,
+    ) -> Option<Leader<'a>> {
+        let mut state = self.lock();
+        if ticket < state.first_ticket || !policy.lead_free(state.leaders) {
+            return None;
+        }
+        Some(self.enter(&mut state, policy, publisher))
+    }
+
+    /// Takes a lead, under the lock.
+    fn enter<'a>(
+        &'a self,
+        state: &mut State,
+        policy: &'a Policy,
+        publisher: &'a Publisher<Request>,
+    ) -> Leader<'a> {
+        state.leaders += 1;
+        Leader {
+            queue: self,
+            policy,
+            publisher,
+            taken: 0,
         }
     }
 }
 
 /// A caller leading (rule K): takes batches off the queue until it has
-/// taken `combine_max` requests or the queue is empty. Dropping it leaves
-/// the lead; the last leader to leave publishes what is queued.
+/// taken `combine_max` requests or the queue is empty, all before its
+/// caller next awaits. Dropping it leaves the lead; the last leader to
+/// leave publishes what is queued.
 pub(crate) struct Leader<'a> {
-    /// Whether to let the tasks ready on this worker run first
-    /// (`Combine::Lead`).
-    pub(crate) gather: bool,
     queue: &'a CombineQueue,
     policy: &'a Policy,
     publisher: &'a Publisher<Request>,
@@ -143,7 +202,12 @@ impl Leader<'_> {
         let mut state = self.queue.lock();
         let n = self.policy.combine_take(state.queued.len(), self.taken);
         self.taken += n;
-        state.queued.drain(..n).collect()
+        state.take(n)
+    }
+
+    /// Requests taken so far (count).
+    pub(crate) fn taken(&self) -> usize {
+        self.taken
     }
 }
 
@@ -153,7 +217,8 @@ impl Drop for Leader<'_> {
             let mut state = self.queue.lock();
             state.leaders -= 1;
             if state.leaders == 0 {
-                std::mem::take(&mut state.queued)
+                let n = state.queued.len();
+                state.take(n)
             } else {
                 Vec::new()
             }

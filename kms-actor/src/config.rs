@@ -88,8 +88,10 @@ pub struct KmsConfig {
     /// and, if fewer callers lead than the pool has threads, verifies what
     /// is queued (its own and other callers' requests) as one batch on its
     /// own tokio worker, then again while more is queued, up to this many
-    /// signatures in all (64 at ~15 µs each in a batch of 64: ~1 ms of its
-    /// worker, less than the same requests verified inline would take);
+    /// signatures per lead (64 at ~15 µs each in a batch of 64: ~1 ms of
+    /// its worker, less than the same requests verified inline would take;
+    /// a lead spends a unit of tokio's cooperative budget per signature,
+    /// so a task whose futures lead again and again yields);
     /// what is left when the last leader is done is published to the
     /// actor. It saves the hops through the actor and the pool at moderate
     /// load (`benches/actor.rs`, `actor/concurrency` and
@@ -99,14 +101,15 @@ pub struct KmsConfig {
     pub combine_max: usize,
     /// Most tokens (count) the verified-token cache holds
     /// ([`crate::KmsClient::verify_jwt`]): a token that verified is
-    /// answered from it while the key set does not change (any rotation,
-    /// policy change, trim, destroy, fleet update or trusted JWK Set
-    /// reload empties it in effect), its claims still checked against the
-    /// clock and the call's `Validation`. Keyed by the token's SHA-256;
+    /// answered from it while the key set does not change (any key
+    /// created or imported, rotation, policy change, trim, destroy, fleet
+    /// update or trusted JWK Set reload empties it in effect), its claims
+    /// still checked against the clock and the call's `Validation`. Keyed by the token's SHA-256;
     /// refusals are never cached. `0` turns it off. Default: 65 536.
     pub token_cache: usize,
-    /// Most bytes (estimated: twice the token's length plus 256 per entry)
-    /// the verified-token cache holds; each entry counts at least
+    /// Most bytes (estimated from each entry's decoded claims: 32 per JSON
+    /// value plus its text, 48 per member, 256 per entry) the
+    /// verified-token cache holds; each entry counts at least
     /// `token_cache_bytes / token_cache`, so both bounds hold. At least
     /// `token_cache` when the cache is on. Default: 64 MiB.
     pub token_cache_bytes: usize,

@@ -7,11 +7,11 @@
 //!   when its [`Permit`] drops, whatever happened.
 //! * `last` is read and written only by that caller, so its lock is never
 //!   contended (it is a lock only because this crate has no `unsafe`).
-//! * `outstanding` counts verify requests published to the actor whose
-//!   callers are still waiting; a caller that gives up (drops its future)
-//!   stops counting its request at once, so the count may briefly be lower
-//!   than what the actor holds, which only lets one more caller verify on
-//!   its own task.
+//! * `outstanding` counts verify requests that rule C refused (published
+//!   to the actor, or queued for rule K's leaders) whose callers are still
+//!   waiting; a caller that gives up (drops its future) stops counting its
+//!   request at once, so the count may briefly be lower than what is held,
+//!   which only lets one more caller verify on its own task.
 //!
 //! `outstanding` and the first look at `busy` are hints that order no
 //! other memory (`Relaxed`); the compare-and-swap on `busy` (Acquire) and

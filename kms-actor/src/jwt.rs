@@ -13,9 +13,13 @@
 //! caller's [`TokenKeys`] accept trusted keys. Loading refuses a trusted
 //! `kid` in the `KeyId` form (it could name a version the keystore makes
 //! later) and a `kid` twice. The signature is then verified on the same
-//! path as [`KmsClient::verify`] (rule C on a quiet node, else a coalesced
-//! batch), and the claims are validated only after it verified; the
-//! answer says which key signed ([`JwtSigner`]).
+//! path as [`KmsClient::verify`] (rule C on a quiet node, else a batch on a
+//! combining caller's task or the pool), and the claims are validated only
+//! after it verified; the answer says which key signed ([`JwtSigner`]).
+//! With the verified-token cache on (`crate::token_cache`), a token that
+//! verified before, at the current key-set generation, is answered from it:
+//! no parse, no signature (so no `kms_ops_total{op="verify"}` count), its
+//! signer and claims checked again.
 //!
 //! Every refusal of the token itself is [`KmsError::InvalidToken`] with
 //! the reason's stable code, counted in `kms_token_refusals_total{code}`
@@ -30,7 +34,7 @@ use bytes::Bytes;
 use kms_core::{KeyId, Keystore, KmsError};
 use kms_jose::{
     claims_json, finish_compact, signing_input, Algorithm, Claims, CompactJws, Header, JoseError,
-    Jwk, JwkSet, TrustedJwk, TrustedJwkSet, Validation,
+    Jwk, JwkSet, TrustedJwk, TrustedJwkSet, Validation, MAX_TOKEN_BYTES,
 };
 use serde::Serialize;
 
@@ -186,8 +190,11 @@ impl KmsClient {
     /// Verifies a compact JWS/JWT (at most 8 KiB) and returns its claims,
     /// once they pass `validation`, with the key that signed it, which
     /// must be one of `keys`. The key is found by the token's `kid`
-    /// (module docs); the signature takes the batch path of
-    /// [`KmsClient::verify`].
+    /// (module docs); the signature takes the path of
+    /// [`KmsClient::verify`], unless the verified-token cache
+    /// ([`crate::KmsConfig::token_cache`]) holds the token from a
+    /// verification at the current key-set generation: then its signer and
+    /// claims are checked again and nothing is parsed or verified.
     ///
     /// # Errors
     /// [`KmsError::InvalidToken`] for every refusal of the token (its
@@ -238,8 +245,11 @@ impl KmsClient {
         validation: &Validation,
     ) -> Result<VerifiedJwt, KmsError> {
         let shared = self.shared();
-        let Some(cache) = &shared.token_cache else {
-            return self.check_jwt_in_full(token, keys, validation).await;
+        // An oversized token is refused by the parser before anything is
+        // hashed or counted.
+        let cache = match &shared.token_cache {
+            Some(cache) if token.len() <= MAX_TOKEN_BYTES => cache,
+            _ => return self.check_jwt_in_full(token, keys, validation).await,
         };
         // Admitted as every call is, when it starts: once shutdown began,
         // nothing is answered from memory either.
@@ -269,7 +279,6 @@ impl KmsClient {
         if shared.generation.get() == generation {
             cache.insert(
                 key,
-                token.len(),
                 generation,
                 verified.claims.clone(),
                 verified.signer.clone(),

@@ -23,7 +23,8 @@
 //!   and a fresh verification give the same verdict, and a cached token
 //!   that has since expired is refused as expired.
 //! * Bounded by count and by bytes at once: each entry weighs its
-//!   estimated size ([`entry_bytes`]) but at least `bytes / entries`, and
+//!   estimated size in memory ([`entry_bytes`], from its decoded claims)
+//!   but at least `bytes / entries`, and
 //!   the cache holds at most `bytes` of weight (quick_cache's S3-FIFO
 //!   eviction, which keeps hot tokens through a flood of one-off ones).
 
@@ -42,15 +43,45 @@ use crate::metrics::{
 };
 use crate::stats::Counters;
 
-/// Bytes an entry holds besides its token's: the key, the generation, the
-/// signer and the claims map's own allocations (an estimate).
+/// Bytes an entry holds besides its claims: the key, the generation, the
+/// signer and the bookkeeping of the cache (an estimate).
 const ENTRY_OVERHEAD: usize = 256;
 
-/// The estimated bytes an entry for a `token_len`-byte token holds: the
-/// claims decoded from the token (at most its length again) and
-/// [`ENTRY_OVERHEAD`].
-pub(crate) fn entry_bytes(token_len: usize) -> usize {
-    token_len.saturating_mul(2).saturating_add(ENTRY_OVERHEAD)
+/// Bytes of one `serde_json::Value` (its enum), and of one map entry's
+/// bookkeeping besides its key's text and its value.
+const VALUE_BYTES: usize = 32;
+const MAP_ENTRY_BYTES: usize = 48;
+
+/// The estimated bytes of a decoded JSON value: each value, string and map
+/// entry counted, so a token of many small values (an array of numbers)
+/// weighs what it holds in memory, not its length.
+fn value_bytes(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    VALUE_BYTES
+        + match value {
+            Value::String(text) => text.len(),
+            Value::Array(items) => items.iter().map(value_bytes).sum(),
+            Value::Object(map) => map
+                .iter()
+                .map(|(name, v)| MAP_ENTRY_BYTES + name.len() + value_bytes(v))
+                .sum(),
+            Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+        }
+}
+
+/// The estimated bytes an entry holds: its claims as decoded
+/// ([`value_bytes`] of each), its signer's text and [`ENTRY_OVERHEAD`].
+pub(crate) fn entry_bytes(claims: &Claims, signer: &JwtSigner) -> usize {
+    let signer = match signer {
+        JwtSigner::Key(_) => 0,
+        JwtSigner::Trusted(kid) => kid.len(),
+    };
+    let claims: usize = claims
+        .as_map()
+        .iter()
+        .map(|(name, v)| MAP_ENTRY_BYTES + name.len() + value_bytes(v))
+        .sum();
+    ENTRY_OVERHEAD + signer + claims
 }
 
 /// What a verification produced.
@@ -59,7 +90,7 @@ pub(crate) struct Entry {
     pub(crate) generation: u64,
     pub(crate) claims: Claims,
     pub(crate) signer: JwtSigner,
-    /// [`entry_bytes`] of the token.
+    /// [`entry_bytes`] of the claims and signer.
     bytes: u64,
 }
 
@@ -145,21 +176,14 @@ impl TokenCache {
         entry
     }
 
-    /// Stores what the verification of a `token_len`-byte token under
-    /// `key` produced, tagged with the `generation` read before it began.
-    pub(crate) fn insert(
-        &self,
-        key: [u8; 32],
-        token_len: usize,
-        generation: u64,
-        claims: Claims,
-        signer: JwtSigner,
-    ) {
+    /// Stores what the verification of the token under `key` produced,
+    /// tagged with the `generation` read before it began.
+    pub(crate) fn insert(&self, key: [u8; 32], generation: u64, claims: Claims, signer: JwtSigner) {
         let entry = Entry {
             generation,
+            bytes: entry_bytes(&claims, &signer) as u64,
             claims,
             signer,
-            bytes: entry_bytes(token_len) as u64,
         };
         self.cache.insert(key, Arc::new(entry));
         self.entries.set(self.cache.len() as f64);
@@ -179,7 +203,7 @@ mod tests {
         let cache = TokenCache::new(16, 1 << 20, "t").expect("on");
         let counters = Counters::default();
         let k = key("a.b.c");
-        cache.insert(k, 5, 7, claims(), JwtSigner::Trusted("k".to_owned()));
+        cache.insert(k, 7, claims(), JwtSigner::Trusted("k".to_owned()));
         assert!(cache.get(&k, 7, &counters).is_some());
         assert!(cache.get(&k, 8, &counters).is_none(), "the key set changed");
         assert!(cache.get(&key("a.b.d"), 7, &counters).is_none());
@@ -193,16 +217,22 @@ mod tests {
         let cache = TokenCache::new(64, 64 << 10, "t").expect("on");
         for i in 0..1000 {
             let k = key(&format!("token {i}"));
-            cache.insert(k, 100, 0, claims(), JwtSigner::Trusted("k".to_owned()));
+            cache.insert(k, 0, claims(), JwtSigner::Trusted("k".to_owned()));
         }
         assert!(cache.cache.len() <= 64, "{}", cache.cache.len());
-        // Entries of ~40 KiB each: one fits in 64 KiB, never two.
+        // Entries of ~12 KiB each in 64 KiB: some fit, never six.
         let big = TokenCache::new(64, 64 << 10, "t").expect("on");
-        for i in 0..10 {
+        let heavy = Claims::from_json(format!(r#"{{"a":[{}0]}}"#, "0,".repeat(380)).as_bytes())
+            .expect("claims");
+        let signer = JwtSigner::Trusted("k".to_owned());
+        let weight = entry_bytes(&heavy, &signer);
+        assert!((11 << 10..13 << 10).contains(&weight), "{weight}");
+        for i in 0..20 {
             let k = key(&format!("token {i}"));
-            big.insert(k, 20 << 10, 0, claims(), JwtSigner::Trusted("k".to_owned()));
+            big.insert(k, 0, heavy.clone(), signer.clone());
         }
-        assert!(big.cache.len() <= 1, "{}", big.cache.len());
+        let held = big.cache.len();
+        assert!((1..=5).contains(&held), "{held}");
         assert!(big.cache.weight() <= 64 << 10);
     }
 

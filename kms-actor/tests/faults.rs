@@ -669,49 +669,82 @@ async fn a_panic_in_a_leaders_batch_is_answered_internal_to_each_request_in_it()
     f.handle.shutdown().await;
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn a_leader_that_leaves_hands_what_is_queued_to_the_actor() {
-    // Rule C off, rule K on; one thread, so a second caller joins.
+/// Rules 0 and C off, rule K on with leads of at most `combine_max`; one
+/// thread (so more than 2 outstanding makes a caller gather), and three
+/// requests over 1 KiB published (rule K leaves long messages to the pool)
+/// and held on the pool by the closed gate: 3 outstanding.
+async fn gathering(combine_max: usize) -> (Fixture, Published) {
     let f = fixture_as_given(
         KmsConfig::default()
             .with_threads(1)
             .with_inline_when_idle(false)
-            .with_verify_on_caller_when_idle(false),
+            .with_verify_on_caller_when_idle(false)
+            .with_combine_max(combine_max),
     );
-    let kms = f.handle.client();
-    // Three requests over 1 KiB, published (rule K leaves long messages
-    // to the pool) and held there by the closed gate: 3 outstanding.
     let long = Bytes::from(vec![b'x'; 2048]);
-    let mut held = Box::pin(futures::future::join_all(
-        (0..3).map(|_| kms.verify(&f.key, long.clone(), f.signature)),
-    ));
+    let mut held: Published = Box::pin(futures::future::join_all((0..3).map(|_| {
+        let (kms, key, signature, long) =
+            (f.handle.client(), f.key.clone(), f.signature, long.clone());
+        async move { kms.verify(&key, long, signature).await }.boxed()
+    })));
     assert!(futures::poll!(held.as_mut()).is_pending());
-    // With more than 2 per thread outstanding the next caller leads and
-    // first gathers (yields); the one after joins its queue.
-    let mut leader = Box::pin(kms.verify(&f.key, &b"m"[..], f.signature));
-    assert!(futures::poll!(leader.as_mut()).is_pending(), "gathering");
-    let mut joiner = Box::pin(kms.verify(&f.key, &b"m"[..], f.signature));
-    assert!(futures::poll!(joiner.as_mut()).is_pending(), "joined");
-    // The leader's caller leaves before it verified anything: the queue
-    // goes to the actor, and the joiner is answered from the pool.
-    drop(leader);
+    (f, held)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_gatherer_that_is_not_polled_again_strands_no_one() {
+    let (f, held) = gathering(64).await;
+    let kms = f.handle.client();
+    // Both gather: queued, then yielding (neither holds a lead).
+    let mut first = Box::pin(kms.verify(&f.key, &b"m"[..], f.signature));
+    assert!(futures::poll!(first.as_mut()).is_pending(), "gathering");
+    let mut second = Box::pin(kms.verify(&f.key, &b"m"[..], f.signature));
+    assert!(futures::poll!(second.as_mut()).is_pending(), "gathering");
+    // The first is not polled again for now: the second leads, and
+    // verifies both.
     f.gate.open();
-    let joined = tokio::time::timeout(HANG, joiner).await.expect("no hang");
-    assert_eq!(joined, Ok(()));
+    let verdict = tokio::time::timeout(HANG, second).await.expect("no hang");
+    assert_eq!(verdict, Ok(()));
+    let stats = f.handle.stats();
+    assert_eq!(
+        (stats.combined_batches, stats.combined_requests),
+        (1, 2),
+        "{stats:?}"
+    );
+    assert_eq!(first.await, Ok(()), "answered while it was not polled");
     let held = tokio::time::timeout(HANG, held).await.expect("no hang");
     assert!(held
         .iter()
         .all(|v| matches!(v, Err(KmsError::InvalidSignature(_)))));
+    f.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_last_leader_hands_what_it_leaves_to_the_actor() {
+    // Leads of at most 2: the one who leads leaves the third behind.
+    let (f, held) = gathering(2).await;
+    let kms = f.handle.client();
+    let mut calls: Vec<_> = (0..3)
+        .map(|_| Box::pin(kms.verify(&f.key, &b"m"[..], f.signature)))
+        .collect();
+    for call in &mut calls {
+        assert!(futures::poll!(call.as_mut()).is_pending(), "gathering");
+    }
+    f.gate.open();
+    for call in calls {
+        let verdict = tokio::time::timeout(HANG, call).await.expect("no hang");
+        assert_eq!(verdict, Ok(()));
+    }
     let stats = f.handle.stats();
-    assert_eq!(stats.combined_requests, 0, "{stats:?}");
+    assert_eq!(stats.combined_requests, 2, "{stats:?}");
+    let held = tokio::time::timeout(HANG, held).await.expect("no hang");
+    assert!(held
+        .iter()
+        .all(|v| matches!(v, Err(KmsError::InvalidSignature(_)))));
     assert_eq!(
-        f.seen.on_pool.load(Ordering::SeqCst) as u64,
-        stats.batches,
-        "everything on the pool"
-    );
-    assert!(
-        f.seen.items.load(Ordering::SeqCst) >= 4,
-        "the joiner was verified on the pool"
+        stats.batched_requests,
+        1 + 3,
+        "the third on the pool, beside the three long ones: {stats:?}"
     );
     f.handle.shutdown().await;
 }

@@ -160,7 +160,9 @@ async fn a_hit_gives_the_verdict_a_fresh_verification_gives() {
 async fn a_cached_token_is_refused_once_it_expires() {
     let (handle, key) = spawn(Vec::new());
     let kms = handle.client();
-    let exp = now() + 1;
+    // Two seconds: the first call must end before `exp` whatever the
+    // machine's load.
+    let exp = now() + 2;
     let token = kms
         .sign_jwt(&key, &json!({"sub": "a", "exp": exp}))
         .await
@@ -284,18 +286,19 @@ async fn a_reload_of_the_trusted_sets_sends_the_next_call_past_the_cache() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_verdict_computed_before_a_destroy_is_not_used_after_it() {
-    // A verifier that holds its batch while `hold` is set, until `go`.
+    // A verifier that, while `hold` is set, says it has its batch (its
+    // keys resolved) on `entered` and holds it until `go`.
     let hold = Arc::new(AtomicBool::new(false));
     let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    let go_rx = Arc::new(Mutex::new(go_rx));
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+    let channels = Arc::new(Mutex::new((go_rx, entered_tx)));
     let verifier: BatchVerifier = {
-        let (hold, go_rx) = (Arc::clone(&hold), Arc::clone(&go_rx));
+        let (hold, channels) = (Arc::clone(&hold), Arc::clone(&channels));
         Arc::new(move |items| {
             if hold.load(Ordering::SeqCst) {
-                let _ = go_rx
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .recv_timeout(HANG);
+                let channels = channels.lock().unwrap_or_else(PoisonError::into_inner);
+                let _ = channels.1.send(());
+                let _ = channels.0.recv_timeout(HANG);
             }
             verify_batch(items)
         })
@@ -323,15 +326,12 @@ async fn a_verdict_computed_before_a_destroy_is_not_used_after_it() {
                 .await
         })
     };
-    // Wait until the batch is on the pool (its key resolved), then
+    // Wait until the batch is in the verifier (its key resolved), then
     // destroy the key while it is held there.
-    tokio::time::timeout(HANG, async {
-        while handle.stats().batches == 0 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    })
-    .await
-    .expect("dispatched");
+    tokio::task::spawn_blocking(move || entered_rx.recv_timeout(HANG))
+        .await
+        .expect("task")
+        .expect("the batch reached the verifier");
     kms.destroy(&key).await.expect("destroy");
     hold.store(false, Ordering::SeqCst);
     go_tx.send(()).expect("go");
