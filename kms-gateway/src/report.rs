@@ -17,11 +17,19 @@ pub(crate) fn print_latency_and_batches(latency: &Histogram<u64>, stats: &KmsSta
         latency.value_at_quantile(0.99)
     );
     println!(
-        "  batches             {} , mean batch size {:.1}; {} verified on their caller's task (quiet node)",
+        "  batches             {} on the pool, mean batch size {:.1}; {} combined on callers' tasks ({} requests); {} verified alone on their caller's task (quiet node)",
         stats.batches,
         stats.mean_batch_size(),
+        stats.combined_batches,
+        stats.combined_requests,
         stats.caller_verified
     );
+    if stats.token_cache_hits + stats.token_cache_misses > 0 {
+        println!(
+            "  token cache         {} hits, {} misses",
+            stats.token_cache_hits, stats.token_cache_misses
+        );
+    }
 }
 
 /// The last report line.
