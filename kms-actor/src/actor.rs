@@ -700,11 +700,14 @@ impl KmsHandle {
         self.shared.counters.snapshot()
     }
 
-    /// Stops intake, answers every request already queued, finishes
-    /// in-flight batches and every keystore write accepted (so none is
-    /// still writing when this returns, and the actor's keystore clones
-    /// are dropped), and joins the pool. Requests made after this is
-    /// called get [`KmsError::ShuttingDown`].
+    /// Stops intake, answers every request already queued on the topics,
+    /// finishes in-flight batches and every keystore write accepted (so
+    /// none is still writing when this returns, and the actor's keystore
+    /// clones are dropped), and joins the pool. Requests made after this is
+    /// called get [`KmsError::ShuttingDown`]. A verify admitted before it
+    /// and queued for a combining caller (rule K, `KmsConfig::combine_max`)
+    /// is answered by that caller: verified if it leads before the actor
+    /// has finished, else [`KmsError::ShuttingDown`].
     ///
     /// # Cancel safety
     /// Dropping the future does not stop the shutdown once it has begun; the

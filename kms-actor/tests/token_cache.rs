@@ -137,6 +137,45 @@ async fn a_hit_gives_the_verdict_a_fresh_verification_gives() {
         (4, 1),
         "the four calls on the good token hit; the forged one missed"
     );
+    // The keystore's own tokens: a hit refuses a key the call's keys do
+    // not accept as a full check does.
+    let (own, key) = spawn(Vec::new());
+    let own_fresh = own.client();
+    let token = own_fresh
+        .sign_jwt(&key, &json!({"sub": "k", "exp": now() + 600}))
+        .await
+        .expect("sign");
+    assert!(own_fresh
+        .verify_jwt(&token, &keys(), &Validation::default())
+        .await
+        .is_ok());
+    let before_own = own.stats();
+    assert_eq!(
+        code(
+            &own_fresh
+                .verify_jwt(&token, &TokenKeys::trusted_only(), &Validation::default())
+                .await
+        ),
+        "jose.unknown_kid"
+    );
+    assert_eq!(
+        code(
+            &own_fresh
+                .verify_jwt(
+                    &token,
+                    &TokenKeys::keystore("other", "tokens"),
+                    &Validation::default()
+                )
+                .await
+        ),
+        "jose.unknown_kid"
+    );
+    assert_eq!(
+        hits_misses(&own, &before_own),
+        (2, 0),
+        "both from the cache"
+    );
+    own.shutdown().await;
     // A refusal is never cached: the forged token misses every time.
     let before = cached.stats();
     for _ in 0..3 {
