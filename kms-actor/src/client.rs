@@ -307,7 +307,7 @@ impl KmsClient {
                 }
                 Err(refused) => refused,
             };
-            let _counted = self.shared.gate.publishing();
+            let counted = self.shared.gate.publishing();
             let (reply, answer) = Reply::new();
             let request = VerifyRequest {
                 by,
@@ -316,35 +316,31 @@ impl KmsClient {
                 reply,
             };
             let shared = &*self.shared;
-            let outstanding = shared.gate.outstanding();
             let view = Offer {
-                outstanding,
+                outstanding: counted.outstanding(),
                 run: refused == Refused::Run,
             };
-            match shared
+            let leader = match shared
                 .combine
                 .offer(&shared.policy, &self.requests, view, request)
             {
-                Ok(Offered::Lead(leader)) => {
-                    let verified = self.lead(leader);
-                    spend_budget(verified).await;
-                    self.wait(answer).await
-                }
+                Ok(Offered::Lead(leader)) => Some(leader),
                 Ok(Offered::Gather(ticket)) => {
                     tokio::task::yield_now().await;
-                    let leader =
-                        shared
-                            .combine
-                            .lead_after_gather(&shared.policy, &self.requests, ticket);
-                    if let Some(leader) = leader {
-                        let verified = self.lead(leader);
-                        spend_budget(verified).await;
-                    }
-                    self.wait(answer).await
+                    shared
+                        .combine
+                        .lead_after_gather(&shared.policy, &self.requests, ticket)
                 }
-                Ok(Offered::Joined) => self.wait(answer).await,
-                Err(request) => self.publish_and_wait(Op::Verify(*request), answer).await,
+                Ok(Offered::Joined) => None,
+                Err(request) => {
+                    let answer = self.publish_and_wait(Op::Verify(*request), answer).await;
+                    return self.record_verify(started, answer);
+                }
+            };
+            if let Some(leader) = leader {
+                spend_budget(self.lead(leader)).await;
             }
+            self.wait(answer).await
         };
         self.record_verify(started, answer)
     }

@@ -38,11 +38,14 @@ pub(crate) struct CallerGate {
 }
 
 impl CallerGate {
-    /// Counts a verify request about to be published until the returned
-    /// guard drops (when its caller has its answer or gives up).
+    /// Counts a verify request about to be published or queued until the
+    /// returned guard drops (when its caller has its answer or gives up).
     pub(crate) fn publishing(&self) -> Outstanding<'_> {
-        self.outstanding.fetch_add(1, Ordering::Relaxed);
-        Outstanding(self)
+        let before = self.outstanding.fetch_add(1, Ordering::Relaxed);
+        Outstanding {
+            gate: self,
+            at_start: before + 1,
+        }
     }
 
     /// Verify requests published or queued and not yet answered (count; a
@@ -119,11 +122,24 @@ pub(crate) enum Refused {
 }
 
 /// One verify request counted as outstanding ([`CallerGate::publishing`]).
-pub(crate) struct Outstanding<'a>(&'a CallerGate);
+pub(crate) struct Outstanding<'a> {
+    gate: &'a CallerGate,
+    /// The count once this one was added (a hint, see the module docs).
+    at_start: usize,
+}
+
+impl Outstanding<'_> {
+    /// Verify requests outstanding when this one was counted, itself
+    /// included: rule K's input, from the increment itself rather than a
+    /// second look at the shared counter.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.at_start
+    }
+}
 
 impl Drop for Outstanding<'_> {
     fn drop(&mut self) {
-        self.0.outstanding.fetch_sub(1, Ordering::Relaxed);
+        self.gate.outstanding.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

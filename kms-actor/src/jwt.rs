@@ -120,6 +120,10 @@ fn invalid(e: JoseError) -> KmsError {
     }
 }
 
+/// Why a token naming a trusted key is refused when the caller's
+/// `TokenKeys` accept none (completes "kid … ").
+const TRUSTED_NOT_ACCEPTED: &str = "is not a key this verifier accepts";
+
 fn unknown_kid(kid: &str, why: &str) -> KmsError {
     KmsError::InvalidToken {
         code: "jose.unknown_kid",
@@ -293,32 +297,33 @@ impl KmsClient {
     /// # Errors
     /// `jose.unknown_kid` when they do not.
     fn check_signer(&self, signer: &JwtSigner, keys: &TokenKeys) -> Result<(), KmsError> {
-        match signer {
-            JwtSigner::Key(id) => {
-                let kid = id.to_string();
-                if !self
-                    .shared()
-                    .token_purposes
-                    .iter()
-                    .any(|p| p == id.purpose())
-                {
-                    return Err(unknown_kid(
-                        &kid,
-                        "names a key whose purpose is not a token purpose",
-                    ));
-                }
-                if !keys.accepts_keystore(id.tenant(), id.purpose()) {
-                    return Err(unknown_kid(
-                        &kid,
-                        "names a key this verifier does not accept",
-                    ));
-                }
-                Ok(())
-            }
-            JwtSigner::Trusted(kid) if !keys.accepts_trusted() => {
-                Err(unknown_kid(kid, "is not a key this verifier accepts"))
-            }
-            JwtSigner::Trusted(_) => Ok(()),
+        let why = match signer {
+            JwtSigner::Key(id) => self.keystore_refusal(id, keys),
+            JwtSigner::Trusted(_) => (!keys.accepts_trusted()).then_some(TRUSTED_NOT_ACCEPTED),
+        };
+        match (why, signer) {
+            (None, _) => Ok(()),
+            (Some(why), JwtSigner::Key(id)) => Err(unknown_kid(&id.to_string(), why)),
+            (Some(why), JwtSigner::Trusted(kid)) => Err(unknown_kid(kid, why)),
+        }
+    }
+
+    /// Why a token naming the keystore key `id` is refused before its
+    /// signature is checked, if it is: its purpose is not one of
+    /// `KmsConfig::token_purposes`, or `keys` do not accept its tenant and
+    /// purpose. The text completes "kid … ".
+    fn keystore_refusal(&self, id: &KeyId, keys: &TokenKeys) -> Option<&'static str> {
+        if !self
+            .shared()
+            .token_purposes
+            .iter()
+            .any(|p| p == id.purpose())
+        {
+            Some("names a key whose purpose is not a token purpose")
+        } else if !keys.accepts_keystore(id.tenant(), id.purpose()) {
+            Some("names a key this verifier does not accept")
+        } else {
+            None
         }
     }
 
@@ -340,22 +345,8 @@ impl KmsClient {
         };
         let (by, signer) = match kid.parse::<KeyId>() {
             Ok(id) => {
-                if !self
-                    .shared()
-                    .token_purposes
-                    .iter()
-                    .any(|p| p == id.purpose())
-                {
-                    return Err(unknown_kid(
-                        kid,
-                        "names a key whose purpose is not a token purpose",
-                    ));
-                }
-                if !keys.accepts_keystore(id.tenant(), id.purpose()) {
-                    return Err(unknown_kid(
-                        kid,
-                        "names a key this verifier does not accept",
-                    ));
+                if let Some(why) = self.keystore_refusal(&id, keys) {
+                    return Err(unknown_kid(kid, why));
                 }
                 // A keystore key verifies the alg the JWK Set publishes it
                 // with (`token_alg`), as a verifier that enforces a JWK's
@@ -370,7 +361,7 @@ impl KmsClient {
                 (VerifyBy::Key(id.clone()), JwtSigner::Key(id))
             }
             Err(_) if !keys.accepts_trusted() => {
-                return Err(unknown_kid(kid, "is not a key this verifier accepts"));
+                return Err(unknown_kid(kid, TRUSTED_NOT_ACCEPTED));
             }
             Err(_) => {
                 let trusted = self

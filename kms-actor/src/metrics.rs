@@ -73,7 +73,8 @@ pub const TOKEN_CACHE_MISSES_TOTAL: &str = "kms_token_cache_misses_total";
 /// `kms_token_cache_evictions_total{topic}`: entries evicted to stay
 /// within the cache's bounds (counter).
 pub const TOKEN_CACHE_EVICTIONS_TOTAL: &str = "kms_token_cache_evictions_total";
-/// `kms_token_cache_entries{topic}`: tokens held now (gauge).
+/// `kms_token_cache_entries{topic}`: tokens held (gauge; set every 64
+/// inserts, so at most 63 inserts behind).
 pub const TOKEN_CACHE_ENTRIES: &str = "kms_token_cache_entries";
 
 /// `kms_build_info{version,curve_backend,missed_curve_backend}`: 1,
