@@ -217,8 +217,15 @@ fn comparators(items: &[Item], clients: usize) -> (f64, f64) {
             }
         })
     });
-    let batch_size = (clients / THREADS).max(1);
-    let batched = rate(items.len(), || {
+    let batched = batched_rate(items, threads, (clients / THREADS).max(1));
+    (single, batched)
+}
+
+/// Items per second of `verify_batch` on `threads` threads, each taking an
+/// equal share of `items` in batches of `batch_size`.
+fn batched_rate(items: &[Item], threads: usize, batch_size: usize) -> f64 {
+    let share = items.len().div_ceil(threads);
+    rate(items.len(), || {
         std::thread::scope(|s| {
             for part in items.chunks(share) {
                 s.spawn(move || {
@@ -232,8 +239,7 @@ fn comparators(items: &[Item], clients: usize) -> (f64, f64) {
                 });
             }
         })
-    });
-    (single, batched)
+    })
 }
 
 /// Prints `actor/concurrency` (module docs).

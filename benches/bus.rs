@@ -498,14 +498,16 @@ const PRODUCERS: usize = 4;
 const DRAIN: usize = 256;
 
 /// Runs `PRODUCERS` threads of `produce(per_thread)` and, on this thread,
-/// `consume(total)`; returns the time from the start of the producers to
-/// the end of the consumer.
+/// `consume(total)`, where each producer sends `per_producer` messages per
+/// iteration; returns the time from the start of the producers to the end
+/// of the consumer.
 fn fan_in(
     iters: u64,
+    per_producer: u64,
     produce: impl Fn(u64) + Send + Sync + 'static,
     consume: impl FnOnce(u64),
 ) -> Duration {
-    let per_thread = iters * (STREAM / PRODUCERS) as u64;
+    let per_thread = iters * per_producer;
     let produce = Arc::new(produce);
     let start = Instant::now();
     let producers: Vec<_> = (0..PRODUCERS)
@@ -521,37 +523,71 @@ fn fan_in(
     start.elapsed()
 }
 
+/// [`fan_in`] through one of our topics of `capacity` (`Overflow::Wait`):
+/// the producers' `blocking_publish_wait`, the consumer's `blocking_recv`
+/// then `drain` of up to [`DRAIN`].
+fn ours_fan_in(iters: u64, per_producer: u64, backend: Backend, capacity: usize) -> Duration {
+    let topic = topic(backend, Overflow::Wait, capacity);
+    let mut sub = topic.subscribe().expect("subscribe");
+    let publisher = topic.publisher();
+    fan_in(
+        iters,
+        per_producer,
+        move |n| {
+            let publisher = publisher.clone();
+            for i in 0..n {
+                publisher.blocking_publish_wait(i).expect("publish");
+            }
+        },
+        |total| {
+            let mut out = Vec::with_capacity(DRAIN);
+            let mut seen = 0u64;
+            while seen < total {
+                sub.blocking_recv().expect("recv");
+                seen += 1;
+                if let Ok(n) = sub.drain(&mut out, DRAIN) {
+                    seen += n as u64;
+                }
+                out.clear();
+            }
+        },
+    )
+}
+
+/// [`fan_in`] through a bounded crossbeam-channel of `capacity`: `send`,
+/// and `recv` then `try_recv` of up to [`DRAIN`].
+fn crossbeam_fan_in(iters: u64, per_producer: u64, capacity: usize) -> Duration {
+    let (tx, rx) = crossbeam_channel::bounded::<u64>(capacity);
+    fan_in(
+        iters,
+        per_producer,
+        move |n| {
+            for i in 0..n {
+                tx.send(i).expect("send");
+            }
+        },
+        |total| {
+            let mut seen = 0u64;
+            while seen < total {
+                rx.recv().expect("recv");
+                seen += 1;
+                let mut taken = 0;
+                while taken < DRAIN && rx.try_recv().is_ok() {
+                    taken += 1;
+                }
+                seen += taken as u64;
+            }
+        },
+    )
+}
+
 fn threads_fan_in(c: &mut Criterion) {
     let mut group = c.benchmark_group("threads/4_to_1_drain");
     group.throughput(Throughput::Elements(STREAM as u64));
+    let per_producer = (STREAM / PRODUCERS) as u64;
     for (name, backend) in [("soa", Backend::Soa), ("classic", Backend::Classic)] {
         group.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let topic = topic(backend, Overflow::Wait, CAPACITY);
-                let mut sub = topic.subscribe().expect("subscribe");
-                let publisher = topic.publisher();
-                fan_in(
-                    iters,
-                    move |n| {
-                        let publisher = publisher.clone();
-                        for i in 0..n {
-                            publisher.blocking_publish_wait(i).expect("publish");
-                        }
-                    },
-                    |total| {
-                        let mut out = Vec::with_capacity(DRAIN);
-                        let mut seen = 0u64;
-                        while seen < total {
-                            sub.blocking_recv().expect("recv");
-                            seen += 1;
-                            if let Ok(n) = sub.drain(&mut out, DRAIN) {
-                                seen += n as u64;
-                            }
-                            out.clear();
-                        }
-                    },
-                )
-            })
+            b.iter_custom(|iters| ours_fan_in(iters, per_producer, backend, CAPACITY))
         });
     }
     group.bench_function("tokio_mpsc", |b| {
@@ -559,6 +595,7 @@ fn threads_fan_in(c: &mut Criterion) {
             let (tx, mut rx) = tokio::sync::mpsc::channel::<u64>(CAPACITY);
             fan_in(
                 iters,
+                per_producer,
                 move |n| {
                     for i in 0..n {
                         tx.blocking_send(i).expect("send");
@@ -580,35 +617,14 @@ fn threads_fan_in(c: &mut Criterion) {
         })
     });
     group.bench_function("crossbeam_channel", |b| {
-        b.iter_custom(|iters| {
-            let (tx, rx) = crossbeam_channel::bounded::<u64>(CAPACITY);
-            fan_in(
-                iters,
-                move |n| {
-                    for i in 0..n {
-                        tx.send(i).expect("send");
-                    }
-                },
-                |total| {
-                    let mut seen = 0u64;
-                    while seen < total {
-                        rx.recv().expect("recv");
-                        seen += 1;
-                        let mut taken = 0;
-                        while taken < DRAIN && rx.try_recv().is_ok() {
-                            taken += 1;
-                        }
-                        seen += taken as u64;
-                    }
-                },
-            )
-        })
+        b.iter_custom(|iters| crossbeam_fan_in(iters, per_producer, CAPACITY))
     });
     group.bench_function("flume", |b| {
         b.iter_custom(|iters| {
             let (tx, rx) = flume::bounded::<u64>(CAPACITY);
             fan_in(
                 iters,
+                per_producer,
                 move |n| {
                     for i in 0..n {
                         tx.send(i).expect("send");

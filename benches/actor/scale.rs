@@ -14,14 +14,12 @@
 //! holds, the single actor task is the bottleneck.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use kms::actor::{KmsActor, KmsConfig};
 use kms::bus::Bus;
-use kms::core::ed25519::{verify_batch, BatchItem};
 use kms::core::Keystore;
 
-use crate::{end_to_end_with, items, Item, CLIENTS};
+use crate::{batched_rate, end_to_end_with, items, rate, Item, CLIENTS};
 
 /// Signatures verified per run (count).
 const SCALE_ITEMS: usize = 32_768;
@@ -54,9 +52,9 @@ fn through_actor(items: &Arc<Vec<Item>>, threads: usize, combine_max: usize) -> 
     let before = handle.stats();
     let best = (0..3)
         .map(|_| {
-            let started = Instant::now();
-            rt.block_on(end_to_end_with(&kms, items, CLIENTS));
-            items.len() as f64 / started.elapsed().as_secs_f64()
+            rate(items.len(), || {
+                rt.block_on(end_to_end_with(&kms, items, CLIENTS))
+            })
         })
         .fold(0.0, f64::max);
     let stats = handle.stats().since(&before);
@@ -79,25 +77,11 @@ struct Run {
 }
 
 /// Best-of-three verifies/s of `verify_batch` of an equal share of the
-/// items on each of `threads` threads.
+/// items, as one batch, on each of `threads` threads.
 fn peer(items: &[Item], threads: usize) -> f64 {
     let share = items.len().div_ceil(threads);
     (0..3)
-        .map(|_| {
-            let started = Instant::now();
-            std::thread::scope(|s| {
-                for part in items.chunks(share) {
-                    s.spawn(move || {
-                        let batch: Vec<BatchItem<'_>> = part
-                            .iter()
-                            .map(|i| BatchItem::new(&i.public_key, &i.message, &i.signature))
-                            .collect();
-                        assert!(verify_batch(&batch).iter().all(|v| v.is_ok()));
-                    });
-                }
-            });
-            items.len() as f64 / started.elapsed().as_secs_f64()
-        })
+        .map(|_| batched_rate(items, threads, share))
         .fold(0.0, f64::max)
 }
 
