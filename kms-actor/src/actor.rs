@@ -57,13 +57,14 @@ use crate::coalesce::{Policy, Reason};
 use crate::combine::CombineQueue;
 use crate::config::KmsConfig;
 use crate::gate::CallerGate;
-use crate::jwt::{self, TrustedKeys};
+use crate::jwt;
 use crate::metrics::Metrics;
 use crate::pool::VerifyPool;
 use crate::request::{Op, Request, VerifyRequest};
 use crate::shared::{ReleaseKeystore, Shared};
 use crate::stats::{Counters, KmsStats};
 use crate::token_cache::TokenCache;
+use crate::trusted_keys::TrustedKeys;
 use crate::writer::Writer;
 
 /// Most priority requests served per wake before the actor looks at its
@@ -668,13 +669,15 @@ impl KmsHandle {
         self.client.clone()
     }
 
-    /// Replaces the trusted external JWK Sets at once: a `verify_jwt` sees
-    /// either the old keys or the new ones, never a mix. Returns how many
-    /// keys are now trusted.
+    /// Replaces the trusted external JWK Sets at once, unbound and bound to
+    /// issuers (`TrustedJwkSet::issuer`): a `verify_jwt` sees either the
+    /// old keys or the new ones, never a mix. Returns how many keys are now
+    /// trusted.
     ///
     /// # Errors
-    /// [`KmsError::InvalidConfig`] naming a `kid` that appears twice or has
-    /// the `KeyId` text form (the keystore's namespace); the old sets stay.
+    /// [`KmsError::InvalidConfig`] naming a `kid` that appears twice among
+    /// the unbound sets or among one issuer's, or has the `KeyId` text
+    /// form (the keystore's namespace); the old sets stay.
     pub fn reload_trusted_jwks(&self, sets: &[kms_jose::TrustedJwkSet]) -> Result<usize, KmsError> {
         let loaded = TrustedKeys::load(sets, &self.shared.topic)?;
         let count = loaded.len();
@@ -683,6 +686,34 @@ impl KmsHandle {
             .trusted
             .write()
             .unwrap_or_else(PoisonError::into_inner) = Arc::new(loaded);
+        self.shared.generation.advance();
+        Ok(count)
+    }
+
+    /// Replaces the keys of one issuer (`set`, bound to `issuer` whatever
+    /// its own `issuer` says): the unbound sets and the other issuers'
+    /// keys stay. What an issuer's `jwks_uri` refetch calls; a
+    /// `verify_jwt` sees the old keys or the new ones, never a mix, and the
+    /// key-set generation advances (the verified-token cache follows).
+    /// Returns how many keys are now trusted in all.
+    ///
+    /// # Errors
+    /// [`KmsError::InvalidConfig`] naming a `kid` that appears twice in
+    /// `set` or has the `KeyId` text form; the old keys stay.
+    pub fn replace_issuer_jwks(
+        &self,
+        issuer: &str,
+        set: &kms_jose::TrustedJwkSet,
+    ) -> Result<usize, KmsError> {
+        let mut trusted = self
+            .shared
+            .trusted
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let replaced = trusted.replacing_issuer(issuer, set, &self.shared.topic)?;
+        let count = replaced.len();
+        *trusted = Arc::new(replaced);
+        drop(trusted);
         self.shared.generation.advance();
         Ok(count)
     }

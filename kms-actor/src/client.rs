@@ -346,7 +346,7 @@ impl KmsClient {
     }
 
     /// Counts and times a verify call's `answer`; returns it.
-    fn record_verify(
+    pub(crate) fn record_verify(
         &self,
         started: Instant,
         answer: Result<(), KmsError>,

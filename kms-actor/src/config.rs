@@ -115,7 +115,9 @@ pub struct KmsConfig {
     pub token_cache_bytes: usize,
     /// External issuers' JWK Sets whose tokens [`crate::KmsClient::verify_jwt`]
     /// accepts, by `kid` (each key decoded and checked once, when the set
-    /// was loaded with `TrustedJwkSet::from_json`). Replace them while the
+    /// was loaded with `TrustedJwkSet::from_json`); a set bound to an
+    /// issuer (`TrustedJwkSet::bound_to`) verifies only tokens whose `iss`
+    /// is that issuer, and that issuer's tokens only under its keys. Replace them while the
     /// actor runs with [`crate::KmsHandle::reload_trusted_jwks`]. Default:
     /// none.
     #[cfg_attr(feature = "serde", serde(skip))]
@@ -200,6 +202,7 @@ impl KmsConfig {
     /// # Errors
     /// [`KmsError::InvalidConfig`], naming the field, for: zero threads; a
     /// `target_batch` of 0; a `combine_max` above [`MAX_COMBINE_LIMIT`]; a
+    /// `token_alg` other than `EdDSA`/`Ed25519`; a
     /// `token_cache_bytes` below `token_cache` (cache on); a `max_batch` below `target_batch` or above
     /// [`MAX_BATCH_LIMIT`]; a `max_wait` of zero or above 1 s; a request
     /// queue smaller than `max_batch`; a priority queue of 0; a
@@ -217,6 +220,8 @@ impl KmsConfig {
             "max_wait must be more than 0 and at most 1 s"
         } else if self.combine_max > MAX_COMBINE_LIMIT {
             "combine_max must be at most 128"
+        } else if !self.token_alg.is_ed25519() {
+            "token_alg must be EdDSA or Ed25519 (tokens are signed with Ed25519)"
         } else if self.token_cache > 0 && self.token_cache_bytes < self.token_cache {
             "token_cache_bytes must be at least token_cache (one byte per entry)"
         } else if self.queue_capacity < self.max_batch {

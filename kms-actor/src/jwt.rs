@@ -1,6 +1,5 @@
 //! JWTs through the actor: [`KmsClient::sign_jwt`], [`KmsClient::verify_jwt`]
-//! and [`KmsClient::jwks`], and the trusted external keys they find by
-//! `kid` ([`TrustedKeys`]).
+//! and [`KmsClient::jwks`].
 //!
 //! A token's key is found by its `kid`, in exactly one place: a `kid` in
 //! the `KeyId` text form (`kms:…`) names a keystore version, and is
@@ -9,17 +8,25 @@
 //! `KmsConfig::token_purposes`, and then only under the `alg` the JWK Set
 //! publishes it with (`KmsConfig::token_alg`); any other `kid` names a
 //! trusted external JWK (decoded once, when its set was loaded), accepted
-//! when the
-//! caller's [`TokenKeys`] accept trusted keys. Loading refuses a trusted
-//! `kid` in the `KeyId` form (it could name a version the keystore makes
-//! later) and a `kid` twice. The signature is then verified on the same
-//! path as [`KmsClient::verify`] (rule C on a quiet node, else a batch on a
-//! combining caller's task or the pool), and the claims are validated only
-//! after it verified; the answer says which key signed ([`JwtSigner`]).
+//! when the caller's [`TokenKeys`] accept trusted keys, and looked up by
+//! (issuer, `kid`) as `crate::trusted_keys` says: when a set is bound to an
+//! issuer, the token's `iss` is read first, only to choose the keys. The
+//! key's type decides the algorithm (RFC 8725 §3.1, `kms_jose::PublicKey`).
+//!
+//! An Ed25519 signature is then verified on the same path as
+//! [`KmsClient::verify`] (rule C on a quiet node, else a batch on a
+//! combining caller's task or the pool). An RSA or ECDSA signature (a
+//! trusted key of those types, feature `rsa-ecdsa` of kms-jose) cannot
+//! join a batch: it is verified alone, on the caller's task, as a
+//! per-request verifier would (some tens of µs; it spends one unit of
+//! tokio's cooperative budget and counts as a `verify` op). The claims
+//! are validated only after the signature verified, the header's `typ`
+//! first (`Validation::typ`); the answer says which key signed
+//! ([`JwtSigner`]).
 //! With the verified-token cache on (`crate::token_cache`), a token that
 //! verified before, at the current key-set generation, is answered from it:
 //! no parse, no signature (so no `kms_ops_total{op="verify"}` count), its
-//! signer and claims checked again.
+//! signer, `typ` and claims checked again.
 //!
 //! Every refusal of the token itself is [`KmsError::InvalidToken`] with
 //! the reason's stable code, counted in `kms_token_refusals_total{code}`
@@ -27,14 +34,14 @@
 //! `ShuttingDown`, `Dropped`, `Internal`) pass through unchanged, so an
 //! HTTP layer can answer 401 for the first and 503 for the others.
 
-use std::collections::HashMap;
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use kms_core::{KeyId, Keystore, KmsError};
 use kms_jose::{
     claims_json, finish_compact, signing_input, Algorithm, Claims, CompactJws, Header, JoseError,
-    Jwk, JwkSet, TrustedJwk, TrustedJwkSet, Validation, MAX_TOKEN_BYTES,
+    Jwk, JwkSet, Validation, MAX_TOKEN_BYTES,
 };
 use serde::Serialize;
 
@@ -42,58 +49,7 @@ use crate::client::KmsClient;
 use crate::request::{Op, VerifyBy};
 use crate::token_cache;
 use crate::token_keys::TokenKeys;
-
-/// Trusted external keys by `kid`.
-#[derive(Debug, Default)]
-pub(crate) struct TrustedKeys {
-    by_kid: HashMap<String, TrustedJwk>,
-}
-
-impl TrustedKeys {
-    /// The keys of `sets`, checked: no `kid` twice, none in the `KeyId`
-    /// text form (the keystore's namespace). Keys a set skipped are logged
-    /// (`warn`, target `kms_actor::jwt`, with the request `topic`).
-    ///
-    /// # Errors
-    /// [`KmsError::InvalidConfig`] naming the `kid`.
-    pub(crate) fn load(sets: &[TrustedJwkSet], topic: &str) -> Result<Self, KmsError> {
-        let mut by_kid = HashMap::new();
-        for set in sets {
-            for skipped in &set.skipped {
-                tracing::warn!(
-                    target: "kms_actor::jwt",
-                    topic,
-                    kid = skipped.kid.as_deref().unwrap_or(""),
-                    reason = skipped.reason.as_str(),
-                    "a key of a trusted JWK Set was skipped"
-                );
-            }
-            for key in &set.keys {
-                let kid = key.kid.chars().take(128).collect::<String>();
-                if key.kid.parse::<KeyId>().is_ok() {
-                    return Err(KmsError::InvalidConfig {
-                        reason: format!(
-                            "trusted kid {kid:?} has the form of a keystore key id, which only the keystore names"
-                        ),
-                    });
-                }
-                if by_kid.insert(key.kid.clone(), key.clone()).is_some() {
-                    return Err(KmsError::InvalidConfig {
-                        reason: format!(
-                            "kid {kid:?} appears more than once among the trusted JWK Sets"
-                        ),
-                    });
-                }
-            }
-        }
-        Ok(TrustedKeys { by_kid })
-    }
-
-    /// How many keys are trusted.
-    pub(crate) fn len(&self) -> usize {
-        self.by_kid.len()
-    }
-}
+use crate::trusted_keys::Lookup;
 
 /// Signs a JWT with the head of `key`'s key (on the actor's task);
 /// returns the head's id and the compact JWS.
@@ -136,8 +92,13 @@ fn unknown_kid(kid: &str, why: &str) -> KmsError {
 pub enum JwtSigner {
     /// A keystore version (the token's `kid`).
     Key(KeyId),
-    /// A trusted external JWK, by its `kid`.
-    Trusted(String),
+    /// A trusted external JWK.
+    Trusted {
+        /// The issuer its set is bound to; `None`: an unbound set's key.
+        issuer: Option<String>,
+        /// Its `kid`.
+        kid: String,
+    },
 }
 
 /// A token that verified: its claims, validated, and who signed it.
@@ -253,7 +214,12 @@ impl KmsClient {
         // hashed or counted.
         let cache = match &shared.token_cache {
             Some(cache) if token.len() <= MAX_TOKEN_BYTES => cache,
-            _ => return self.check_jwt_in_full(token, keys, validation).await,
+            _ => {
+                return self
+                    .check_jwt_in_full(token, keys, validation)
+                    .await
+                    .map(|verified| verified.jwt)
+            }
         };
         // Admitted as every call is, when it starts: once shutdown began,
         // nothing is answered from memory either.
@@ -269,6 +235,9 @@ impl KmsClient {
             // in its order.
             self.check_signer(&entry.signer, keys)?;
             validation
+                .check_typ(entry.typ.as_deref())
+                .map_err(invalid)?;
+            validation
                 .validate(&entry.claims, SystemTime::now())
                 .map_err(invalid)?;
             return Ok(VerifiedJwt {
@@ -280,15 +249,11 @@ impl KmsClient {
         // A verdict computed before a change of the key set is stored
         // only if no change happened since (its tag would make it unused
         // anyway; this spares the space).
+        let jwt = verified.jwt.clone();
         if shared.generation.get() == generation {
-            cache.insert(
-                key,
-                generation,
-                verified.claims.clone(),
-                verified.signer.clone(),
-            );
+            cache.insert(key, generation, verified);
         }
-        Ok(verified)
+        Ok(jwt)
     }
 
     /// Whether `keys` (and the token purposes) accept `signer`, as
@@ -299,12 +264,12 @@ impl KmsClient {
     fn check_signer(&self, signer: &JwtSigner, keys: &TokenKeys) -> Result<(), KmsError> {
         let why = match signer {
             JwtSigner::Key(id) => self.keystore_refusal(id, keys),
-            JwtSigner::Trusted(_) => (!keys.accepts_trusted()).then_some(TRUSTED_NOT_ACCEPTED),
+            JwtSigner::Trusted { .. } => (!keys.accepts_trusted()).then_some(TRUSTED_NOT_ACCEPTED),
         };
         match (why, signer) {
             (None, _) => Ok(()),
             (Some(why), JwtSigner::Key(id)) => Err(unknown_kid(&id.to_string(), why)),
-            (Some(why), JwtSigner::Trusted(kid)) => Err(unknown_kid(kid, why)),
+            (Some(why), JwtSigner::Trusted { kid, .. }) => Err(unknown_kid(kid, why)),
         }
     }
 
@@ -334,7 +299,7 @@ impl KmsClient {
         token: &str,
         keys: &TokenKeys,
         validation: &Validation,
-    ) -> Result<VerifiedJwt, KmsError> {
+    ) -> Result<token_cache::Verified, KmsError> {
         let jws = CompactJws::parse(token).map_err(invalid)?;
         let header = jws.header();
         let Some(kid) = header.kid() else {
@@ -343,6 +308,9 @@ impl KmsClient {
                 reason: "the token has no kid".to_owned(),
             });
         };
+        // Claims read before the signature is checked, only to choose the
+        // key (trusted_keys.rs); validated after it, as the others are.
+        let mut early_claims = None;
         let (by, signer) = match kid.parse::<KeyId>() {
             Ok(id) => {
                 if let Some(why) = self.keystore_refusal(&id, keys) {
@@ -364,24 +332,73 @@ impl KmsClient {
                 return Err(unknown_kid(kid, TRUSTED_NOT_ACCEPTED));
             }
             Err(_) => {
-                let trusted = self
-                    .shared()
-                    .trusted
-                    .read()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .by_kid
-                    .get(kid)
-                    .cloned()
-                    .ok_or_else(|| unknown_kid(kid, "is not a trusted key"))?;
-                trusted.check_alg(header.alg()).map_err(invalid)?;
-                (
-                    VerifyBy::Verifying(trusted.key),
-                    JwtSigner::Trusted(trusted.kid),
-                )
+                let trusted = Arc::clone(
+                    &self
+                        .shared()
+                        .trusted
+                        .read()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner),
+                );
+                // The unverified `iss` only selects the keys (trusted_keys.rs);
+                // the claims are validated after the signature, below.
+                if trusted.has_issuers() {
+                    early_claims = Some(jws.claims().map_err(invalid)?);
+                }
+                let iss = early_claims
+                    .as_ref()
+                    .and_then(|claims| claims.get("iss"))
+                    .and_then(serde_json::Value::as_str);
+                let (key, issuer) = match trusted.find(iss, kid) {
+                    Lookup::Found(key, issuer) => (key, issuer),
+                    Lookup::NotOfIssuer => {
+                        return Err(unknown_kid(kid, "is not a key of the token's issuer"))
+                    }
+                    Lookup::Unknown => return Err(unknown_kid(kid, "is not a trusted key")),
+                };
+                key.check_alg(header.alg()).map_err(invalid)?;
+                let signer = JwtSigner::Trusted {
+                    issuer: issuer.map(str::to_owned),
+                    kid: key.kid.clone(),
+                };
+                match key.key.as_ed25519() {
+                    Some(ed25519) => (VerifyBy::Verifying(*ed25519), signer),
+                    None => {
+                        // RSA and ECDSA: one signature, on this task
+                        // (jwt.rs module docs).
+                        let started = Instant::now();
+                        let verdict = if self.shutting_down() {
+                            Err(KmsError::ShuttingDown)
+                        } else {
+                            jws.verify_with(&key.key).map_err(invalid)
+                        };
+                        tokio::task::coop::consume_budget().await;
+                        self.record_verify(started, verdict)?;
+                        validation.check_typ(header.typ()).map_err(invalid)?;
+                        let claims = match early_claims {
+                            Some(claims) => claims,
+                            None => jws.claims().map_err(invalid)?,
+                        };
+                        validation
+                            .validate(&claims, SystemTime::now())
+                            .map_err(invalid)?;
+                        return Ok(token_cache::Verified {
+                            jwt: VerifiedJwt { claims, signer },
+                            typ: header.typ().map(Box::from),
+                        });
+                    }
+                }
             }
         };
+        let Some(signature) = jws.ed25519_signature() else {
+            // Unreachable: both arms above checked an Ed25519 alg, whose
+            // signature the parser holds as 64 bytes.
+            return Err(invalid(JoseError::AlgMismatch {
+                expected: "EdDSA or Ed25519",
+                got: header.alg().as_str(),
+            }));
+        };
         let message = Bytes::copy_from_slice(jws.signing_input());
-        match self.verify_by(by, message, *jws.signature()).await {
+        match self.verify_by(by, message, *signature).await {
             Ok(()) => {}
             Err(KmsError::InvalidSignature(e)) => return Err(invalid(JoseError::Signature(e))),
             Err(KmsError::UnknownKey { .. } | KmsError::UnknownVersion { .. }) => {
@@ -397,11 +414,18 @@ impl KmsClient {
             }
             Err(e) => return Err(e),
         }
-        let claims = jws.claims().map_err(invalid)?;
+        validation.check_typ(header.typ()).map_err(invalid)?;
+        let claims = match early_claims {
+            Some(claims) => claims,
+            None => jws.claims().map_err(invalid)?,
+        };
         validation
             .validate(&claims, SystemTime::now())
             .map_err(invalid)?;
-        Ok(VerifiedJwt { claims, signer })
+        Ok(token_cache::Verified {
+            jwt: VerifiedJwt { claims, signer },
+            typ: header.typ().map(Box::from),
+        })
     }
 
     /// The JWK Set of `key`'s key: every version that verifies (from the

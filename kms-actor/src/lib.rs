@@ -76,6 +76,7 @@ mod stats;
 pub mod test_hooks;
 mod token_cache;
 mod token_keys;
+mod trusted_keys;
 mod writer;
 
 pub use actor::{KmsActor, KmsHandle};

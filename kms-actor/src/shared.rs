@@ -13,10 +13,10 @@ use crate::batch::Verifier;
 use crate::coalesce::Policy;
 use crate::combine::CombineQueue;
 use crate::gate::CallerGate;
-use crate::jwt::TrustedKeys;
 use crate::metrics::Metrics;
 use crate::stats::Counters;
 use crate::token_cache::TokenCache;
+use crate::trusted_keys::TrustedKeys;
 
 /// State shared by the actor, its handle and its clients.
 pub(crate) struct Shared {
@@ -44,7 +44,7 @@ pub(crate) struct Shared {
     /// and is answered `ShuttingDown`.
     pub(crate) keystore: RwLock<Option<Keystore>>,
     pub(crate) verifier: Verifier,
-    /// Trusted external keys by `kid`, replaced whole on reload.
+    /// Trusted external keys by (issuer, `kid`), replaced whole on reload.
     pub(crate) trusted: RwLock<Arc<TrustedKeys>>,
     /// The keystore's key-set generation, which a reload of `trusted` also
     /// advances (after the swap): what caches of verdicts and key sets

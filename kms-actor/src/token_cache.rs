@@ -37,7 +37,7 @@ use quick_cache::sync::Cache;
 use quick_cache::{DefaultHashBuilder, Lifecycle, Weighter};
 use sha2::{Digest, Sha256};
 
-use crate::jwt::JwtSigner;
+use crate::jwt::{JwtSigner, VerifiedJwt};
 use crate::metrics::{
     TOKEN_CACHE_ENTRIES, TOKEN_CACHE_EVICTIONS_TOTAL, TOKEN_CACHE_HITS_TOTAL,
     TOKEN_CACHE_MISSES_TOTAL,
@@ -75,7 +75,7 @@ fn value_bytes(value: &serde_json::Value) -> usize {
 pub(crate) fn entry_bytes(claims: &Claims, signer: &JwtSigner) -> usize {
     let signer = match signer {
         JwtSigner::Key(_) => 0,
-        JwtSigner::Trusted(kid) => kid.len(),
+        JwtSigner::Trusted { issuer, kid } => issuer.as_ref().map_or(0, String::len) + kid.len(),
     };
     let claims: usize = claims
         .as_map()
@@ -85,12 +85,21 @@ pub(crate) fn entry_bytes(claims: &Claims, signer: &JwtSigner) -> usize {
     ENTRY_OVERHEAD + signer + claims
 }
 
+/// What a full check hands the cache: the verified token and its
+/// header's `typ`.
+pub(crate) struct Verified {
+    pub(crate) jwt: VerifiedJwt,
+    pub(crate) typ: Option<Box<str>>,
+}
+
 /// What a verification produced.
 pub(crate) struct Entry {
     /// The key-set generation read before the verification began.
     pub(crate) generation: u64,
     pub(crate) claims: Claims,
     pub(crate) signer: JwtSigner,
+    /// The header's `typ` (for `Validation::typ`).
+    pub(crate) typ: Option<Box<str>>,
     /// [`entry_bytes`] of the claims and signer.
     bytes: u64,
 }
@@ -188,12 +197,15 @@ impl TokenCache {
 
     /// Stores what the verification of the token under `key` produced,
     /// tagged with the `generation` read before it began.
-    pub(crate) fn insert(&self, key: [u8; 32], generation: u64, claims: Claims, signer: JwtSigner) {
+    pub(crate) fn insert(&self, key: [u8; 32], generation: u64, verified: Verified) {
+        let Verified { jwt, typ } = verified;
         let entry = Entry {
             generation,
-            bytes: entry_bytes(&claims, &signer) as u64,
-            claims,
-            signer,
+            bytes: (entry_bytes(&jwt.claims, &jwt.signer) + typ.as_ref().map_or(0, |t| t.len()))
+                as u64,
+            claims: jwt.claims,
+            signer: jwt.signer,
+            typ,
         };
         self.cache.insert(key, Arc::new(entry));
         // Relaxed: a tally, ordering nothing.
@@ -215,12 +227,26 @@ mod tests {
         Claims::from_json(br#"{"sub":"a"}"#).expect("claims")
     }
 
+    fn trusted() -> JwtSigner {
+        JwtSigner::Trusted {
+            issuer: None,
+            kid: "k".to_owned(),
+        }
+    }
+
+    fn verified(claims: Claims, signer: JwtSigner) -> Verified {
+        Verified {
+            jwt: VerifiedJwt { claims, signer },
+            typ: None,
+        }
+    }
+
     #[test]
     fn an_entry_is_used_only_at_its_generation() {
         let cache = TokenCache::new(16, 1 << 20, "t").expect("on");
         let counters = Counters::default();
         let k = key("a.b.c");
-        cache.insert(k, 7, claims(), JwtSigner::Trusted("k".to_owned()));
+        cache.insert(k, 7, verified(claims(), trusted()));
         assert!(cache.get(&k, 7, &counters).is_some());
         assert!(cache.get(&k, 8, &counters).is_none(), "the key set changed");
         assert!(cache.get(&key("a.b.d"), 7, &counters).is_none());
@@ -234,19 +260,19 @@ mod tests {
         let cache = TokenCache::new(64, 64 << 10, "t").expect("on");
         for i in 0..1000 {
             let k = key(&format!("token {i}"));
-            cache.insert(k, 0, claims(), JwtSigner::Trusted("k".to_owned()));
+            cache.insert(k, 0, verified(claims(), trusted()));
         }
         assert!(cache.cache.len() <= 64, "{}", cache.cache.len());
         // Entries of ~12 KiB each in 64 KiB: some fit, never six.
         let big = TokenCache::new(64, 64 << 10, "t").expect("on");
         let heavy = Claims::from_json(format!(r#"{{"a":[{}0]}}"#, "0,".repeat(380)).as_bytes())
             .expect("claims");
-        let signer = JwtSigner::Trusted("k".to_owned());
+        let signer = trusted();
         let weight = entry_bytes(&heavy, &signer);
         assert!((11 << 10..13 << 10).contains(&weight), "{weight}");
         for i in 0..20 {
             let k = key(&format!("token {i}"));
-            big.insert(k, 0, heavy.clone(), signer.clone());
+            big.insert(k, 0, verified(heavy.clone(), signer.clone()));
         }
         let held = big.cache.len();
         assert!((1..=5).contains(&held), "{held}");

@@ -161,7 +161,13 @@ async fn trusted_keys_are_found_by_kid_with_their_alg_binding() {
     let ok = outside_token(&signing, Algorithm::Ed25519, "ext-1", claims.clone());
     let got = kms.verify_jwt(&ok, &keys(), &v).await.expect("verifies");
     assert_eq!(got.claims.get("sub"), Some(&json!("bob")));
-    assert_eq!(got.signer, JwtSigner::Trusted("ext-1".to_owned()));
+    assert_eq!(
+        got.signer,
+        JwtSigner::Trusted {
+            issuer: None,
+            kid: "ext-1".to_owned()
+        }
+    );
     let other_alg = outside_token(&signing, Algorithm::EdDSA, "ext-1", claims.clone());
     assert_eq!(
         code(kms.verify_jwt(&other_alg, &keys(), &v).await),

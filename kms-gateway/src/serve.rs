@@ -307,7 +307,11 @@ impl ServeArgs {
 }
 
 fn alg(text: &str) -> Result<Algorithm, String> {
-    Algorithm::parse(text).map_err(|_| "must be EdDSA or Ed25519".to_owned())
+    // Tokens are signed with Ed25519 only, whatever this build verifies.
+    Algorithm::parse(text)
+        .ok()
+        .filter(|alg| alg.is_ed25519())
+        .ok_or_else(|| "must be EdDSA or Ed25519".to_owned())
 }
 
 /// Runs `gateway serve` until a signal; `Err` is a start-up error.

@@ -1,8 +1,14 @@
-//! [`Algorithm`]: the two `alg` values this crate accepts.
+//! [`Algorithm`]: the JWS `alg` values this crate knows (RFC 7518 §3.1,
+//! RFC 8037 §3.1, RFC 9864 §2).
+//!
+//! Invariant: [`Algorithm::parse`] accepts a name only when this build can
+//! verify it: `EdDSA` and `Ed25519` always, the RSA and ECDSA names only
+//! with the `rsa-ecdsa` feature. Signing is Ed25519 only
+//! ([`Algorithm::is_ed25519`]).
 
 use crate::error::JoseError;
 
-/// A JWS `alg` for Ed25519 signatures.
+/// A JWS `alg`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Algorithm {
     /// `"EdDSA"` (RFC 8037 §3.1): the name most verifiers know today, and
@@ -12,7 +18,40 @@ pub enum Algorithm {
     EdDSA,
     /// `"Ed25519"` (RFC 9864 §2): the fully specified name.
     Ed25519,
+    /// `"RS256"`: RSASSA-PKCS1-v1_5 with SHA-256 (RFC 7518 §3.3).
+    RS256,
+    /// `"RS384"`: RSASSA-PKCS1-v1_5 with SHA-384 (RFC 7518 §3.3).
+    RS384,
+    /// `"RS512"`: RSASSA-PKCS1-v1_5 with SHA-512 (RFC 7518 §3.3).
+    RS512,
+    /// `"PS256"`: RSASSA-PSS with SHA-256, MGF1 with SHA-256, salt of 32
+    /// bytes (RFC 7518 §3.5).
+    PS256,
+    /// `"PS384"`: RSASSA-PSS with SHA-384 (RFC 7518 §3.5).
+    PS384,
+    /// `"PS512"`: RSASSA-PSS with SHA-512 (RFC 7518 §3.5).
+    PS512,
+    /// `"ES256"`: ECDSA on P-256 with SHA-256, signature `R ‖ S` of 64
+    /// bytes (RFC 7518 §3.4).
+    ES256,
+    /// `"ES384"`: ECDSA on P-384 with SHA-384, signature of 96 bytes (RFC
+    /// 7518 §3.4).
+    ES384,
 }
+
+/// Every algorithm, in declaration order.
+const ALL: [Algorithm; 10] = [
+    Algorithm::EdDSA,
+    Algorithm::Ed25519,
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+];
 
 impl Algorithm {
     /// The `alg` string.
@@ -20,7 +59,28 @@ impl Algorithm {
         match self {
             Algorithm::EdDSA => "EdDSA",
             Algorithm::Ed25519 => "Ed25519",
+            Algorithm::RS256 => "RS256",
+            Algorithm::RS384 => "RS384",
+            Algorithm::RS512 => "RS512",
+            Algorithm::PS256 => "PS256",
+            Algorithm::PS384 => "PS384",
+            Algorithm::PS512 => "PS512",
+            Algorithm::ES256 => "ES256",
+            Algorithm::ES384 => "ES384",
         }
+    }
+
+    /// Whether this is one of the two names of Ed25519 (`EdDSA`,
+    /// `Ed25519`): the only algorithms this crate signs with, and the ones
+    /// a batch verifies.
+    pub fn is_ed25519(self) -> bool {
+        matches!(self, Algorithm::EdDSA | Algorithm::Ed25519)
+    }
+
+    /// Whether this build verifies it: the Ed25519 names always, the
+    /// others with the `rsa-ecdsa` feature.
+    pub fn is_supported(self) -> bool {
+        self.is_ed25519() || cfg!(feature = "rsa-ecdsa")
     }
 
     /// The algorithm an `alg` string names; the comparison is exact (RFC
@@ -28,16 +88,19 @@ impl Algorithm {
     ///
     /// # Errors
     /// [`JoseError::UnsupportedAlg`] for anything else (`none`, `HS256`,
-    /// `eddsa`, …).
+    /// `eddsa`, …), and for the RSA and ECDSA names in a build without the
+    /// `rsa-ecdsa` feature.
     pub fn parse(alg: &str) -> Result<Self, JoseError> {
-        match alg {
-            "EdDSA" => Ok(Algorithm::EdDSA),
-            "Ed25519" => Ok(Algorithm::Ed25519),
+        match ALL
+            .iter()
+            .find(|known| known.as_str() == alg && known.is_supported())
+        {
+            Some(known) => Ok(*known),
             // At most 32 characters of the sender's text, escaped: control
             // characters and quotes cannot reach a log line or a header as
             // they came.
-            other => Err(JoseError::UnsupportedAlg {
-                alg: other
+            None => Err(JoseError::UnsupportedAlg {
+                alg: alg
                     .chars()
                     .take(32)
                     .collect::<String>()
@@ -76,11 +139,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_two_exact_names_are_accepted() {
+    fn only_exact_names_this_build_verifies_are_accepted() {
         assert_eq!(Algorithm::parse("EdDSA"), Ok(Algorithm::EdDSA));
         assert_eq!(Algorithm::parse("Ed25519"), Ok(Algorithm::Ed25519));
+        for alg in ALL {
+            assert_eq!(
+                Algorithm::parse(alg.as_str()).is_ok(),
+                alg.is_supported(),
+                "{alg}"
+            );
+        }
+        assert_eq!(
+            Algorithm::parse("RS256").is_ok(),
+            cfg!(feature = "rsa-ecdsa")
+        );
         for refused in [
-            "none", "HS256", "RS256", "ES256", "eddsa", "EDDSA", "ed25519", "Ed448", "",
+            "none", "HS256", "HS384", "HS512", "ES512", "ES256K", "rs256", "eddsa", "EDDSA",
+            "ed25519", "Ed448", "",
         ] {
             assert!(
                 matches!(
@@ -90,6 +165,7 @@ mod tests {
                 "{refused}"
             );
         }
+        assert!(ALL.iter().filter(|a| a.is_ed25519()).count() == 2);
     }
 
     #[test]

@@ -84,6 +84,16 @@ pub struct Validation {
     pub audiences: Vec<String>,
     /// Claims that must be present.
     pub required: Vec<String>,
+    /// Longest lifetime accepted, `exp − iat` (as Envoy's
+    /// `max_lifetime`); when set, both claims are required. `None`: any.
+    pub max_lifetime: Option<Duration>,
+    /// The `typ` a token's header must have, for instance `at+jwt` for the
+    /// JWT access tokens of RFC 9068 (§4 asks resource servers to check
+    /// it). Compared as media types are (RFC 7515 §4.1.9): ASCII case
+    /// ignored, an `application/` prefix optional on either side. `None`:
+    /// any `typ` or none. Checked by [`Validation::check_typ`], which
+    /// [`Validation::validate`] cannot do (it sees the claims only).
+    pub typ: Option<String>,
 }
 
 impl Default for Validation {
@@ -94,6 +104,8 @@ impl Default for Validation {
             issuers: Vec::new(),
             audiences: Vec::new(),
             required: Vec::new(),
+            max_lifetime: None,
+            typ: None,
         }
     }
 }
@@ -138,6 +150,16 @@ impl Validation {
                 return Err(JoseError::IssuedInTheFuture { iat, now });
             }
         }
+        if let Some(max) = self.max_lifetime {
+            let exp = numeric_date(claims, "exp")?.ok_or_else(|| missing("exp"))?;
+            let iat = numeric_date(claims, "iat")?.ok_or_else(|| missing("iat"))?;
+            if exp - iat > max.as_secs_f64() {
+                return Err(JoseError::LifetimeTooLong {
+                    lifetime: exp - iat,
+                    max: max.as_secs(),
+                });
+            }
+        }
         if !self.issuers.is_empty() {
             match claims.get("iss") {
                 None => return Err(missing("iss")),
@@ -171,6 +193,37 @@ impl Validation {
             }
         }
         Ok(())
+    }
+}
+
+impl Validation {
+    /// Checks a token header's `typ` against [`Validation::typ`].
+    ///
+    /// # Errors
+    /// [`JoseError::WrongType`] when a `typ` is required and the header has
+    /// none, or another.
+    pub fn check_typ(&self, typ: Option<&str>) -> Result<(), JoseError> {
+        let Some(required) = &self.typ else {
+            return Ok(());
+        };
+        fn bare(typ: &str) -> &str {
+            match typ.get(..12) {
+                Some(prefix) if prefix.eq_ignore_ascii_case("application/") => &typ[12..],
+                _ => typ,
+            }
+        }
+        match typ {
+            Some(typ) if bare(typ).eq_ignore_ascii_case(bare(required)) => Ok(()),
+            got => Err(JoseError::WrongType {
+                typ: got
+                    .unwrap_or("")
+                    .chars()
+                    .take(32)
+                    .collect::<String>()
+                    .escape_debug()
+                    .to_string(),
+            }),
+        }
     }
 }
 
@@ -296,6 +349,61 @@ mod tests {
             Err(JoseError::WrongAudience)
         );
         assert_eq!(v.validate(&claims(json!({"exp": 100})), at(0.0)), Ok(()));
+    }
+
+    #[test]
+    fn a_lifetime_over_the_limit_or_unknown_is_refused() {
+        let v = Validation {
+            max_lifetime: Some(Duration::from_secs(3600)),
+            ..Validation::default()
+        };
+        let now = at(1000.0);
+        assert_eq!(
+            v.validate(&claims(json!({"iat": 900, "exp": 4500})), now),
+            Ok(())
+        );
+        for (bad, code) in [
+            (json!({"iat": 900, "exp": 4500.5}), "jose.lifetime_too_long"),
+            (json!({"exp": 2000}), "jose.missing_claim"),
+            (json!({"iat": "900", "exp": 2000}), "jose.invalid_claim"),
+        ] {
+            assert_eq!(
+                v.validate(&claims(bad.clone()), now).map_err(|e| e.code()),
+                Err(code),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_required_typ_is_compared_as_a_media_type() {
+        let any = Validation::default();
+        assert_eq!(any.check_typ(None), Ok(()));
+        assert_eq!(any.check_typ(Some("JWT")), Ok(()));
+        let at_jwt = Validation {
+            typ: Some("at+jwt".to_owned()),
+            ..Validation::default()
+        };
+        for ok in [
+            "at+jwt",
+            "AT+JWT",
+            "application/at+jwt",
+            "Application/At+JWT",
+        ] {
+            assert_eq!(at_jwt.check_typ(Some(ok)), Ok(()), "{ok}");
+        }
+        for bad in [
+            None,
+            Some("JWT"),
+            Some("at+jwt "),
+            Some("application/"),
+            Some(""),
+        ] {
+            assert!(
+                matches!(at_jwt.check_typ(bad), Err(JoseError::WrongType { .. })),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -77,18 +77,24 @@ pub enum JoseError {
     /// The header has no `alg`, or it is not a string.
     #[error("the JOSE header has no string `alg`")]
     MissingAlg,
-    /// `alg` is neither `EdDSA` nor `Ed25519` (exactly, case included).
-    #[error("alg `{alg}` is not accepted (only EdDSA and Ed25519)")]
+    /// `alg` is not one this build verifies, exactly, case included:
+    /// `EdDSA` and `Ed25519` always; `RS256`, `RS384`, `RS512`, `PS256`,
+    /// `PS384`, `PS512`, `ES256` and `ES384` with the `rsa-ecdsa` feature
+    /// (so `none` and `HS*` never).
+    #[error("alg `{alg}` is not accepted")]
     UnsupportedAlg {
         /// The `alg` the token names: its first 32 characters, escaped
         /// (`char::escape_debug`).
         alg: String,
     },
-    /// The key the token names is bound to another `alg` (a trusted JWK
-    /// with an `alg` member).
+    /// The key the token names cannot verify the token's `alg`: the key's
+    /// type decides the algorithms (RFC 8725 §3.1: an `OKP` Ed25519 key
+    /// only `EdDSA`/`Ed25519`, an `RSA` key only `RS*`/`PS*`, an `EC` key
+    /// only the `ES*` of its curve), and a JWK with an `alg` member only
+    /// that one.
     #[error("alg `{got}` does not match the key's `{expected}`")]
     AlgMismatch {
-        /// The key's `alg`.
+        /// What the key verifies: its `alg`, or its type's algorithms.
         expected: &'static str,
         /// The token's `alg`.
         got: &'static str,
@@ -104,15 +110,27 @@ pub enum JoseError {
     /// `kid` is present but not a string.
     #[error("kid is not a string")]
     KidNotString,
-    /// The signature does not decode to 64 bytes.
-    #[error("signature of {len} bytes, expected 64")]
+    /// The signature's decoded length does not fit the token's `alg`: 64
+    /// bytes for `EdDSA`, `Ed25519` and `ES256` (RFC 8037 §3.1, RFC 7518
+    /// §3.4), 96 for `ES384`, 256 to 1024 for the RSA algorithms (moduli
+    /// of 2048 to 8192 bits).
+    #[error("signature of {len} bytes does not fit alg {alg}")]
     SignatureLength {
         /// Its decoded length (bytes).
         len: usize,
+        /// The token's `alg`.
+        alg: &'static str,
     },
-    /// The signature does not verify (kms-core names the rule).
+    /// The Ed25519 signature does not verify (kms-core names the rule).
     #[error("invalid signature: {0}")]
     Signature(SignatureError),
+    /// The RSA or ECDSA signature does not verify (aws-lc-rs says no
+    /// more).
+    #[error("invalid {alg} signature")]
+    SignatureRejected {
+        /// The token's `alg`.
+        alg: &'static str,
+    },
     /// `exp` is at or before now minus the leeway (RFC 7519 §4.1.4).
     #[error("expired at {exp} (now {now})")]
     Expired {
@@ -159,6 +177,21 @@ pub enum JoseError {
     /// No `aud` value is one the validation accepts.
     #[error("audience is not accepted")]
     WrongAudience,
+    /// `exp − iat` is over the `Validation::max_lifetime`.
+    #[error("a lifetime of {lifetime} s is over the limit of {max} s")]
+    LifetimeTooLong {
+        /// `exp − iat` (seconds).
+        lifetime: f64,
+        /// The limit (seconds).
+        max: u64,
+    },
+    /// The header's `typ` is not the one `Validation::typ` requires.
+    #[error("typ `{typ}` is not the one required")]
+    WrongType {
+        /// The token's `typ` (empty when it has none): its first 32
+        /// characters, escaped.
+        typ: String,
+    },
     /// The claims do not deserialize into the caller's type.
     #[error("claims do not fit the expected type: {reason}")]
     ClaimsType {
@@ -198,7 +231,9 @@ impl JoseError {
             JoseError::RefusedHeader { .. } => "jose.refused_header",
             JoseError::KidNotString => "jose.kid_not_string",
             JoseError::SignatureLength { .. } => "jose.signature_length",
-            JoseError::Signature(_) => "jose.invalid_signature",
+            JoseError::Signature(_) | JoseError::SignatureRejected { .. } => {
+                "jose.invalid_signature"
+            }
             JoseError::Expired { .. } => "jose.expired",
             JoseError::NotYetValid { .. } => "jose.not_yet_valid",
             JoseError::IssuedInTheFuture { .. } => "jose.issued_in_the_future",
@@ -206,6 +241,8 @@ impl JoseError {
             JoseError::InvalidClaim { .. } => "jose.invalid_claim",
             JoseError::WrongIssuer => "jose.wrong_issuer",
             JoseError::WrongAudience => "jose.wrong_audience",
+            JoseError::LifetimeTooLong { .. } => "jose.lifetime_too_long",
+            JoseError::WrongType { .. } => "jose.wrong_typ",
             JoseError::ClaimsType { .. } => "jose.claims_type",
             JoseError::InvalidJwk { .. } => "jose.invalid_jwk",
             JoseError::DuplicateKid { .. } => "jose.duplicate_kid",

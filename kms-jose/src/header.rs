@@ -18,18 +18,38 @@ pub const MAX_HEADER_BYTES: usize = 1024;
 /// must choose its keys, never take them from the token.
 const REFUSED: [&str; 5] = ["crit", "jku", "x5u", "x5c", "jwk"];
 
-/// The parameters of a JOSE header this crate uses; `typ` and any other
-/// parameter are read past and ignored.
+/// The parameters of a JOSE header this crate uses; any other parameter
+/// is read past and ignored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
     alg: Algorithm,
     kid: Option<String>,
+    typ: Option<String>,
 }
 
 impl Header {
-    /// A header for an issued token: `alg`, and `kid` if given.
+    /// A header for an issued token: `alg`, and `kid` if given; no `typ`.
     pub fn new(alg: Algorithm, kid: Option<String>) -> Self {
-        Header { alg, kid }
+        Header {
+            alg,
+            kid,
+            typ: None,
+        }
+    }
+
+    /// This header with `typ` (RFC 7515 §4.1.9), for instance `at+jwt`
+    /// (RFC 9068 §2.1).
+    #[must_use]
+    pub fn with_typ(mut self, typ: impl Into<String>) -> Self {
+        self.typ = Some(typ.into());
+        self
+    }
+
+    /// The `typ`, if the header has a string one (a `typ` of another JSON
+    /// type reads as none: [`Validation::typ`](crate::Validation::typ)
+    /// then refuses the token).
+    pub fn typ(&self) -> Option<&str> {
+        self.typ.as_deref()
     }
 
     /// The `alg`.
@@ -70,16 +90,23 @@ impl Header {
             Some(Value::String(kid)) => Some(kid.clone()),
             Some(_) => return Err(JoseError::KidNotString),
         };
-        Ok(Header { alg, kid })
+        let typ = match map.get("typ") {
+            Some(Value::String(typ)) => Some(typ.clone()),
+            _ => None,
+        };
+        Ok(Header { alg, kid, typ })
     }
 
-    /// The header as compact JSON: `{"alg":…,"kid":…}` (no `typ`: RFC
-    /// 7519 §5.1 makes it optional, and verifiers ignore it).
+    /// The header as compact JSON: `{"alg":…,"kid":…}`, and `typ` when
+    /// set (issued tokens have none: RFC 7519 §5.1 makes it optional).
     pub fn to_json(&self) -> String {
         let mut map = Map::new();
         map.insert("alg".to_owned(), Value::from(self.alg.as_str()));
         if let Some(kid) = &self.kid {
             map.insert("kid".to_owned(), Value::from(kid.as_str()));
+        }
+        if let Some(typ) = &self.typ {
+            map.insert("typ".to_owned(), Value::from(typ.as_str()));
         }
         Value::Object(map).to_string()
     }
@@ -94,6 +121,11 @@ mod tests {
         let h = Header::parse(br#"{"typ":"JWT","alg":"Ed25519","kid":"k1","x-extra":[1]}"#)
             .expect("valid");
         assert_eq!((h.alg(), h.kid()), (Algorithm::Ed25519, Some("k1")));
+        assert_eq!(h.typ(), Some("JWT"));
+        assert_eq!(
+            Header::parse(br#"{"alg":"EdDSA","typ":1}"#).map(|h| h.typ().map(str::to_owned)),
+            Ok(None)
+        );
         assert_eq!(
             Header::parse(br#"{"alg":"EdDSA"}"#).expect("valid").kid(),
             None
@@ -132,6 +164,8 @@ mod tests {
     fn an_issued_header_round_trips() {
         let h = Header::new(Algorithm::EdDSA, Some("acme:tokens:v1".to_owned()));
         assert_eq!(h.to_json(), r#"{"alg":"EdDSA","kid":"acme:tokens:v1"}"#);
-        assert_eq!(Header::parse(h.to_json().as_bytes()), Ok(h));
+        assert_eq!(Header::parse(h.to_json().as_bytes()), Ok(h.clone()));
+        let at = h.with_typ("at+jwt");
+        assert_eq!(Header::parse(at.to_json().as_bytes()), Ok(at));
     }
 }

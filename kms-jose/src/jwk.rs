@@ -1,6 +1,8 @@
 //! [`Jwk`] and [`JwkSet`] (RFC 7517) for Ed25519 public keys (RFC 8037
-//! §2): what a gateway publishes, and [`TrustedJwkSet`], an external
-//! issuer's set loaded once, each key decoded and checked at load.
+//! §2): what a gateway publishes; and [`TrustedJwkSet`], an external
+//! issuer's set loaded once, each key decoded and checked at load: Ed25519
+//! keys, and with the `rsa-ecdsa` feature RSA and EC keys (RFC 7518 §6.2,
+//! §6.3).
 
 use std::collections::HashSet;
 
@@ -13,6 +15,7 @@ use crate::alg::Algorithm;
 use crate::b64;
 use crate::error::{JoseError, Part};
 use crate::object;
+use crate::public_key::PublicKey;
 
 /// A published Ed25519 public key: exactly `kty: "OKP"`, `crv: "Ed25519"`,
 /// `x` (the 32-byte key, base64url), `kid`, `alg` and `use: "sig"`, and
@@ -73,17 +76,20 @@ pub struct TrustedJwk {
     /// The `kid` tokens name it by.
     pub kid: String,
     /// The decoded public key.
-    pub key: VerifyingKey,
-    /// The `alg` the JWK bound it to; `None`: either Ed25519 name.
+    pub key: PublicKey,
+    /// The `alg` the JWK bound it to; `None`: any its type verifies.
     pub alg: Option<Algorithm>,
 }
 
 impl TrustedJwk {
-    /// Whether a token with header `alg` may verify under this key.
+    /// Whether a token with header `alg` may verify under this key: the
+    /// key's type must verify it (RFC 8725 §3.1), and it must be the JWK's
+    /// `alg` when the JWK named one.
     ///
     /// # Errors
-    /// [`JoseError::AlgMismatch`] when the JWK named another `alg`.
+    /// [`JoseError::AlgMismatch`] when it may not.
     pub fn check_alg(&self, alg: Algorithm) -> Result<(), JoseError> {
+        self.key.check_alg(alg)?;
         match self.alg {
             Some(bound) if bound != alg => Err(JoseError::AlgMismatch {
                 expected: bound.as_str(),
@@ -108,33 +114,85 @@ pub struct SkippedJwk {
 /// `k` (RFC 7518 §6.4.1).
 const SECRET_MEMBERS: [&str; 8] = ["d", "p", "q", "dp", "dq", "qi", "oth", "k"];
 
-/// An external issuer's JWK Set, loaded: its usable Ed25519 keys, and the
-/// keys it skipped.
+/// An external issuer's JWK Set, loaded: its usable keys, and the keys it
+/// skipped.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TrustedJwkSet {
     /// Usable keys, in the set's order; `kid`s are unique.
     pub keys: Vec<TrustedJwk>,
-    /// Keys of other types or curves, without a string `kid`, for another
-    /// `use`, or whose `key_ops` lack `verify`.
+    /// Keys of types or curves this build does not verify, without a
+    /// string `kid`, for another `use`, whose `key_ops` lack `verify`, RSA
+    /// keys outside 2048 to 8192 bits, RSA and EC keys whose `alg` is not
+    /// one of their type's; from a fetched set, also the keys
+    /// [`TrustedJwkSet::from_json`] would refuse.
     pub skipped: Vec<SkippedJwk>,
+    /// The issuer this set's keys speak for, if bound to one
+    /// ([`TrustedJwkSet::bound_to`]): a verifier uses them only for a
+    /// token whose `iss` is exactly this. `None`: unbound, any `iss`.
+    pub issuer: Option<String>,
+}
+
+/// A key type this build verifies, from a JWK's `kty` and `crv`.
+enum Kind {
+    Ed25519,
+    #[cfg(feature = "rsa-ecdsa")]
+    Rsa,
+    #[cfg(feature = "rsa-ecdsa")]
+    Ec(Algorithm),
+}
+
+/// Why a key of a set is not used.
+enum Verdict {
+    /// Skipped in any set, with the reason.
+    Skip(String),
+    /// Refused by a file, skipped in a fetched set.
+    Refuse(JoseError),
 }
 
 impl TrustedJwkSet {
-    /// Loads a JWK Set document. Keys of another `kty`/`crv`, without a
-    /// string `kid`, with a `use` other than `sig`, or with `key_ops` that
-    /// lack `verify` (RFC 7517 §4.3) are skipped (listed in `skipped`);
-    /// every other key must be a valid Ed25519 public key.
+    /// Loads a JWK Set document an operator wrote (a file): strict. Keys
+    /// of a type or curve this build does not verify (Ed25519 always; with
+    /// the `rsa-ecdsa` feature, `RSA` and `EC` on P-256 and P-384), without
+    /// a string `kid`, with a `use` other than `sig`, or with `key_ops`
+    /// that lack `verify` (RFC 7517 §4.3), RSA keys outside 2048 to 8192
+    /// bits, and RSA or EC keys whose `alg` is not one of their type's are
+    /// skipped (listed in `skipped`); every other key must be valid.
     ///
     /// # Errors
     /// [`JoseError::InvalidJwk`] for a document that is not a JSON object
     /// with a `keys` array, a key that is not an object, a key of any
     /// `kty` that holds a secret member (`d`, `p`, `q`, `dp`, `dq`, `qi`,
     /// `oth`, or an `oct` key's `k`: a secret does not belong in a trusted
-    /// set), has no
-    /// valid 32-byte `x`, a key rules 2–3 refuse, or an `alg` other than
-    /// `EdDSA`/`Ed25519`; [`JoseError::DuplicateKid`] for a `kid` that
+    /// set), an Ed25519 key without a valid 32-byte `x`, one rules 2–3
+    /// refuse, or one with an `alg` other than `EdDSA`/`Ed25519`, an RSA
+    /// key without valid `n` and `e`, an EC key whose `x` and `y` are not a
+    /// point of its curve; [`JoseError::DuplicateKid`] for a `kid` that
     /// appears twice.
     pub fn from_json(document: &[u8]) -> Result<Self, JoseError> {
+        Self::load(document, true)
+    }
+
+    /// Loads a JWK Set fetched from an issuer's `jwks_uri`: as
+    /// [`TrustedJwkSet::from_json`], except that a key it would refuse (a
+    /// private or symmetric key, a malformed one, a second key under a
+    /// `kid`) is skipped with its reason and the rest of the set loads.
+    ///
+    /// # Errors
+    /// [`JoseError::InvalidJwk`] for a document that is not a JSON object
+    /// with a `keys` array of objects.
+    pub fn from_fetched_json(document: &[u8]) -> Result<Self, JoseError> {
+        Self::load(document, false)
+    }
+
+    /// This set, bound to `issuer` (an exact string, compared as RFC 7519
+    /// §4.1.1 `StringOrURI`s are: no normalization).
+    #[must_use]
+    pub fn bound_to(mut self, issuer: impl Into<String>) -> Self {
+        self.issuer = Some(issuer.into());
+        self
+    }
+
+    fn load(document: &[u8], strict: bool) -> Result<Self, JoseError> {
         let set_error = |reason: &str| JoseError::InvalidJwk {
             kid: None,
             reason: reason.to_owned(),
@@ -149,99 +207,186 @@ impl TrustedJwkSet {
             .map_err(|e| set_error(&format!("the set is not a JSON object: {e}")))?;
         let raw: Raw<'_> = serde_json::from_slice(document)
             .map_err(|e| set_error(&format!("the set has no `keys` array of objects: {e}")))?;
-        let keys = raw
-            .keys
-            .iter()
-            .map(|key| {
-                object::parse(key.get().as_bytes(), Part::Payload).map_err(|e| match e {
-                    JoseError::Duplicate { name, .. } => {
-                        set_error(&format!("a key repeats the member {name}"))
-                    }
-                    _ => set_error("a key is not a JSON object"),
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
         let mut set = TrustedJwkSet::default();
         let mut kids = HashSet::new();
-        for key in &keys {
-            let kid = match key.get("kid") {
-                Some(Value::String(kid)) => Some(kid.clone()),
-                _ => None,
+        for key in &raw.keys {
+            let verdict = match object::parse(key.get().as_bytes(), Part::Payload) {
+                Ok(key) => judge(&key),
+                Err(JoseError::Duplicate { name, .. }) => Err(Verdict::Refuse(set_error(
+                    &format!("a key repeats the member {name}"),
+                ))),
+                Err(_) => return Err(set_error("a key is not a JSON object")),
             };
-            let invalid = |reason: &str| JoseError::InvalidJwk {
-                kid: kid.clone(),
-                reason: reason.to_owned(),
+            let verdict = match verdict {
+                Ok(key) if !kids.insert(key.kid.clone()) => {
+                    Err(Verdict::Refuse(JoseError::DuplicateKid { kid: key.kid }))
+                }
+                other => other,
             };
-            let text = |name: &str| key.get(name).and_then(Value::as_str);
-            let use_ = match key.get("use") {
-                None => Ok(()),
-                Some(Value::String(u)) if u == "sig" => Ok(()),
-                Some(other) => Err(format!("`use` is {other}, not \"sig\"")),
-            };
-            // A secret in a set of trusted public keys is a leak, not a
-            // key to skip, whatever its `kty` (or none): the asymmetric
-            // types' private members (RFC 7518 §6.2.2, §6.3.2; RFC 8037
-            // §2) and a symmetric key's `k` (RFC 7518 §6.4.1).
-            if let Some(member) = SECRET_MEMBERS.iter().find(|m| key.contains_key(**m)) {
-                return Err(invalid(&format!("holds a secret (`{member}`)")));
-            }
-            // RFC 7517 §4.3: a key whose `key_ops` are given and lack
-            // `verify` may not verify.
-            let ops = match key.get("key_ops") {
-                None => Ok(()),
-                Some(Value::Array(ops)) if ops.iter().any(|op| op == "verify") => Ok(()),
-                Some(Value::Array(_)) => Err("`key_ops` does not include \"verify\"".to_owned()),
-                Some(_) => Err("`key_ops` is not an array".to_owned()),
-            };
-            let use_ = use_.and(ops);
-            let skip = match (text("kty"), text("crv"), &kid, use_) {
-                (Some("OKP"), Some("Ed25519"), Some(_), Ok(())) => None,
-                (Some("OKP"), Some("Ed25519"), None, _) => Some("no string `kid`".to_owned()),
-                (Some("OKP"), Some("Ed25519"), Some(_), Err(reason)) => Some(reason),
-                (kty, crv, ..) => Some(format!(
-                    "not an Ed25519 key (kty {}, crv {})",
-                    kty.unwrap_or("absent"),
-                    crv.unwrap_or("absent")
-                )),
-            };
-            if let Some(reason) = skip {
-                set.skipped.push(SkippedJwk {
-                    kid: kid.clone(),
+            match verdict {
+                Ok(key) => set.keys.push(key),
+                Err(Verdict::Skip(reason)) => set.skipped.push(SkippedJwk {
+                    kid: kid_of(key),
                     reason,
-                });
-                continue;
+                }),
+                Err(Verdict::Refuse(e)) if strict => return Err(e),
+                Err(Verdict::Refuse(e)) => set.skipped.push(SkippedJwk {
+                    kid: kid_of(key),
+                    reason: e.to_string(),
+                }),
             }
-            let Some(kid) = kid.clone() else { continue };
-            let x = text("x")
-                .ok_or_else(|| invalid("no string `x`"))
-                .and_then(|x| {
-                    b64::decode(x, Part::Payload)
-                        .map_err(|_| invalid("`x` is not strict base64url"))
-                })?;
-            let x: [u8; 32] = x
-                .as_slice()
-                .try_into()
-                .map_err(|_| invalid("`x` is not 32 bytes"))?;
-            let key_decoded = VerifyingKey::from_bytes(&x)
-                .map_err(|e| invalid(&format!("`x` is not a usable Ed25519 key: {e}")))?;
-            let alg = match key.get("alg") {
-                None => None,
-                Some(Value::String(alg)) => Some(
-                    Algorithm::parse(alg)
-                        .map_err(|_| invalid(&format!("`alg` `{alg}` is not EdDSA or Ed25519")))?,
-                ),
-                Some(_) => return Err(invalid("`alg` is not a string")),
-            };
-            if !kids.insert(kid.clone()) {
-                return Err(JoseError::DuplicateKid { kid });
-            }
-            set.keys.push(TrustedJwk {
-                kid,
-                key: key_decoded,
-                alg,
-            });
         }
         Ok(set)
+    }
+}
+
+/// The string `kid` of a raw key, if it has one.
+fn kid_of(key: &RawValue) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Kid {
+        kid: Option<Value>,
+    }
+    match serde_json::from_str::<Kid>(key.get()) {
+        Ok(Kid {
+            kid: Some(Value::String(kid)),
+        }) => Some(kid),
+        _ => None,
+    }
+}
+
+/// What becomes of one key (its members unique): [`TrustedJwkSet::from_json`]'s
+/// rules.
+fn judge(key: &serde_json::Map<String, Value>) -> Result<TrustedJwk, Verdict> {
+    let kid = match key.get("kid") {
+        Some(Value::String(kid)) => Some(kid.clone()),
+        _ => None,
+    };
+    let refuse = |reason: &str| {
+        Verdict::Refuse(JoseError::InvalidJwk {
+            kid: kid.clone(),
+            reason: reason.to_owned(),
+        })
+    };
+    let text = |name: &str| key.get(name).and_then(Value::as_str);
+    // A secret in a set of trusted public keys is a leak, not a key to
+    // skip, whatever its `kty` (or none): the asymmetric types' private
+    // members (RFC 7518 §6.2.2, §6.3.2; RFC 8037 §2) and a symmetric key's
+    // `k` (RFC 7518 §6.4.1).
+    if let Some(member) = SECRET_MEMBERS.iter().find(|m| key.contains_key(**m)) {
+        return Err(refuse(&format!("holds a secret (`{member}`)")));
+    }
+    let kind = match (text("kty"), text("crv")) {
+        (Some("OKP"), Some("Ed25519")) => Some(Kind::Ed25519),
+        #[cfg(feature = "rsa-ecdsa")]
+        (Some("RSA"), _) => Some(Kind::Rsa),
+        #[cfg(feature = "rsa-ecdsa")]
+        (Some("EC"), Some(crv)) => crate::aws_lc::EcKey::curve(crv).map(|(alg, _)| Kind::Ec(alg)),
+        _ => None,
+    };
+    let Some(kind) = kind else {
+        return Err(Verdict::Skip(format!(
+            "not a key this build verifies (kty {}, crv {})",
+            text("kty").unwrap_or("absent"),
+            text("crv").unwrap_or("absent")
+        )));
+    };
+    let Some(kid) = kid.clone() else {
+        return Err(Verdict::Skip("no string `kid`".to_owned()));
+    };
+    match key.get("use") {
+        None => {}
+        Some(Value::String(u)) if u == "sig" => {}
+        Some(other) => return Err(Verdict::Skip(format!("`use` is {other}, not \"sig\""))),
+    }
+    // RFC 7517 §4.3: a key whose `key_ops` are given and lack `verify`
+    // may not verify.
+    match key.get("key_ops") {
+        None => {}
+        Some(Value::Array(ops)) if ops.iter().any(|op| op == "verify") => {}
+        Some(Value::Array(_)) => {
+            return Err(Verdict::Skip(
+                "`key_ops` does not include \"verify\"".to_owned(),
+            ))
+        }
+        Some(_) => return Err(Verdict::Skip("`key_ops` is not an array".to_owned())),
+    }
+    let bytes = |name: &str| -> Result<Vec<u8>, Verdict> {
+        let value = text(name).ok_or_else(|| refuse(&format!("no string `{name}`")))?;
+        b64::decode(value, Part::Payload)
+            .map_err(|_| refuse(&format!("`{name}` is not strict base64url")))
+    };
+    // The JWK's `alg`: an Ed25519 key's must name Ed25519 (else the set is
+    // wrong); another type's `alg` that its type does not verify (an
+    // encryption alg, say) skips the key.
+    let alg = match key.get("alg") {
+        None => None,
+        Some(Value::String(alg)) => match (Algorithm::parse(alg), &kind) {
+            (Ok(parsed), Kind::Ed25519) if parsed.is_ed25519() => Some(parsed),
+            (_, Kind::Ed25519) => {
+                return Err(refuse(&format!("`alg` `{alg}` is not EdDSA or Ed25519")))
+            }
+            #[cfg(feature = "rsa-ecdsa")]
+            (Ok(parsed), Kind::Rsa) if crate::aws_lc::RsaKey::verifies(parsed) => Some(parsed),
+            #[cfg(feature = "rsa-ecdsa")]
+            (Ok(parsed), Kind::Ec(curve_alg)) if parsed == *curve_alg => Some(parsed),
+            #[cfg(feature = "rsa-ecdsa")]
+            _ => {
+                return Err(Verdict::Skip(format!(
+                    "`alg` `{}` is not one this key's type verifies",
+                    alg.chars().take(32).collect::<String>().escape_debug()
+                )))
+            }
+        },
+        Some(_) => return Err(refuse("`alg` is not a string")),
+    };
+    let key = match kind {
+        Kind::Ed25519 => ed25519_key(&bytes, &refuse),
+        #[cfg(feature = "rsa-ecdsa")]
+        Kind::Rsa => rsa_key(&bytes, alg, &refuse),
+        #[cfg(feature = "rsa-ecdsa")]
+        Kind::Ec(curve_alg) => ec_key(&bytes, curve_alg, &refuse),
+    }?;
+    Ok(TrustedJwk { kid, key, alg })
+}
+
+fn ed25519_key(
+    bytes: &dyn Fn(&str) -> Result<Vec<u8>, Verdict>,
+    refuse: &dyn Fn(&str) -> Verdict,
+) -> Result<PublicKey, Verdict> {
+    let x: [u8; 32] = bytes("x")?
+        .as_slice()
+        .try_into()
+        .map_err(|_| refuse("`x` is not 32 bytes"))?;
+    VerifyingKey::from_bytes(&x)
+        .map(PublicKey::ed25519)
+        .map_err(|e| refuse(&format!("`x` is not a usable Ed25519 key: {e}")))
+}
+
+#[cfg(feature = "rsa-ecdsa")]
+fn rsa_key(
+    bytes: &dyn Fn(&str) -> Result<Vec<u8>, Verdict>,
+    alg: Option<Algorithm>,
+    refuse: &dyn Fn(&str) -> Verdict,
+) -> Result<PublicKey, Verdict> {
+    use crate::aws_lc::{RsaKey, Unusable};
+    match RsaKey::new(&bytes("n")?, &bytes("e")?, alg) {
+        Ok(key) => Ok(PublicKey::rsa(key)),
+        Err(Unusable::Weak(reason)) => Err(Verdict::Skip(reason)),
+        Err(Unusable::Invalid(reason)) => Err(refuse(&reason)),
+    }
+}
+
+#[cfg(feature = "rsa-ecdsa")]
+fn ec_key(
+    bytes: &dyn Fn(&str) -> Result<Vec<u8>, Verdict>,
+    alg: Algorithm,
+    refuse: &dyn Fn(&str) -> Verdict,
+) -> Result<PublicKey, Verdict> {
+    use crate::aws_lc::{EcKey, Unusable};
+    match EcKey::new(alg, &bytes("x")?, &bytes("y")?) {
+        Ok(key) => Ok(PublicKey::ec(key)),
+        Err(Unusable::Weak(reason)) => Err(Verdict::Skip(reason)),
+        Err(Unusable::Invalid(reason)) => Err(refuse(&reason)),
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! Invariant: a `CompactJws` exists only for a token whose three parts
 //! decoded strictly, whose header passed [`Header::parse`], and whose
-//! signature is 64 bytes. The signing input is the token's own first two
+//! signature's length fits its `alg` (64 bytes for Ed25519 and `ES256`,
+//! 96 for `ES384`, 256 to 1024 for RSA). The signing input is the token's own first two
 //! parts, byte for byte (RFC 7515 §5.2 step 8), never re-encoded.
 
 use kms_core::ed25519::{self, BatchItem, VerifyingKey};
@@ -14,6 +15,8 @@ use crate::claims::Claims;
 use crate::error::{JoseError, Part};
 use crate::header::Header;
 use crate::object;
+use crate::public_key::PublicKey;
+use crate::Algorithm;
 
 /// Longest token accepted (bytes of the compact serialization itself, not
 /// of an HTTP header line). Bounds the work an unauthenticated token can
@@ -28,7 +31,31 @@ pub struct CompactJws<'a> {
     signing_input: &'a str,
     /// The payload, decoded.
     payload: Vec<u8>,
-    signature: [u8; 64],
+    signature: SignatureBytes,
+}
+
+/// A signature: Ed25519's fixed 64 bytes inline (the hot path allocates
+/// nothing more), the others' on the heap.
+#[derive(Debug, Clone)]
+enum SignatureBytes {
+    Ed25519([u8; 64]),
+    Other(Vec<u8>),
+}
+
+/// The lengths (bytes) a signature under `alg` may have: RFC 8037 §3.1
+/// (64), RFC 7518 §3.4 (`R ‖ S`, twice the coordinate length) and §3.3
+/// (the modulus length; moduli of 2048 to 8192 bits).
+fn signature_lengths(alg: Algorithm) -> std::ops::RangeInclusive<usize> {
+    match alg {
+        Algorithm::EdDSA | Algorithm::Ed25519 | Algorithm::ES256 => 64..=64,
+        Algorithm::ES384 => 96..=96,
+        Algorithm::RS256
+        | Algorithm::RS384
+        | Algorithm::RS512
+        | Algorithm::PS256
+        | Algorithm::PS384
+        | Algorithm::PS512 => 256..=1024,
+    }
 }
 
 impl<'a> CompactJws<'a> {
@@ -70,14 +97,27 @@ impl<'a> CompactJws<'a> {
         }
         let header_json = b64::decode(header, Part::Header)?;
         let header_parsed = Header::parse(&header_json)?;
+        let alg = header_parsed.alg();
+        // Checked before decoding too (4 characters carry 3 bytes; the
+        // margin leaves a wrongly padded one to the decoder, which names
+        // it): an oversized signature is not decoded.
+        if signature.len() > signature_lengths(alg).end() * 4 / 3 + 4 {
+            return Err(JoseError::SignatureLength {
+                len: signature.len() / 4 * 3,
+                alg: alg.as_str(),
+            });
+        }
         let signature_bytes = b64::decode(signature, Part::Signature)?;
-        let signature: [u8; 64] =
-            signature_bytes
-                .as_slice()
-                .try_into()
-                .map_err(|_| JoseError::SignatureLength {
-                    len: signature_bytes.len(),
-                })?;
+        if !signature_lengths(alg).contains(&signature_bytes.len()) {
+            return Err(JoseError::SignatureLength {
+                len: signature_bytes.len(),
+                alg: alg.as_str(),
+            });
+        }
+        let signature = match <[u8; 64]>::try_from(signature_bytes.as_slice()) {
+            Ok(bytes) if alg.is_ed25519() => SignatureBytes::Ed25519(bytes),
+            _ => SignatureBytes::Other(signature_bytes),
+        };
         let payload_bytes = b64::decode(payload, Part::Payload)?;
         Ok(CompactJws {
             header: header_parsed,
@@ -103,25 +143,52 @@ impl<'a> CompactJws<'a> {
         &self.payload
     }
 
-    /// The 64-byte signature `R ‖ s`.
-    pub fn signature(&self) -> &[u8; 64] {
-        &self.signature
+    /// The decoded signature (its length fits the `alg`: module docs).
+    pub fn signature(&self) -> &[u8] {
+        match &self.signature {
+            SignatureBytes::Ed25519(bytes) => bytes,
+            SignatureBytes::Other(bytes) => bytes,
+        }
+    }
+
+    /// The 64-byte Ed25519 signature `R ‖ s`, when the `alg` is `EdDSA`
+    /// or `Ed25519`.
+    pub fn ed25519_signature(&self) -> Option<&[u8; 64]> {
+        match &self.signature {
+            SignatureBytes::Ed25519(bytes) => Some(bytes),
+            SignatureBytes::Other(_) => None,
+        }
     }
 
     /// The item to put in a batch: under `key`, the signing input and the
-    /// signature.
-    pub fn batch_item<'k>(&'k self, key: &'k VerifyingKey) -> BatchItem<'k> {
-        BatchItem::with_verifying_key(key, self.signing_input(), &self.signature)
+    /// signature; `None` when the `alg` is not Ed25519's.
+    pub fn batch_item<'k>(&'k self, key: &'k VerifyingKey) -> Option<BatchItem<'k>> {
+        self.ed25519_signature()
+            .map(|signature| BatchItem::with_verifying_key(key, self.signing_input(), signature))
     }
 
-    /// Verifies the signature under `key` alone, with the rule of
-    /// `kms_core::ed25519` (the same verdict a batch gives).
+    /// Verifies the signature under the Ed25519 `key` alone, with the rule
+    /// of `kms_core::ed25519` (the same verdict a batch gives).
     ///
     /// # Errors
+    /// [`JoseError::AlgMismatch`] when the `alg` is not Ed25519's;
     /// [`JoseError::Signature`] naming the rule that failed.
     pub fn verify(&self, key: &VerifyingKey) -> Result<(), JoseError> {
-        key.verify(self.signing_input(), &self.signature)
+        let signature = self.ed25519_signature().ok_or(JoseError::AlgMismatch {
+            expected: "EdDSA or Ed25519",
+            got: self.header.alg().as_str(),
+        })?;
+        key.verify(self.signing_input(), signature)
             .map_err(JoseError::Signature)
+    }
+
+    /// Verifies the signature under a trusted key of any type, under the
+    /// token's `alg` ([`PublicKey::verify`]).
+    ///
+    /// # Errors
+    /// Those of [`PublicKey::verify`].
+    pub fn verify_with(&self, key: &PublicKey) -> Result<(), JoseError> {
+        key.verify(self.header.alg(), self.signing_input(), self.signature())
     }
 
     /// The payload as a JWT claims set (RFC 7519 §7.2 step 10): a JSON
@@ -189,19 +256,23 @@ pub fn finish_compact(mut signing_input: String, signature: &[u8; 64]) -> String
 /// that hold a key as bytes.
 ///
 /// # Errors
+/// [`JoseError::AlgMismatch`] when the token's `alg` is not Ed25519's;
 /// [`JoseError::Signature`] naming the rule that failed (including rules
 /// on the key itself).
 pub fn verify_with_public_key(
     jws: &CompactJws<'_>,
     public_key: &[u8; 32],
 ) -> Result<(), JoseError> {
-    ed25519::verify(public_key, jws.signing_input(), jws.signature()).map_err(JoseError::Signature)
+    let signature = jws.ed25519_signature().ok_or(JoseError::AlgMismatch {
+        expected: "EdDSA or Ed25519",
+        got: jws.header().alg().as_str(),
+    })?;
+    ed25519::verify(public_key, jws.signing_input(), signature).map_err(JoseError::Signature)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alg::Algorithm;
     use ed25519_dalek::{Signer, SigningKey};
 
     fn key() -> (SigningKey, VerifyingKey) {
@@ -232,7 +303,7 @@ mod tests {
                 Some(&"alice".into())
             );
             assert_eq!(
-                ed25519::verify_batch(&[jws.batch_item(&public)]),
+                ed25519::verify_batch(&[jws.batch_item(&public).expect("ed25519")]),
                 vec![Ok(())]
             );
         }

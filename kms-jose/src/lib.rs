@@ -1,7 +1,11 @@
-//! kms-jose: compact JWS, JWK / JWK Set and JWT claims for Ed25519 keys,
-//! with names from the RFCs: RFC 7515 (JWS), RFC 7517 (JWK), RFC 7519
-//! (JWT), RFC 8037 (`OKP` keys, `alg: "EdDSA"`) and RFC 9864 (`alg:
-//! "Ed25519"`, which deprecates the polymorphic `EdDSA`). No async, no
+//! kms-jose: compact JWS, JWK / JWK Set and JWT claims, with names from
+//! the RFCs: RFC 7515 (JWS), RFC 7517 (JWK), RFC 7518 (the RSA and ECDSA
+//! algorithms), RFC 7519 (JWT), RFC 8037 (`OKP` keys, `alg: "EdDSA"`) and
+//! RFC 9864 (`alg: "Ed25519"`, which deprecates the polymorphic `EdDSA`).
+//! It signs with Ed25519 only, and verifies Ed25519 always and, with the
+//! `rsa-ecdsa` feature, what identity providers sign with: `RS256`,
+//! `RS384`, `RS512`, `PS256`, `PS384`, `PS512`, `ES256` and `ES384`,
+//! through aws-lc-rs (the feature brings aws-lc's C build). No async, no
 //! bus: the KMS actor and the HTTP layer build on it.
 //!
 //! What it accepts, and refuses with a typed [`JoseError`] naming the
@@ -10,18 +14,22 @@
 //!   base64url without padding (padding, characters outside the alphabet
 //!   and non-zero trailing bits are errors);
 //! * a JOSE header of at most [`MAX_HEADER_BYTES`], a JSON object with no
-//!   duplicate member names (RFC 7515 §5.2), `alg` exactly `"EdDSA"` or
-//!   `"Ed25519"` (so `none`, `HS*`, `RS*`, `ES*` and other spellings are
-//!   refused), a `kid` that is a string if present, and none of `crit`,
-//!   `jku`, `x5u`, `x5c`, `jwk`; `typ` and other parameters are ignored;
-//! * a 64-byte signature, checked under the rule of `kms_core::ed25519`;
+//!   duplicate member names (RFC 7515 §5.2), an `alg` this build verifies,
+//!   named exactly ([`Algorithm::parse`]: `none`, `HS*` and other
+//!   spellings are refused), a `kid` that is a string if present, and none
+//!   of `crit`, `jku`, `x5u`, `x5c`, `jwk`; `typ` is read
+//!   ([`Header::typ`]), other parameters are ignored;
+//! * a signature whose length fits the `alg`, verified under a key whose
+//!   type verifies that `alg` (RFC 8725 §3.1, [`PublicKey`]): Ed25519
+//!   under the rule of `kms_core::ed25519`;
 //! * claims: a JSON object with no duplicate names, validated by
 //!   [`Validation`] (`exp`, `nbf` with leeway, `iss`, `aud`, required
-//!   claims).
+//!   claims, the token's lifetime, its `typ`).
 //!
 //! Not supported, on purpose: the JSON serializations of JWS, JWE,
-//! unencoded payloads (`b64: false`, which needs `crit`), any key type but
-//! Ed25519, and keys named by URL (`jku`, `x5u`).
+//! unencoded payloads (`b64: false`, which needs `crit`), symmetric keys
+//! (`HS*`), and keys named by URL or carried in the token (`jku`, `x5u`,
+//! `x5c`, `jwk`).
 //!
 //! ```
 //! use kms_jose::{Algorithm, CompactJws, Header, Validation};
@@ -46,6 +54,8 @@
 #![warn(missing_debug_implementations, unreachable_pub)]
 
 mod alg;
+#[cfg(feature = "rsa-ecdsa")]
+mod aws_lc;
 mod b64;
 mod claims;
 mod error;
@@ -53,8 +63,11 @@ mod header;
 mod jwk;
 mod jws;
 mod object;
+mod public_key;
 
 pub use alg::Algorithm;
+#[cfg(feature = "rsa-ecdsa")]
+pub use aws_lc::{MAX_RSA_BITS, MIN_RSA_BITS};
 pub use claims::{Claims, Validation, DEFAULT_LEEWAY};
 pub use error::{JoseError, Part};
 pub use header::{Header, MAX_HEADER_BYTES};
@@ -63,3 +76,4 @@ pub use jws::{
     claims_json, finish_compact, sign_compact, signing_input, verify_with_public_key, CompactJws,
     MAX_TOKEN_BYTES,
 };
+pub use public_key::PublicKey;

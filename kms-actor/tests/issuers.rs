@@ -1,0 +1,218 @@
+//! Trusted keys held by (issuer, `kid`): a set bound to an issuer verifies
+//! only that issuer's tokens, two issuers may share a `kid`, one issuer's
+//! keys are replaced without touching the others', and the header's `typ`
+//! is checked on a full check and on a cache hit alike.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use ed25519_dalek::{Signer, SigningKey};
+use kms_actor::{JwtSigner, KmsActor, KmsConfig, KmsHandle, TokenKeys, VerifiedJwt};
+use kms_bus::Bus;
+use kms_core::{Keystore, KmsError};
+use kms_jose::{sign_compact, Algorithm, Header, TrustedJwkSet, Validation};
+use serde_json::{json, Value};
+
+const IDP_A: &str = "https://a.example";
+const IDP_B: &str = "https://b.example";
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+}
+
+fn spawn(config: KmsConfig) -> KmsHandle {
+    KmsActor::spawn(config, Keystore::new(), &Bus::new()).expect("spawn")
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// A set of one Ed25519 key named `kid`.
+fn set(signing: &SigningKey, kid: &str) -> TrustedJwkSet {
+    let jwk = json!({"kty": "OKP", "crv": "Ed25519", "kid": kid,
+        "x": b64(&signing.verifying_key().to_bytes())});
+    TrustedJwkSet::from_json(json!({"keys": [jwk]}).to_string().as_bytes()).expect("set")
+}
+
+fn token(signing: &SigningKey, header: Header, claims: &Value) -> String {
+    sign_compact(&header, claims, |input| signing.sign(input).to_bytes()).expect("sign")
+}
+
+fn claims(iss: Option<&str>) -> Value {
+    let mut claims = json!({"sub": "alice", "exp": now() + 600});
+    if let Some(iss) = iss {
+        claims["iss"] = json!(iss);
+    }
+    claims
+}
+
+fn by(kid: &str, iss: Option<&str>, signing: &SigningKey) -> String {
+    token(
+        signing,
+        Header::new(Algorithm::EdDSA, Some(kid.to_owned())),
+        &claims(iss),
+    )
+}
+
+fn code(result: Result<VerifiedJwt, KmsError>) -> &'static str {
+    match result {
+        Err(KmsError::InvalidToken { code, .. }) => code,
+        other => panic!("expected InvalidToken, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kid_belongs_to_its_issuer() {
+    let (a, b, partner) = (
+        SigningKey::from_bytes(&[1; 32]),
+        SigningKey::from_bytes(&[2; 32]),
+        SigningKey::from_bytes(&[3; 32]),
+    );
+    // Both providers name their key "k1"; a partner's unbound set names
+    // its key "p1".
+    let handle = spawn(KmsConfig::default().with_trusted_jwks(vec![
+        set(&a, "k1").bound_to(IDP_A),
+        set(&b, "k1").bound_to(IDP_B),
+        set(&partner, "p1"),
+    ]));
+    let kms = handle.client();
+    let keys = TokenKeys::trusted_only();
+    let v = Validation::default();
+    let got = kms
+        .verify_jwt(&by("k1", Some(IDP_A), &a), &keys, &v)
+        .await
+        .expect("A's token under A's key");
+    assert_eq!(
+        got.signer,
+        JwtSigner::Trusted {
+            issuer: Some(IDP_A.to_owned()),
+            kid: "k1".to_owned()
+        }
+    );
+    kms.verify_jwt(&by("k1", Some(IDP_B), &b), &keys, &v)
+        .await
+        .expect("B's token under B's key");
+    // A's key cannot speak for B, nor B's for A.
+    for forged in [by("k1", Some(IDP_B), &a), by("k1", Some(IDP_A), &b)] {
+        assert_eq!(
+            code(kms.verify_jwt(&forged, &keys, &v).await),
+            "jose.invalid_signature"
+        );
+    }
+    // The unbound key speaks for any other issuer, or none, but not for a
+    // bound one; a bound key not for a token of another issuer.
+    let unbound = kms
+        .verify_jwt(&by("p1", Some("https://partner"), &partner), &keys, &v)
+        .await
+        .expect("unbound");
+    assert_eq!(
+        unbound.signer,
+        JwtSigner::Trusted {
+            issuer: None,
+            kid: "p1".to_owned()
+        }
+    );
+    kms.verify_jwt(&by("p1", None, &partner), &keys, &v)
+        .await
+        .expect("unbound, no iss");
+    for refused in [
+        by("p1", Some(IDP_A), &partner),
+        by("k1", Some("https://partner"), &a),
+        by("k1", None, &a),
+    ] {
+        assert_eq!(
+            code(kms.verify_jwt(&refused, &keys, &v).await),
+            "jose.unknown_kid"
+        );
+    }
+    // The issuer check still runs after the signature: a caller that
+    // accepts only B refuses A's valid token.
+    let mut only_b = Validation::default();
+    only_b.issuers = vec![IDP_B.to_owned()];
+    assert_eq!(
+        code(
+            kms.verify_jwt(&by("k1", Some(IDP_A), &a), &keys, &only_b)
+                .await
+        ),
+        "jose.wrong_issuer"
+    );
+    // A kid twice within one issuer is refused; across issuers it is not.
+    assert!(matches!(
+        handle.reload_trusted_jwks(&[set(&a, "k1").bound_to(IDP_A), set(&b, "k1").bound_to(IDP_A)]),
+        Err(KmsError::InvalidConfig { .. })
+    ));
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replacing_one_issuers_keys_leaves_the_others() {
+    let (a1, a2, b) = (
+        SigningKey::from_bytes(&[4; 32]),
+        SigningKey::from_bytes(&[5; 32]),
+        SigningKey::from_bytes(&[6; 32]),
+    );
+    let handle = spawn(KmsConfig::default().with_trusted_jwks(vec![
+        set(&a1, "a-1").bound_to(IDP_A),
+        set(&b, "b-1").bound_to(IDP_B),
+    ]));
+    let kms = handle.client();
+    let keys = TokenKeys::trusted_only();
+    let v = Validation::default();
+    let old = by("a-1", Some(IDP_A), &a1);
+    kms.verify_jwt(&old, &keys, &v).await.expect("old key");
+    // The provider rotated: its new set has only "a-2" (its own `issuer`
+    // is ignored: the set is bound to the issuer named).
+    assert_eq!(
+        handle
+            .replace_issuer_jwks(IDP_A, &set(&a2, "a-2").bound_to("ignored"))
+            .expect("replaced"),
+        2
+    );
+    kms.verify_jwt(&by("a-2", Some(IDP_A), &a2), &keys, &v)
+        .await
+        .expect("new key");
+    // The old token was cached; the generation moved, so it is checked
+    // again, and its key is gone.
+    assert_eq!(
+        code(kms.verify_jwt(&old, &keys, &v).await),
+        "jose.unknown_kid"
+    );
+    kms.verify_jwt(&by("b-1", Some(IDP_B), &b), &keys, &v)
+        .await
+        .expect("B untouched");
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_typ_is_checked_fresh_and_from_the_cache() {
+    let signing = SigningKey::from_bytes(&[7; 32]);
+    let handle = spawn(KmsConfig::default().with_trusted_jwks(vec![set(&signing, "k")]));
+    let kms = handle.client();
+    let keys = TokenKeys::trusted_only();
+    let any = Validation::default();
+    let mut at_jwt = Validation::default();
+    at_jwt.typ = Some("at+jwt".to_owned());
+    let access = token(
+        &signing,
+        Header::new(Algorithm::EdDSA, Some("k".to_owned())).with_typ("at+jwt"),
+        &claims(None),
+    );
+    let plain = by("k", None, &signing);
+    // Fresh, then from the cache (the second call of each).
+    for _ in 0..2 {
+        kms.verify_jwt(&access, &keys, &at_jwt)
+            .await
+            .expect("at+jwt");
+        kms.verify_jwt(&plain, &keys, &any).await.expect("any typ");
+        assert_eq!(
+            code(kms.verify_jwt(&plain, &keys, &at_jwt).await),
+            "jose.wrong_typ"
+        );
+    }
+    assert!(handle.stats().token_cache_hits >= 3);
+    handle.shutdown().await;
+}
