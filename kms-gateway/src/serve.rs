@@ -47,7 +47,7 @@
 //! exit 0. Every start-up error is a message and exit 1.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -131,9 +131,25 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 4096,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
-    /// An external issuer's JWK Set whose tokens verify by kid (repeatable).
+    /// An external issuer's JWK Set whose tokens verify by kid
+    /// (repeatable), whatever their `iss`: unbound (see
+    /// --trust-jwks-issuer).
     #[arg(long)]
     trust_jwks: Vec<PathBuf>,
+    /// A JWK Set bound to an issuer, ISSUER=FILE (repeatable; split at the
+    /// first `=`): its keys verify only tokens whose `iss` is exactly
+    /// ISSUER, and that issuer's tokens verify only under its keys.
+    #[arg(long, value_name = "ISSUER=FILE", value_parser = issuer_file)]
+    trust_jwks_issuer: Vec<(String, PathBuf)>,
+    /// An accepted audience (repeatable): when given, every token must name
+    /// one of them in `aud`. Without it a token that carries an `aud` is
+    /// refused (RFC 7519 §4.1.3), unless it is --token-audience.
+    #[arg(long, value_name = "AUD")]
+    audience: Vec<String>,
+    /// The longest lifetime (`exp` − `iat`, seconds) of a token accepted;
+    /// tokens must then carry both claims. Default: unset (any).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    max_token_lifetime: Option<u64>,
     /// The durable keystore's directory (needs --master-key-file).
     #[arg(long, group = "keys_backend", requires = "master_key_file")]
     store: Option<PathBuf>,
@@ -250,13 +266,33 @@ pub(crate) struct ServeArgs {
 
 impl ServeArgs {
     /// What `/whoami` and forward auth check of a token's claims: the
-    /// defaults, the audience of `--token-audience` (its own tokens carry
-    /// it) and the `--leeway`.
+    /// defaults, the `--audience`s (else the audience of
+    /// `--token-audience`: its own tokens carry it), the `--leeway` and the
+    /// `--max-token-lifetime`.
     pub(crate) fn validation(&self) -> Validation {
         let mut validation = Validation::default();
-        validation.audiences.extend(self.token_audience.clone());
+        if self.audience.is_empty() {
+            validation.audiences.extend(self.token_audience.clone());
+        } else {
+            validation.audiences.clone_from(&self.audience);
+        }
         validation.leeway = Duration::from_secs(self.leeway);
+        validation.max_lifetime = self.max_token_lifetime.map(Duration::from_secs);
         validation
+    }
+
+    /// Every static JWK Set: `--trust-jwks` unbound, `--trust-jwks-issuer`
+    /// bound to its issuer.
+    fn jwks_files(&self) -> Vec<(Option<&str>, &Path)> {
+        self.trust_jwks
+            .iter()
+            .map(|path| (None, path.as_path()))
+            .chain(
+                self.trust_jwks_issuer
+                    .iter()
+                    .map(|(issuer, path)| (Some(issuer.as_str()), path.as_path())),
+            )
+            .collect()
     }
 
     /// What the public face serves.
@@ -306,6 +342,16 @@ impl ServeArgs {
     }
 }
 
+/// `ISSUER=FILE`, split at the first `=`.
+fn issuer_file(text: &str) -> Result<(String, PathBuf), String> {
+    match text.split_once('=') {
+        Some((issuer, file)) if !issuer.is_empty() && !file.is_empty() => {
+            Ok((issuer.to_owned(), PathBuf::from(file)))
+        }
+        _ => Err("expected ISSUER=FILE".to_owned()),
+    }
+}
+
 fn alg(text: &str) -> Result<Algorithm, String> {
     // Tokens are signed with Ed25519 only, whatever this build verifies.
     Algorithm::parse(text)
@@ -336,7 +382,15 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
             args.admin_listen
         ));
     }
-    let trusted = trusted_sets(&args.trust_jwks)?;
+    let trusted = trusted_sets(&args.jwks_files())?;
+    for (issuer, path) in args.jwks_files() {
+        if issuer.is_none() {
+            eprintln!(
+                "gateway serve: {} is unbound: its keys verify tokens of any iss (bind it with --trust-jwks-issuer ISSUER=FILE)",
+                path.display()
+            );
+        }
+    }
     // Held while serving: it applies the other fleet nodes' changes.
     #[cfg(feature = "etcd")]
     let mut _follower = None;
@@ -471,7 +525,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         })
         .collect();
     while signals.next().await == Signal::Reload {
-        reload(&handle, &args.trust_jwks);
+        reload(&handle, &args.jwks_files());
         for certificates in &certificates {
             tls::report(certificates, "SIGHUP", certificates.reload());
         }
@@ -547,9 +601,17 @@ fn admin_hosts(bound: SocketAddr, names: &[String]) -> Vec<String> {
 
 /// The usage errors clap cannot see (exit 2): `--etcd` in a build without
 /// the `etcd` feature (saying how to build one), one header named by two
-/// `--claim-header`s, a `--token-cache-bytes` below `--token-cache`.
+/// `--claim-header`s, a `--token-cache-bytes` below `--token-cache`, a
+/// `--token-audience` that is not one of the `--audience`s.
 pub(crate) fn check_build(args: &ServeArgs) -> Result<(), String> {
     ClaimHeaders::new(args.claim_header.clone())?;
+    if let Some(own) = &args.token_audience {
+        if !args.audience.is_empty() && !args.audience.contains(own) {
+            return Err(format!(
+                "--token-audience {own} is not one of the --audience values: the gateway's own tokens would be refused"
+            ));
+        }
+    }
     if args.token_cache > 0 && args.token_cache_bytes < args.token_cache {
         return Err(format!(
             "--token-cache-bytes {} is below --token-cache {}: each entry takes at least a byte",
@@ -575,34 +637,42 @@ fn local(listener: &TcpListener) -> Result<SocketAddr, String> {
     listener.local_addr().map_err(|e| e.to_string())
 }
 
-/// Every `--trust-jwks` file, loaded.
+/// Every `--trust-jwks` and `--trust-jwks-issuer` file, loaded (the
+/// latter bound to their issuers).
 ///
 /// # Errors
 /// The first file that cannot be read or is not a usable JWK Set, named.
-fn trusted_sets(paths: &[PathBuf]) -> Result<Vec<TrustedJwkSet>, String> {
-    paths
+fn trusted_sets(files: &[(Option<&str>, &Path)]) -> Result<Vec<TrustedJwkSet>, String> {
+    files
         .iter()
-        .map(|path| {
-            let text =
-                std::fs::read(path).map_err(|e| format!("--trust-jwks {}: {e}", path.display()))?;
-            TrustedJwkSet::from_json(&text)
-                .map_err(|e| format!("--trust-jwks {}: {e}", path.display()))
+        .map(|(issuer, path)| {
+            let flag = match issuer {
+                Some(issuer) => format!("--trust-jwks-issuer {issuer}="),
+                None => "--trust-jwks ".to_owned(),
+            };
+            let text = std::fs::read(path).map_err(|e| format!("{flag}{}: {e}", path.display()))?;
+            let set = TrustedJwkSet::from_json(&text)
+                .map_err(|e| format!("{flag}{}: {e}", path.display()))?;
+            Ok(match issuer {
+                Some(issuer) => set.bound_to(*issuer),
+                None => set,
+            })
         })
         .collect()
 }
 
-/// SIGHUP: reloads every `--trust-jwks` file, all or nothing. If any file
-/// fails to load, or the sets together are refused (a `kid` twice), every
-/// old set stays and the log says why.
-fn reload(handle: &kms::actor::KmsHandle, paths: &[PathBuf]) {
-    match trusted_sets(paths).and_then(|sets| {
+/// SIGHUP: reloads every `--trust-jwks` and `--trust-jwks-issuer` file,
+/// all or nothing. If any file fails to load, or the sets together are
+/// refused (a `kid` twice), every old set stays and the log says why.
+fn reload(handle: &kms::actor::KmsHandle, files: &[(Option<&str>, &Path)]) {
+    match trusted_sets(files).and_then(|sets| {
         handle
             .reload_trusted_jwks(&sets)
             .map_err(|e| format!("--trust-jwks: {e}"))
     }) {
         Ok(keys) => eprintln!(
             "gateway serve: reloaded the trusted JWK Sets: {keys} keys from {} files",
-            paths.len()
+            files.len()
         ),
         Err(e) => eprintln!("gateway serve: reload refused, the old trusted keys stay: {e}"),
     }
