@@ -201,6 +201,7 @@ impl KmsActor {
             keystore: RwLock::new(Some(keystore.clone())),
             verifier: Arc::clone(&verifier),
             trusted: RwLock::new(Arc::new(trusted)),
+            refetch: RwLock::new(None),
             generation: keystore.key_set_generation(),
             token_cache: TokenCache::new(
                 config.token_cache,
@@ -671,51 +672,36 @@ impl KmsHandle {
 
     /// Replaces the trusted external JWK Sets at once, unbound and bound to
     /// issuers (`TrustedJwkSet::issuer`): a `verify_jwt` sees either the
-    /// old keys or the new ones, never a mix. Returns how many keys are now
-    /// trusted.
+    /// old keys or the new ones, never a mix. The keys of issuers kept
+    /// through [`KmsHandle::issuer_keys`] (remote `jwks_uri`s) stay.
+    /// Returns how many keys are now trusted.
     ///
     /// # Errors
     /// [`KmsError::InvalidConfig`] naming a `kid` that appears twice among
     /// the unbound sets or among one issuer's, or has the `KeyId` text
-    /// form (the keystore's namespace); the old sets stay.
+    /// form (the keystore's namespace), or a set bound to an issuer whose
+    /// keys are remote; the old sets stay.
     pub fn reload_trusted_jwks(&self, sets: &[kms_jose::TrustedJwkSet]) -> Result<usize, KmsError> {
         let loaded = TrustedKeys::load(sets, &self.shared.topic)?;
-        let count = loaded.len();
-        *self
-            .shared
-            .trusted
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = Arc::new(loaded);
-        self.shared.generation.advance();
-        Ok(count)
-    }
-
-    /// Replaces the keys of one issuer (`set`, bound to `issuer` whatever
-    /// its own `issuer` says): the unbound sets and the other issuers'
-    /// keys stay. What an issuer's `jwks_uri` refetch calls; a
-    /// `verify_jwt` sees the old keys or the new ones, never a mix, and the
-    /// key-set generation advances (the verified-token cache follows).
-    /// Returns how many keys are now trusted in all.
-    ///
-    /// # Errors
-    /// [`KmsError::InvalidConfig`] naming a `kid` that appears twice in
-    /// `set` or has the `KeyId` text form; the old keys stay.
-    pub fn replace_issuer_jwks(
-        &self,
-        issuer: &str,
-        set: &kms_jose::TrustedJwkSet,
-    ) -> Result<usize, KmsError> {
         let mut trusted = self
             .shared
             .trusted
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        let replaced = trusted.replacing_issuer(issuer, set, &self.shared.topic)?;
-        let count = replaced.len();
-        *trusted = Arc::new(replaced);
+        let loaded = loaded.keeping_remote(&trusted)?;
+        let count = loaded.len();
+        *trusted = Arc::new(loaded);
         drop(trusted);
         self.shared.generation.advance();
         Ok(count)
+    }
+
+    /// What keeps issuers' keys current from outside (an OpenID
+    /// provider's `jwks_uri`) holds of this actor: it replaces one
+    /// issuer's keys and is asked to refetch on an unknown `kid`
+    /// ([`crate::IssuerKeys`]).
+    pub fn issuer_keys(&self) -> crate::IssuerKeys {
+        crate::IssuerKeys::new(Arc::clone(&self.shared))
     }
 
     /// The curve25519-dalek backend this process verifies with

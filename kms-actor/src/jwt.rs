@@ -292,6 +292,17 @@ impl KmsClient {
         }
     }
 
+    /// The trusted keys now (a reload swaps the pointer).
+    fn trusted_keys(&self) -> Arc<crate::trusted_keys::TrustedKeys> {
+        Arc::clone(
+            &self
+                .shared()
+                .trusted
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
     /// Parses, finds the key, verifies the signature, validates the
     /// claims: a token checked in full.
     async fn check_jwt_in_full(
@@ -332,13 +343,7 @@ impl KmsClient {
                 return Err(unknown_kid(kid, TRUSTED_NOT_ACCEPTED));
             }
             Err(_) => {
-                let trusted = Arc::clone(
-                    &self
-                        .shared()
-                        .trusted
-                        .read()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner),
-                );
+                let mut trusted = self.trusted_keys();
                 // The unverified `iss` only selects the keys (trusted_keys.rs);
                 // the claims are validated after the signature, below.
                 if trusted.has_issuers() {
@@ -348,6 +353,21 @@ impl KmsClient {
                     .as_ref()
                     .and_then(|claims| claims.get("iss"))
                     .and_then(serde_json::Value::as_str);
+                // A kid its issuer's keys lack: whoever keeps that issuer's
+                // keys may refetch them (its own bounds: one fetch in
+                // flight, a cooldown, a timeout); then one more look.
+                if !matches!(trusted.find(iss, kid), Lookup::Found(..)) {
+                    let refetch = self
+                        .shared()
+                        .refetch
+                        .read()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone();
+                    if let (Some(iss), Some(refetch)) = (iss, refetch) {
+                        refetch.refetch(iss, kid).await;
+                        trusted = self.trusted_keys();
+                    }
+                }
                 let (key, issuer) = match trusted.find(iss, kid) {
                     Lookup::Found(key, issuer) => (key, issuer),
                     Lookup::NotOfIssuer => {

@@ -62,6 +62,7 @@ mod coalesce;
 mod combine;
 mod config;
 mod gate;
+mod issuer_keys;
 mod jwt;
 pub mod metrics;
 mod pool;
@@ -86,6 +87,7 @@ pub use config::{
     KmsConfig, DEFAULT_REQUEST_TOPIC, MAX_AUTO_ROTATE_CHECK, MAX_BATCH_LIMIT, MAX_COMBINE_LIMIT,
     MAX_WAIT_LIMIT,
 };
+pub use issuer_keys::{IssuerKeys, JwksRefetch};
 pub use jwt::{JwtSigner, VerifiedJwt};
 #[cfg(feature = "tower")]
 pub use retry::RetryPolicy;

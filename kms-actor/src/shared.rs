@@ -46,6 +46,9 @@ pub(crate) struct Shared {
     pub(crate) verifier: Verifier,
     /// Trusted external keys by (issuer, `kid`), replaced whole on reload.
     pub(crate) trusted: RwLock<Arc<TrustedKeys>>,
+    /// Asked to refetch an issuer's keys on an unknown `kid`
+    /// (`IssuerKeys::set_refetch`); read only on that path.
+    pub(crate) refetch: RwLock<Option<Arc<dyn crate::JwksRefetch>>>,
     /// The keystore's key-set generation, which a reload of `trusted` also
     /// advances (after the swap): what caches of verdicts and key sets
     /// compare against.

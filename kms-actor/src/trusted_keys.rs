@@ -16,7 +16,7 @@
 //! so it is only a selector: every claim, `iss` included, is validated
 //! after the signature verified.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use kms_core::{KeyId, KmsError};
 use kms_jose::{TrustedJwk, TrustedJwkSet};
@@ -26,6 +26,10 @@ use kms_jose::{TrustedJwk, TrustedJwkSet};
 pub(crate) struct TrustedKeys {
     unbound: HashMap<String, TrustedJwk>,
     by_issuer: HashMap<String, HashMap<String, TrustedJwk>>,
+    /// Issuers whose keys come through `IssuerKeys::replace` (a remote
+    /// `jwks_uri`), not from the configured sets: a reload of those keeps
+    /// them.
+    remote: HashSet<String>,
 }
 
 /// Where a token's key was looked for and what was found.
@@ -67,14 +71,49 @@ impl TrustedKeys {
         let mut keys = TrustedKeys {
             unbound: self.unbound.clone(),
             by_issuer: self.by_issuer.clone(),
+            remote: self.remote.clone(),
         };
+        if keys.by_issuer.contains_key(issuer) && !keys.remote.contains(issuer) {
+            return Err(KmsError::InvalidConfig {
+                reason: format!(
+                    "issuer {:?} has configured JWK Sets; its keys are not replaced from elsewhere",
+                    issuer.chars().take(128).collect::<String>()
+                ),
+            });
+        }
         keys.by_issuer.remove(issuer);
+        keys.remote.insert(issuer.to_owned());
         let bound = TrustedJwkSet {
             issuer: Some(issuer.to_owned()),
             ..set.clone()
         };
         keys.add(&bound, topic)?;
         Ok(keys)
+    }
+
+    /// `self` (configured sets, just loaded) with the remote issuers'
+    /// keys of `old` carried over: what a reload of the configured sets
+    /// leaves alone.
+    ///
+    /// # Errors
+    /// [`KmsError::InvalidConfig`] when a configured set is bound to an
+    /// issuer whose keys are remote.
+    pub(crate) fn keeping_remote(mut self, old: &TrustedKeys) -> Result<Self, KmsError> {
+        for issuer in &old.remote {
+            if self.by_issuer.contains_key(issuer) {
+                return Err(KmsError::InvalidConfig {
+                    reason: format!(
+                        "a configured JWK Set is bound to issuer {:?}, whose keys come from its jwks_uri",
+                        issuer.chars().take(128).collect::<String>()
+                    ),
+                });
+            }
+            if let Some(keys) = old.by_issuer.get(issuer) {
+                self.by_issuer.insert(issuer.clone(), keys.clone());
+            }
+            self.remote.insert(issuer.clone());
+        }
+        Ok(self)
     }
 
     fn add(&mut self, set: &TrustedJwkSet, topic: &str) -> Result<(), KmsError> {

@@ -155,10 +155,13 @@ async fn replacing_one_issuers_keys_leaves_the_others() {
         SigningKey::from_bytes(&[5; 32]),
         SigningKey::from_bytes(&[6; 32]),
     );
-    let handle = spawn(KmsConfig::default().with_trusted_jwks(vec![
-        set(&a1, "a-1").bound_to(IDP_A),
-        set(&b, "b-1").bound_to(IDP_B),
-    ]));
+    // A's keys are kept from outside (its jwks_uri), B's configured.
+    let handle =
+        spawn(KmsConfig::default().with_trusted_jwks(vec![set(&b, "b-1").bound_to(IDP_B)]));
+    handle
+        .issuer_keys()
+        .replace(IDP_A, &set(&a1, "a-1"))
+        .expect("A's first set");
     let kms = handle.client();
     let keys = TokenKeys::trusted_only();
     let v = Validation::default();
@@ -168,7 +171,8 @@ async fn replacing_one_issuers_keys_leaves_the_others() {
     // is ignored: the set is bound to the issuer named).
     assert_eq!(
         handle
-            .replace_issuer_jwks(IDP_A, &set(&a2, "a-2").bound_to("ignored"))
+            .issuer_keys()
+            .replace(IDP_A, &set(&a2, "a-2").bound_to("ignored"))
             .expect("replaced"),
         2
     );
@@ -184,6 +188,106 @@ async fn replacing_one_issuers_keys_leaves_the_others() {
     kms.verify_jwt(&by("b-1", Some(IDP_B), &b), &keys, &v)
         .await
         .expect("B untouched");
+    handle.shutdown().await;
+}
+
+/// A refetch that installs `next` for its issuer, counting its calls.
+struct Provider {
+    keys: kms_actor::IssuerKeys,
+    next: TrustedJwkSet,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl kms_actor::JwksRefetch for Provider {
+    fn refetch<'a>(
+        &'a self,
+        issuer: &'a str,
+        _kid: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if issuer == IDP_A {
+                self.keys.replace(issuer, &self.next).expect("replace");
+            }
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_kid_asks_for_a_refetch_and_a_reload_keeps_remote_keys() {
+    let (a1, a2, partner) = (
+        SigningKey::from_bytes(&[8; 32]),
+        SigningKey::from_bytes(&[9; 32]),
+        SigningKey::from_bytes(&[10; 32]),
+    );
+    let handle = spawn(KmsConfig::default().with_trusted_jwks(vec![set(&partner, "p")]));
+    let issuer_keys = handle.issuer_keys();
+    // Known before its first fetch, with no keys: an unbound key cannot
+    // answer for it.
+    issuer_keys
+        .replace(IDP_A, &TrustedJwkSet::default())
+        .expect("empty");
+    let provider = std::sync::Arc::new(Provider {
+        keys: issuer_keys.clone(),
+        next: set(&a1, "a-1").bound_to(IDP_A),
+        calls: std::sync::atomic::AtomicUsize::new(0),
+    });
+    issuer_keys.set_refetch(provider.clone());
+    let kms = handle.client();
+    let keys = TokenKeys::trusted_only();
+    let v = Validation::default();
+    // The first token under "a-1" finds it after the refetch.
+    kms.verify_jwt(&by("a-1", Some(IDP_A), &a1), &keys, &v)
+        .await
+        .expect("after a refetch");
+    assert_eq!(provider.calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // The unbound key's kid under A's iss: asked, and refused.
+    assert_eq!(
+        code(
+            kms.verify_jwt(&by("p", Some(IDP_A), &partner), &keys, &v)
+                .await
+        ),
+        "jose.unknown_kid"
+    );
+    assert_eq!(provider.calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+    // A known kid asks nothing; an unbound token asks nothing.
+    kms.verify_jwt(&by("a-1", Some(IDP_A), &a1), &keys, &v)
+        .await
+        .expect("known");
+    kms.verify_jwt(&by("p", None, &partner), &keys, &v)
+        .await
+        .expect("unbound");
+    assert_eq!(provider.calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+    // A kid the provider does not have either: asked, still refused.
+    assert_eq!(
+        code(
+            kms.verify_jwt(&by("a-2", Some(IDP_A), &a2), &keys, &v)
+                .await
+        ),
+        "jose.unknown_kid"
+    );
+    // A reload of the configured sets keeps the remote issuer's keys, and
+    // refuses a configured set bound to it.
+    handle
+        .reload_trusted_jwks(&[set(&partner, "p")])
+        .expect("reload");
+    kms.verify_jwt(&by("a-1", Some(IDP_A), &a1), &keys, &v)
+        .await
+        .expect("kept");
+    assert!(matches!(
+        handle.reload_trusted_jwks(&[set(&a2, "a-2").bound_to(IDP_A)]),
+        Err(KmsError::InvalidConfig { .. })
+    ));
+    // And a configured issuer's keys are not replaced from elsewhere.
+    let configured =
+        spawn(KmsConfig::default().with_trusted_jwks(vec![set(&a1, "a-1").bound_to(IDP_B)]));
+    assert!(matches!(
+        configured
+            .issuer_keys()
+            .replace(IDP_B, &TrustedJwkSet::default()),
+        Err(KmsError::InvalidConfig { .. })
+    ));
+    configured.shutdown().await;
     handle.shutdown().await;
 }
 

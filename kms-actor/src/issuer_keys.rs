@@ -1,0 +1,91 @@
+//! [`IssuerKeys`]: what keeps an issuer's keys current from outside the
+//! actor (an OpenID provider's `jwks_uri`, kms-oidc) holds of it: it
+//! replaces one issuer's JWK Set, and it is asked to refetch when a token
+//! of one of its issuers names a `kid` that issuer's set lacks
+//! ([`JwksRefetch`]).
+//!
+//! Invariant: a replacement is whole and atomic (a `verify_jwt` sees the
+//! old keys or the new, never a mix) and advances the key-set generation,
+//! so the verified-token cache follows every change.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, PoisonError};
+
+use kms_core::KmsError;
+use kms_jose::TrustedJwkSet;
+
+use crate::shared::Shared;
+
+/// Asked by [`crate::KmsClient::verify_jwt`] when a token whose `iss`
+/// names `issuer` carries a `kid` that issuer's keys lack (or names an
+/// issuer with no keys at all): the implementation refetches the issuer's
+/// JWK Set if its own rules allow (one fetch in flight per issuer, a
+/// cooldown between fetches) and resolves once the keys are replaced or it
+/// gives up; the lookup is then made once more. It must bound its own wait
+/// (a fetch timeout): the token's request waits on it.
+pub trait JwksRefetch: Send + Sync + 'static {
+    /// Refetches `issuer`'s keys if allowed, for a token naming `kid`;
+    /// resolves at once for an issuer it does not keep.
+    fn refetch<'a>(
+        &'a self,
+        issuer: &'a str,
+        kid: &'a str,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+}
+
+/// Replaces issuers' keys and installs the [`JwksRefetch`] of a running
+/// actor; from [`crate::KmsHandle::issuer_keys`]. Clone it freely.
+#[derive(Clone)]
+pub struct IssuerKeys {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for IssuerKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IssuerKeys")
+            .field("topic", &self.shared.topic)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IssuerKeys {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        IssuerKeys { shared }
+    }
+
+    /// Replaces the keys of `issuer` with `set`'s (bound to `issuer`
+    /// whatever `set.issuer` says); the unbound sets and the other issuers'
+    /// keys stay. An empty set leaves the issuer known with no keys: its
+    /// tokens are then refused (`jose.unknown_kid`), never verified by an
+    /// unbound key. Returns how many keys are trusted in all.
+    ///
+    /// # Errors
+    /// [`KmsError::InvalidConfig`] naming a `kid` that appears twice in
+    /// `set` or has the `KeyId` text form, or when `issuer` has configured
+    /// sets (`KmsConfig::trusted_jwks`: one source of keys per issuer); the
+    /// old keys stay.
+    pub fn replace(&self, issuer: &str, set: &TrustedJwkSet) -> Result<usize, KmsError> {
+        let mut trusted = self
+            .shared
+            .trusted
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let replaced = trusted.replacing_issuer(issuer, set, &self.shared.topic)?;
+        let count = replaced.len();
+        *trusted = Arc::new(replaced);
+        drop(trusted);
+        self.shared.generation.advance();
+        Ok(count)
+    }
+
+    /// Installs `refetch` (replacing any before it), asked about unknown
+    /// `kid`s from now on.
+    pub fn set_refetch(&self, refetch: Arc<dyn JwksRefetch>) {
+        *self
+            .shared
+            .refetch
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(refetch);
+    }
+}
