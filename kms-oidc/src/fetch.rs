@@ -1,0 +1,264 @@
+//! [`Fetcher`]: one GET of a provider's document, bounded in time, size and
+//! redirects, over `https` (or `http` to a loopback address, for tests and
+//! local development); and what the answer says of its lifetime
+//! (`Cache-Control: max-age`, RFC 9111 §5.2.2.1).
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use reqwest::header::CACHE_CONTROL;
+use reqwest::{redirect, Url};
+
+use crate::config::{FetchSettings, MAX_MAX_AGE, MAX_REDIRECTS, MIN_MAX_AGE};
+use crate::error::{short, FetchError};
+
+/// A document fetched whole, and the lifetime its answer gave it.
+#[derive(Debug)]
+pub(crate) struct Fetched {
+    pub(crate) body: Vec<u8>,
+    /// `Cache-Control: max-age`, if the answer had one (unbounded).
+    pub(crate) max_age: Option<Duration>,
+}
+
+/// The HTTP client of every issuer's fetches.
+#[derive(Debug, Clone)]
+pub(crate) struct Fetcher {
+    client: reqwest::Client,
+    max_bytes: usize,
+}
+
+/// Whether a URL may be fetched: `https`, or `http` to a loopback address
+/// or `localhost`; no user or password in it.
+///
+/// # Errors
+/// [`FetchError::Url`] saying why not.
+pub fn check_url(text: &str) -> Result<Url, FetchError> {
+    let refused = |reason| FetchError::Url {
+        url: short(text),
+        reason,
+    };
+    let url = Url::parse(text).map_err(|_| refused("not a URL"))?;
+    allowed(&url).map_err(refused)?;
+    Ok(url)
+}
+
+fn allowed(url: &Url) -> Result<(), &'static str> {
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("credentials in the URL");
+    }
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" => {
+            let loopback = match url.host() {
+                Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+                Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
+                Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
+                None => false,
+            };
+            if loopback {
+                Ok(())
+            } else {
+                Err("http is allowed to a loopback address or localhost only; use https")
+            }
+        }
+        _ => Err("not https"),
+    }
+}
+
+impl Fetcher {
+    /// The client: rustls with aws-lc-rs, the platform's roots plus
+    /// `settings.ca_pem`, `settings.fetch_timeout` per document, at most
+    /// [`MAX_REDIRECTS`] redirects, each to an allowed URL.
+    ///
+    /// # Errors
+    /// A message naming a CA file that is not PEM, or the client's own
+    /// error (no platform roots, say).
+    pub(crate) fn new(settings: &FetchSettings) -> Result<Self, String> {
+        let mut roots = Vec::new();
+        for pem in &settings.ca_pem {
+            let certs = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| format!("a CA is not PEM: {e}"))?;
+            if certs.is_empty() {
+                return Err("a CA file holds no certificate".to_owned());
+            }
+            roots.extend(certs);
+        }
+        let policy = redirect::Policy::custom(|attempt| {
+            if attempt.previous().len() > MAX_REDIRECTS {
+                attempt.error("too many redirects")
+            } else if let Err(reason) = allowed(attempt.url()) {
+                attempt.error(reason)
+            } else {
+                attempt.follow()
+            }
+        });
+        let client = reqwest::Client::builder()
+            .timeout(settings.fetch_timeout)
+            .connect_timeout(settings.fetch_timeout)
+            .redirect(policy)
+            .user_agent(concat!("kms-oidc/", env!("CARGO_PKG_VERSION")))
+            .tls_certs_merge(roots)
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        Ok(Fetcher {
+            client,
+            max_bytes: settings.max_document_bytes,
+        })
+    }
+
+    /// GETs `url` whole.
+    ///
+    /// # Errors
+    /// [`FetchError::Timeout`], [`FetchError::Transport`] (redirects
+    /// included), [`FetchError::Status`] for anything but 200,
+    /// [`FetchError::TooLarge`].
+    pub(crate) async fn get(&self, url: &Url) -> Result<Fetched, FetchError> {
+        let text = url.as_str();
+        let failed = |e: reqwest::Error| {
+            if e.is_timeout() {
+                FetchError::Timeout { url: short(text) }
+            } else {
+                FetchError::Transport {
+                    url: short(text),
+                    reason: error_chain(&e),
+                }
+            }
+        };
+        let mut response = self
+            .client
+            .get(url.clone())
+            .header(reqwest::header::ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(failed)?;
+        if response.status() != reqwest::StatusCode::OK {
+            return Err(FetchError::Status {
+                url: short(text),
+                status: response.status().as_u16(),
+            });
+        }
+        let too_large = || FetchError::TooLarge {
+            url: short(text),
+            max: self.max_bytes,
+        };
+        let declared = response.content_length().unwrap_or(0);
+        if declared > self.max_bytes as u64 {
+            return Err(too_large());
+        }
+        let max_age = response
+            .headers()
+            .get_all(CACHE_CONTROL)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .find_map(max_age);
+        // Sized by what the answer declares (bounded above), grown up to
+        // the limit only if it lied.
+        let mut body = Vec::with_capacity(usize::try_from(declared).unwrap_or(0));
+        while let Some(chunk) = response.chunk().await.map_err(failed)? {
+            if body.len() + chunk.len() > self.max_bytes {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Fetched { body, max_age })
+    }
+}
+
+/// The error and its sources, as one line.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The `max-age` (or `s-maxage`) of one `Cache-Control` value, in
+/// seconds; `no-cache` and `no-store` read as 0 (RFC 9111 §5.2.2).
+pub(crate) fn max_age(value: &str) -> Option<Duration> {
+    let mut found = None;
+    for directive in value.split(',') {
+        let directive = directive.trim();
+        let (name, arg) = match directive.split_once('=') {
+            Some((name, arg)) => (name.trim(), Some(arg.trim().trim_matches('"'))),
+            None => (directive, None),
+        };
+        if name.eq_ignore_ascii_case("no-cache") || name.eq_ignore_ascii_case("no-store") {
+            return Some(Duration::ZERO);
+        }
+        if name.eq_ignore_ascii_case("max-age") || name.eq_ignore_ascii_case("s-maxage") {
+            // RFC 9111 §1.2.2: a delta-seconds too large to represent is
+            // the largest value.
+            if let Some(arg) =
+                arg.filter(|a| !a.is_empty() && a.bytes().all(|b| b.is_ascii_digit()))
+            {
+                found = Some(Duration::from_secs(arg.parse().unwrap_or(u64::MAX)));
+            }
+        }
+    }
+    found
+}
+
+/// A set's lifetime: its answer's `max-age` bounded to [`MIN_MAX_AGE`] ..
+/// [`MAX_MAX_AGE`], else `default`.
+pub(crate) fn lifetime(max_age: Option<Duration>, default: Duration) -> Duration {
+    max_age.map_or(default, |age| age.clamp(MIN_MAX_AGE, MAX_MAX_AGE))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_https_or_loopback_http_is_fetched() {
+        for ok in [
+            "https://idp.example/.well-known/openid-configuration",
+            "http://127.0.0.1:8080/jwks",
+            "http://[::1]/jwks",
+            "http://localhost:1/x",
+            "http://LOCALHOST/x",
+        ] {
+            assert!(check_url(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://idp.example/jwks",
+            "http://10.0.0.1/jwks",
+            "ftp://idp.example/x",
+            "https://user:pw@idp.example/x",
+            "not a url",
+            "file:///etc/passwd",
+            "http://localhost.evil.example/x",
+        ] {
+            assert!(
+                matches!(check_url(bad), Err(FetchError::Url { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn cache_control_gives_the_lifetime_within_bounds() {
+        let s = Duration::from_secs;
+        assert_eq!(max_age("public, max-age=120"), Some(s(120)));
+        assert_eq!(max_age("max-age=\"300\", must-revalidate"), Some(s(300)));
+        assert_eq!(max_age("Max-Age=7"), Some(s(7)));
+        assert_eq!(max_age("s-maxage=50"), Some(s(50)));
+        assert_eq!(max_age("no-cache"), Some(s(0)));
+        assert_eq!(max_age("max-age=60, no-store"), Some(s(0)));
+        assert_eq!(max_age("public"), None);
+        assert_eq!(max_age("max-age=-1"), None);
+        assert_eq!(max_age("max-age="), None);
+        assert_eq!(
+            max_age("max-age=99999999999999999999999"),
+            Some(s(u64::MAX))
+        );
+        let default = s(600);
+        assert_eq!(lifetime(None, default), default);
+        assert_eq!(lifetime(Some(s(120)), default), s(120));
+        assert_eq!(lifetime(Some(s(0)), default), MIN_MAX_AGE);
+        assert_eq!(lifetime(Some(s(u64::MAX)), default), MAX_MAX_AGE);
+    }
+}
