@@ -11,11 +11,17 @@ pub use kms_bus as bus;
 /// The KMS actor, its client and handle.
 pub use kms_actor as actor;
 
-/// JWS, JWK and JWT for Ed25519: parsing, issuing, claims validation.
+/// JWS, JWK and JWT: parsing, issuing (Ed25519), verifying (Ed25519; RSA
+/// and ECDSA with feature `rsa-ecdsa`), claims validation.
 pub use kms_jose as jose;
 
 /// HTTP faces: the bearer-token tower layer, the JWKS, the admin router.
 pub use kms_http as http;
+
+/// Identity providers' keys: OpenID Connect discovery and remote JWK Sets
+/// kept current for the actor (feature `oidc`).
+#[cfg(feature = "oidc")]
+pub use kms_oidc as oidc;
 
 /// A fleet's shared keystore on etcd v3 (feature `etcd`).
 #[cfg(feature = "etcd")]

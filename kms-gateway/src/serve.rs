@@ -57,6 +57,7 @@ use kms::bus::Bus;
 use kms::core::Keystore;
 use kms::http::{admin_router, AdminConfig, JwksConfig};
 use kms::jose::{Algorithm, TrustedJwkSet, Validation};
+use kms::oidc::{FetchSettings, IssuerConfig, Issuers};
 use tokio::net::TcpListener;
 
 use crate::claim_headers::{self, ClaimHeader, ClaimHeaders};
@@ -146,6 +147,28 @@ pub(crate) struct ServeArgs {
     /// refused (RFC 7519 §4.1.3), unless it is --token-audience.
     #[arg(long, value_name = "AUD")]
     audience: Vec<String>,
+    /// An OpenID provider (repeatable): its keys come from
+    /// URL/.well-known/openid-configuration, whose `issuer` must be URL
+    /// exactly, and its `jwks_uri`; tokens whose `iss` is URL verify only
+    /// under them. https, or http to loopback.
+    #[arg(long, value_name = "URL")]
+    issuer: Vec<String>,
+    /// A CA certificate (PEM) for the providers' TLS, beside the
+    /// platform's roots (repeatable).
+    #[arg(long, value_name = "FILE")]
+    issuer_ca: Vec<PathBuf>,
+    /// Seconds between two fetches of a provider's keys asked for by
+    /// tokens under unknown kids (from its last fetch).
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = crate::cli::timeout)]
+    jwks_refetch_cooldown: Duration,
+    /// Seconds a provider's last good keys stay in use after its last
+    /// successful fetch while it fails; then its tokens are refused.
+    #[arg(long, value_name = "SECS", default_value = "86400", value_parser = crate::cli::timeout)]
+    jwks_max_stale: Duration,
+    /// Seconds one fetch of a provider's document may take; also how long
+    /// a token under an unknown kid waits for the refetch.
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = crate::cli::timeout)]
+    jwks_fetch_timeout: Duration,
     /// The longest lifetime (`exp` − `iat`, seconds) of a token accepted;
     /// tokens must then carry both claims. Default: unset (any).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
@@ -426,6 +449,9 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), String> {
         .with_token_cache(args.token_cache)
         .with_token_cache_bytes(args.token_cache_bytes);
     let handle = KmsActor::spawn(config, keystore, &Bus::new()).map_err(|e| e.to_string())?;
+    // Held while serving: each provider's keys kept current in the
+    // background (a provider that is down does not hold the start).
+    let _issuers = issuers(&args, &handle)?;
     // After the store opened: a start that fails there leaves no file.
     // With client certificates, those authenticate instead.
     let admin_secret = match admin_token_file {
@@ -602,9 +628,23 @@ fn admin_hosts(bound: SocketAddr, names: &[String]) -> Vec<String> {
 /// The usage errors clap cannot see (exit 2): `--etcd` in a build without
 /// the `etcd` feature (saying how to build one), one header named by two
 /// `--claim-header`s, a `--token-cache-bytes` below `--token-cache`, a
-/// `--token-audience` that is not one of the `--audience`s.
+/// `--token-audience` that is not one of the `--audience`s, an `--issuer`
+/// that is not https (or http to loopback) or also given to
+/// `--trust-jwks-issuer`.
 pub(crate) fn check_build(args: &ServeArgs) -> Result<(), String> {
     ClaimHeaders::new(args.claim_header.clone())?;
+    for issuer in &args.issuer {
+        kms::oidc::check_url(issuer).map_err(|e| format!("--issuer {issuer}: {e}"))?;
+        if args
+            .trust_jwks_issuer
+            .iter()
+            .any(|(bound, _)| bound == issuer)
+        {
+            return Err(format!(
+                "--issuer {issuer} and --trust-jwks-issuer {issuer}=...: one source of keys per issuer"
+            ));
+        }
+    }
     if let Some(own) = &args.token_audience {
         if !args.audience.is_empty() && !args.audience.contains(own) {
             return Err(format!(
@@ -635,6 +675,32 @@ async fn bind(addr: SocketAddr, flag: &str) -> Result<TcpListener, String> {
 
 fn local(listener: &TcpListener) -> Result<SocketAddr, String> {
     listener.local_addr().map_err(|e| e.to_string())
+}
+
+/// The `--issuer`s, kept current for `handle`'s actor.
+///
+/// # Errors
+/// A CA file that cannot be read, or what `Issuers::start` refuses.
+fn issuers(args: &ServeArgs, handle: &kms::actor::KmsHandle) -> Result<Option<Issuers>, String> {
+    if args.issuer.is_empty() {
+        return Ok(None);
+    }
+    let mut settings = FetchSettings::default()
+        .with_fetch_timeout(args.jwks_fetch_timeout)
+        .with_refetch_cooldown(args.jwks_refetch_cooldown)
+        .with_max_stale(args.jwks_max_stale);
+    for path in &args.issuer_ca {
+        let pem =
+            std::fs::read(path).map_err(|e| format!("--issuer-ca {}: {e}", path.display()))?;
+        settings = settings.with_ca_pem(pem);
+    }
+    let configs = args.issuer.iter().map(IssuerConfig::discovered).collect();
+    let issuers = Issuers::start(&handle.issuer_keys(), configs, settings)
+        .map_err(|e| format!("--issuer: {e}"))?;
+    for issuer in issuers.issuers() {
+        eprintln!("gateway serve: keys of issuer {issuer} from its discovery document");
+    }
+    Ok(Some(issuers))
 }
 
 /// Every `--trust-jwks` and `--trust-jwks-issuer` file, loaded (the

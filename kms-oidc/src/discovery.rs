@@ -8,14 +8,18 @@ use crate::error::{short, FetchError};
 use crate::fetch::check_url;
 
 /// The `jwks_uri` of a discovery document fetched from `url` for
-/// `issuer`.
+/// `issuer` (`url` names the document in errors).
 ///
 /// # Errors
 /// [`FetchError::Invalid`] for a document that is not a JSON object or
 /// has no string `issuer` or `jwks_uri`; [`FetchError::IssuerMismatch`]
 /// when its `issuer` is not `issuer` exactly; [`FetchError::Url`] for a
 /// `jwks_uri` that may not be fetched.
-pub(crate) fn jwks_uri(document: &[u8], issuer: &str, url: &Url) -> Result<Url, FetchError> {
+pub fn jwks_uri_from_discovery(
+    document: &[u8],
+    issuer: &str,
+    url: &Url,
+) -> Result<Url, FetchError> {
     let invalid = |reason: &str| FetchError::Invalid {
         url: short(url.as_str()),
         reason: reason.to_owned(),
@@ -54,7 +58,7 @@ mod tests {
     fn the_document_must_name_this_issuer_exactly() {
         let doc = br#"{"issuer":"https://idp.example","jwks_uri":"https://idp.example/keys"}"#;
         assert_eq!(
-            jwks_uri(doc, "https://idp.example", &url()).map(|u| u.to_string()),
+            jwks_uri_from_discovery(doc, "https://idp.example", &url()).map(|u| u.to_string()),
             Ok("https://idp.example/keys".to_owned())
         );
         for (doc, issuer, outcome) in [
@@ -79,7 +83,7 @@ mod tests {
             ),
         ] {
             assert_eq!(
-                jwks_uri(doc, issuer, &url()).map_err(|e| e.outcome()),
+                jwks_uri_from_discovery(doc, issuer, &url()).map_err(|e| e.outcome()),
                 Err(outcome),
                 "{}",
                 String::from_utf8_lossy(doc)

@@ -268,7 +268,11 @@ impl Issuer {
             None => {
                 let url = check_url(&self.config.discovery_url())?;
                 let document = self.fetcher.get(&url).await?;
-                let uri = crate::discovery::jwks_uri(&document.body, &self.config.issuer, &url)?;
+                let uri = crate::discovery::jwks_uri_from_discovery(
+                    &document.body,
+                    &self.config.issuer,
+                    &url,
+                )?;
                 self.state().jwks_uri = Some(uri.clone());
                 uri
             }

@@ -54,7 +54,11 @@ pub use config::{
     DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_KEYS, DEFAULT_MAX_STALE, DEFAULT_REFETCH_COOLDOWN,
     MAX_MAX_AGE, MAX_REDIRECTS, MIN_MAX_AGE,
 };
+pub use discovery::jwks_uri_from_discovery;
 pub use error::FetchError;
 pub use fetch::check_url;
 pub use issuer::IssuerStatus;
 pub use issuers::{Issuers, StartError};
+/// The URL type of [`check_url`] and [`jwks_uri_from_discovery`] (the
+/// `url` crate's, as reqwest re-exports it).
+pub use reqwest::Url;
