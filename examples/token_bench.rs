@@ -1,22 +1,29 @@
 //! Helpers of the HTTP token benchmark (`benches/http_tokens.sh`):
 //!
-//! * `gen --dir DIR`: an external issuer's JWK Set of `--keys` Ed25519 keys
-//!   (`jwks.json`, kids `ext-<k>`, alg EdDSA) and `--tokens` JWTs under them
-//!   (`tokens.txt`, one per line, keys in turn), a share `--forged-share`
-//!   forged: their `sub` starts with `f` and one signature byte is changed;
-//!   the others' `sub` starts with `t`; `kinds.txt` says `f` or `t` per
-//!   line. Seeds are fixed, so runs compare.
+//! * `gen --dir DIR`: an external issuer's JWK Set of `--keys` keys
+//!   (`jwks.json`, kids `ext-<k>`, `alg` `--alg`: EdDSA, the default, on
+//!   Ed25519 keys with fixed seeds; RS256 on RSA-2048 keys or ES256 on
+//!   P-256 keys, made by aws-lc-rs for each run) and `--tokens` JWTs under
+//!   them (`tokens.txt`, one per line, keys in turn, `iss` `--iss`), a
+//!   share `--forged-share` forged: their `sub` starts with `f` and one
+//!   signature byte is changed; the others' `sub` starts with `t`;
+//!   `kinds.txt` says `f` or `t` per line.
 //! * `peer --mode jsonwebtoken|floor --listen ADDR --jwks FILE`: an axum
 //!   server on a 2-worker runtime answering `GET /whoami` like the
 //!   gateway's public face (200 with the claims, else 401), with every key
 //!   decoded once at start. `jsonwebtoken`: a per-request
-//!   `jsonwebtoken::decode` (EdDSA; `--backend rust-crypto`, the default,
-//!   or `aws-lc`). `floor`: parses the
+//!   `jsonwebtoken::decode` (the keys' `alg`; `--backend rust-crypto`, the
+//!   default, or `aws-lc`). `floor`: parses the
 //!   token, looks its `kid` up and checks `exp`, but verifies no signature:
 //!   what HTTP and parsing alone cost. Both also answer `GET /auth` as the
 //!   gateway's forward auth does with `--claim-header sub=X-Auth-Subject`
 //!   (200 with no body and the `sub` as that header, else 401), for
 //!   `benches/front_cpu.sh`.
+//! * `provider --listen ADDR --jwks FILE`: an OpenID provider's two
+//!   documents for `gateway serve --issuer`: its discovery document
+//!   (`issuer` `http://ADDR`, its `jwks_uri` `/jwks`) and the JWK Set
+//!   `FILE`, for `benches/http_issuer.sh`. Prints `listening on
+//!   http://ADDR (ready)`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -33,8 +40,8 @@ use axum::{Json, Router};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use clap::{Parser, Subcommand, ValueEnum};
-use ed25519_dalek::{Signer, SigningKey};
-use kms::jose::{sign_compact, Algorithm, Header};
+use ed25519_dalek::{Signer as _, SigningKey};
+use kms::jose::{Algorithm, Header};
 use serde_json::{json, Value};
 
 #[derive(Parser)]
@@ -59,6 +66,19 @@ enum Command {
         tokens: usize,
         #[arg(long, default_value_t = 0.01)]
         forged_share: f64,
+        /// The tokens' alg: EdDSA, RS256 or ES256.
+        #[arg(long, default_value = "EdDSA")]
+        alg: String,
+        /// The tokens' `iss`.
+        #[arg(long, default_value = "bench-issuer")]
+        iss: String,
+    },
+    /// Serve an OpenID provider's discovery document and JWK Set.
+    Provider {
+        #[arg(long)]
+        listen: SocketAddr,
+        #[arg(long)]
+        jwks: PathBuf,
     },
     /// Serve GET /whoami as a peer.
     Peer {
@@ -94,7 +114,10 @@ fn main() -> ExitCode {
             keys,
             tokens,
             forged_share,
-        } => generate(&dir, keys, tokens, forged_share),
+            alg,
+            iss,
+        } => generate(&dir, keys, tokens, forged_share, &alg, &iss),
+        Command::Provider { listen, jwks } => provider(listen, &jwks),
         Command::Peer {
             mode,
             listen,
@@ -126,24 +149,98 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// A signer of bench tokens.
+enum Signer {
+    Ed25519(SigningKey),
+    Rsa(aws_lc_rs::rsa::KeyPair),
+    Ec(aws_lc_rs::signature::EcdsaKeyPair),
+}
+
+impl Signer {
+    fn new(alg: &str, k: usize) -> Result<Self, String> {
+        use aws_lc_rs::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+        Ok(match alg {
+            "EdDSA" => {
+                let mut seed = [0x77u8; 32];
+                seed[..8].copy_from_slice(&(k as u64).to_le_bytes());
+                Signer::Ed25519(SigningKey::from_bytes(&seed))
+            }
+            "RS256" => Signer::Rsa(
+                aws_lc_rs::rsa::KeyPair::generate(aws_lc_rs::rsa::KeySize::Rsa2048)
+                    .map_err(|e| e.to_string())?,
+            ),
+            "ES256" => Signer::Ec(
+                EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING)
+                    .map_err(|e| e.to_string())?,
+            ),
+            other => return Err(format!("--alg {other}: EdDSA, RS256 or ES256")),
+        })
+    }
+
+    fn jwk(&self, kid: &str) -> Value {
+        use aws_lc_rs::signature::KeyPair;
+        match self {
+            Signer::Ed25519(s) => json!({"kty": "OKP", "crv": "Ed25519", "kid": kid,
+                "alg": "EdDSA", "use": "sig",
+                "x": URL_SAFE_NO_PAD.encode(s.verifying_key().to_bytes())}),
+            Signer::Rsa(pair) => json!({"kty": "RSA", "kid": kid, "alg": "RS256", "use": "sig",
+                "n": URL_SAFE_NO_PAD.encode(pair.public_key().modulus().big_endian_without_leading_zero()),
+                "e": URL_SAFE_NO_PAD.encode(pair.public_key().exponent().big_endian_without_leading_zero())}),
+            Signer::Ec(pair) => {
+                let point = pair.public_key().as_ref();
+                json!({"kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig",
+                    "x": URL_SAFE_NO_PAD.encode(&point[1..33]),
+                    "y": URL_SAFE_NO_PAD.encode(&point[33..])})
+            }
+        }
+    }
+
+    fn alg(&self) -> Algorithm {
+        match self {
+            Signer::Ed25519(_) => Algorithm::EdDSA,
+            Signer::Rsa(_) => Algorithm::RS256,
+            Signer::Ec(_) => Algorithm::ES256,
+        }
+    }
+
+    fn sign(&self, input: &[u8]) -> Result<Vec<u8>, String> {
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        match self {
+            Signer::Ed25519(s) => Ok(s.sign(input).to_bytes().to_vec()),
+            Signer::Rsa(pair) => {
+                let mut out = vec![0; pair.public_modulus_len()];
+                pair.sign(
+                    &aws_lc_rs::signature::RSA_PKCS1_SHA256,
+                    &rng,
+                    input,
+                    &mut out,
+                )
+                .map_err(|e| e.to_string())?;
+                Ok(out)
+            }
+            Signer::Ec(pair) => pair
+                .sign(&rng, input)
+                .map(|s| s.as_ref().to_vec())
+                .map_err(|e| e.to_string()),
+        }
+    }
+}
+
 fn generate(
     dir: &std::path::Path,
     keys: usize,
     tokens: usize,
     forged_share: f64,
+    alg: &str,
+    iss: &str,
 ) -> Result<(), String> {
+    use rayon::prelude::*;
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    let signers: Vec<SigningKey> = (0..keys)
-        .map(|k| {
-            let mut seed = [0x77u8; 32];
-            seed[..8].copy_from_slice(&(k as u64).to_le_bytes());
-            SigningKey::from_bytes(&seed)
-        })
-        .collect();
-    let jwks = json!({"keys": signers.iter().enumerate().map(|(k, s)| json!({
-        "kty": "OKP", "crv": "Ed25519", "kid": format!("ext-{k}"), "alg": "EdDSA", "use": "sig",
-        "x": URL_SAFE_NO_PAD.encode(s.verifying_key().to_bytes()),
-    })).collect::<Vec<_>>()});
+    let signers: Vec<Signer> = (0..keys)
+        .map(|k| Signer::new(alg, k))
+        .collect::<Result<_, _>>()?;
+    let jwks = json!({"keys": signers.iter().enumerate()
+        .map(|(k, s)| s.jwk(&format!("ext-{k}"))).collect::<Vec<_>>()});
     std::fs::write(dir.join("jwks.json"), jwks.to_string()).map_err(|e| e.to_string())?;
     // Forged ones spread evenly: every `stride`-th token.
     let stride = if forged_share > 0.0 {
@@ -152,24 +249,29 @@ fn generate(
         usize::MAX
     };
     let exp = now() + 24 * 3600;
-    let mut out = String::with_capacity(tokens * 300);
+    // Signed on every core (RSA signing costs ~1 ms a token).
+    let lines = (0..tokens)
+        .into_par_iter()
+        .map(|i| {
+            let k = i % keys;
+            let forged = i % stride == stride / 2;
+            let sub = format!("{}{i}", if forged { 'f' } else { 't' });
+            let header = Header::new(signers[k].alg(), Some(format!("ext-{k}")));
+            let claims = json!({"sub": sub, "iss": iss, "exp": exp});
+            let input = kms::jose::signing_input(&header, claims.to_string().as_bytes());
+            let mut signature = signers[k].sign(input.as_bytes())?;
+            if forged {
+                signature[7] ^= 0x10;
+            }
+            Ok((
+                format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature)),
+                forged,
+            ))
+        })
+        .collect::<Result<Vec<(String, bool)>, String>>()?;
+    let mut out = String::with_capacity(tokens * 600);
     let mut kinds = String::with_capacity(tokens * 2);
-    for i in 0..tokens {
-        let k = i % keys;
-        let forged = i % stride == stride / 2;
-        let sub = format!("{}{i}", if forged { 'f' } else { 't' });
-        let header = Header::new(Algorithm::EdDSA, Some(format!("ext-{k}")));
-        let claims = json!({"sub": sub, "iss": "bench-issuer", "exp": exp});
-        let mut token = sign_compact(&header, &claims, |input| signers[k].sign(input).to_bytes())
-            .map_err(|e| e.to_string())?;
-        if forged {
-            let (head, signature) = token.rsplit_once('.').ok_or("no signature")?;
-            let mut bytes = URL_SAFE_NO_PAD
-                .decode(signature)
-                .map_err(|e| e.to_string())?;
-            bytes[7] ^= 0x10;
-            token = format!("{head}.{}", URL_SAFE_NO_PAD.encode(bytes));
-        }
+    for (token, forged) in lines {
         out.push_str(&token);
         out.push('\n');
         kinds.push_str(if forged { "f\n" } else { "t\n" });
@@ -177,15 +279,44 @@ fn generate(
     std::fs::write(dir.join("tokens.txt"), out).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("kinds.txt"), kinds).map_err(|e| e.to_string())?;
     eprintln!(
-        "token_bench: {keys} keys, {tokens} tokens in {}",
+        "token_bench: {keys} {alg} keys, {tokens} tokens in {}",
         dir.display()
     );
     Ok(())
 }
 
-/// Keys by kid, decoded once.
+/// Serves `/.well-known/openid-configuration` (issuer `http://ADDR`) and
+/// `/jwks` (the file, read once).
+fn provider(listen: SocketAddr, jwks: &std::path::Path) -> Result<(), String> {
+    let set = std::fs::read_to_string(jwks).map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| format!("{listen}: {e}"))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let discovery = json!({
+            "issuer": format!("http://{addr}"),
+            "jwks_uri": format!("http://{addr}/jwks"),
+        })
+        .to_string();
+        eprintln!("token_bench provider: listening on http://{addr} (ready)");
+        let app = Router::new()
+            .route(
+                "/.well-known/openid-configuration",
+                get(move || async move { discovery }),
+            )
+            .route("/jwks", get(move || async move { set }));
+        axum::serve(listener, app).await.map_err(|e| e.to_string())
+    })
+}
+
+/// Keys by kid, decoded once, with their alg.
 struct Keys {
-    decoding: HashMap<String, jsonwebtoken::DecodingKey>,
+    decoding: HashMap<String, (jsonwebtoken::DecodingKey, jsonwebtoken::Algorithm)>,
     mode: Mode,
 }
 
@@ -195,10 +326,22 @@ fn peer(mode: Mode, listen: SocketAddr, jwks: &std::path::Path) -> Result<(), St
     let mut decoding = HashMap::new();
     for key in set["keys"].as_array().ok_or("no keys")? {
         let kid = key["kid"].as_str().ok_or("no kid")?.to_owned();
-        let x = key["x"].as_str().ok_or("no x")?;
-        let decoded =
-            jsonwebtoken::DecodingKey::from_ed_components(x).map_err(|e| e.to_string())?;
-        decoding.insert(kid, decoded);
+        let text = |name: &str| key[name].as_str().ok_or(format!("no {name}"));
+        let decoded = match key["kty"].as_str() {
+            Some("RSA") => (
+                jsonwebtoken::DecodingKey::from_rsa_components(&text("n")?, &text("e")?),
+                jsonwebtoken::Algorithm::RS256,
+            ),
+            Some("EC") => (
+                jsonwebtoken::DecodingKey::from_ec_components(&text("x")?, &text("y")?),
+                jsonwebtoken::Algorithm::ES256,
+            ),
+            _ => (
+                jsonwebtoken::DecodingKey::from_ed_components(&text("x")?),
+                jsonwebtoken::Algorithm::EdDSA,
+            ),
+        };
+        decoding.insert(kid, (decoded.0.map_err(|e| e.to_string())?, decoded.1));
     }
     let keys = Arc::new(Keys { decoding, mode });
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -266,8 +409,8 @@ fn unauthorized() -> Response {
 /// `jsonwebtoken::decode`, its key found by `kid`.
 fn verified(keys: &Keys, token: &str) -> Option<Value> {
     let kid = jsonwebtoken::decode_header(token).ok()?.kid?;
-    let key = keys.decoding.get(&kid)?;
-    let validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::EdDSA);
+    let (key, alg) = keys.decoding.get(&kid)?;
+    let validation = jsonwebtoken::Validation::new(*alg);
     jsonwebtoken::decode::<Value>(token, key, &validation)
         .ok()
         .map(|data| data.claims)
