@@ -218,6 +218,31 @@ fn a_real_providers_tokens_rotation_and_outage() {
         "{fetched} fetches in {seconds} s for 200 made-up kids"
     );
 
+    // The metrics name the issuer: fetches, keys, freshness, refusals.
+    let (status, metrics) = s.admin("GET", "/metrics", "");
+    assert_eq!(status, 200);
+    let issuer_label = format!("issuer=\"{}\"", provider.issuer);
+    for name in [
+        "kms_jwks_fetches_total{",
+        "kms_jwks_keys{",
+        "kms_jwks_age_seconds{",
+        "kms_jwks_stale{",
+        "kms_jwks_refetch_refused_total{",
+    ] {
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with(name) && l.contains(&issuer_label)),
+            "{name} {issuer_label} missing:\n{metrics}"
+        );
+    }
+    assert!(
+        metrics.lines().any(|l| l.starts_with("kms_jwks_keys{")
+            && l.contains(&issuer_label)
+            && l.ends_with(" 3")),
+        "three keys:\n{metrics}"
+    );
+
     // The provider restarts with new keys on the same address: the first
     // token under a new kid is followed.
     let port = provider.addr.port();
