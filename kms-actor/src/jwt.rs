@@ -327,6 +327,21 @@ impl KmsClient {
                 if let Some(why) = self.keystore_refusal(&id, keys) {
                     return Err(unknown_kid(kid, why));
                 }
+                // A bound issuer's tokens verify only under its keys: a
+                // keystore key does not speak for it (trusted_keys.rs).
+                let trusted = self.trusted_keys();
+                if trusted.has_issuers() {
+                    let claims = jws.claims().map_err(invalid)?;
+                    if let Some(iss) = claims.get("iss").and_then(serde_json::Value::as_str) {
+                        if trusted.is_bound(iss) {
+                            return Err(unknown_kid(
+                                kid,
+                                "is a keystore key, which does not speak for the token's issuer",
+                            ));
+                        }
+                    }
+                    early_claims = Some(claims);
+                }
                 // A keystore key verifies the alg the JWK Set publishes it
                 // with (`token_alg`), as a verifier that enforces a JWK's
                 // `alg` does.

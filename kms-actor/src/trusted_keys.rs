@@ -4,8 +4,9 @@
 //! * a set bound to an issuer (`TrustedJwkSet::issuer`) speaks for that
 //!   issuer only: its keys verify a token only when the token's `iss` is
 //!   exactly that issuer, and a token whose `iss` names a bound issuer is
-//!   verified only against that issuer's keys, never an unbound one. Two
-//!   issuers may use the same `kid` for different keys;
+//!   verified only against that issuer's keys, never an unbound one nor a
+//!   keystore key (`jwt.rs` refuses those). Two issuers may use the same
+//!   `kid` for different keys;
 //! * unbound sets' keys verify tokens of any other `iss` (or none);
 //! * a `kid` appears at most once among the unbound sets and at most once
 //!   per issuer, and never in the `KeyId` text form (the keystore's
@@ -52,7 +53,7 @@ impl TrustedKeys {
     pub(crate) fn load(sets: &[TrustedJwkSet], topic: &str) -> Result<Self, KmsError> {
         let mut keys = TrustedKeys::default();
         for set in sets {
-            keys.add(set, topic)?;
+            keys.add(set, topic, false)?;
         }
         Ok(keys)
     }
@@ -87,7 +88,7 @@ impl TrustedKeys {
             issuer: Some(issuer.to_owned()),
             ..set.clone()
         };
-        keys.add(&bound, topic)?;
+        keys.add(&bound, topic, true)?;
         Ok(keys)
     }
 
@@ -116,9 +117,13 @@ impl TrustedKeys {
         Ok(self)
     }
 
-    fn add(&mut self, set: &TrustedJwkSet, topic: &str) -> Result<(), KmsError> {
+    /// Adds `set`'s keys. A configured set (`remote` false) has its skipped
+    /// keys logged here, and a `kid` in the `KeyId` form refuses it; a
+    /// remote one was logged by whoever fetched it, and such a `kid` is
+    /// skipped (the provider's mistake must not take its other keys down).
+    fn add(&mut self, set: &TrustedJwkSet, topic: &str, remote: bool) -> Result<(), KmsError> {
         let issuer = set.issuer.as_deref();
-        for skipped in &set.skipped {
+        for skipped in set.skipped.iter().filter(|_| !remote) {
             tracing::warn!(
                 target: "kms_actor::jwt",
                 topic,
@@ -134,6 +139,16 @@ impl TrustedKeys {
         };
         for key in &set.keys {
             let kid = key.kid.chars().take(128).collect::<String>();
+            if key.kid.parse::<KeyId>().is_ok() && remote {
+                tracing::warn!(
+                    target: "kms_actor::jwt",
+                    topic,
+                    issuer = issuer.unwrap_or(""),
+                    kid = kid.as_str(),
+                    "a fetched key with a kid in the keystore's form was skipped"
+                );
+                continue;
+            }
             if key.kid.parse::<KeyId>().is_ok() {
                 return Err(KmsError::InvalidConfig {
                     reason: format!(
@@ -162,6 +177,12 @@ impl TrustedKeys {
     /// before its key is chosen).
     pub(crate) fn has_issuers(&self) -> bool {
         !self.by_issuer.is_empty()
+    }
+
+    /// Whether `iss` is a bound issuer (its tokens verify only under its
+    /// keys: neither an unbound key nor the keystore speaks for it).
+    pub(crate) fn is_bound(&self, iss: &str) -> bool {
+        self.by_issuer.contains_key(iss)
     }
 
     /// The key for a token naming `kid`, whose (unverified) `iss` is `iss`.

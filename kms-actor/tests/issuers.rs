@@ -140,6 +140,28 @@ async fn a_kid_belongs_to_its_issuer() {
         ),
         "jose.wrong_issuer"
     );
+    // Nor does a keystore key speak for a bound issuer.
+    let key = handle
+        .client()
+        .create_key("acme", "tokens")
+        .await
+        .expect("create");
+    let own = kms
+        .sign_jwt(&key, &claims(Some(IDP_A)))
+        .await
+        .expect("sign");
+    let own_keys = TokenKeys::of(&key);
+    assert_eq!(
+        code(kms.verify_jwt(&own, &own_keys, &v).await),
+        "jose.unknown_kid"
+    );
+    let unbound_iss = kms
+        .sign_jwt(&key, &claims(Some("https://gateway.example")))
+        .await
+        .expect("sign");
+    kms.verify_jwt(&unbound_iss, &own_keys, &v)
+        .await
+        .expect("a keystore token of another iss");
     // A kid twice within one issuer is refused; across issuers it is not.
     assert!(matches!(
         handle.reload_trusted_jwks(&[set(&a, "k1").bound_to(IDP_A), set(&b, "k1").bound_to(IDP_A)]),

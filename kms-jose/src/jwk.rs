@@ -296,7 +296,13 @@ fn judge(key: &serde_json::Map<String, Value>) -> Result<TrustedJwk, Verdict> {
     match key.get("use") {
         None => {}
         Some(Value::String(u)) if u == "sig" => {}
-        Some(other) => return Err(Verdict::Skip(format!("`use` is {other}, not \"sig\""))),
+        Some(other) => {
+            let other = other.to_string();
+            return Err(Verdict::Skip(format!(
+                "`use` is {}, not \"sig\"",
+                other.chars().take(32).collect::<String>().escape_debug()
+            )));
+        }
     }
     // RFC 7517 §4.3: a key whose `key_ops` are given and lack `verify`
     // may not verify.

@@ -14,7 +14,8 @@ use crate::fetch::check_url;
 /// [`FetchError::Invalid`] for a document that is not a JSON object or
 /// has no string `issuer` or `jwks_uri`; [`FetchError::IssuerMismatch`]
 /// when its `issuer` is not `issuer` exactly; [`FetchError::Url`] for a
-/// `jwks_uri` that may not be fetched.
+/// `jwks_uri` that may not be fetched after `url` (never `http` after
+/// `https`, never a loopback host after a remote one).
 pub fn jwks_uri_from_discovery(
     document: &[u8],
     issuer: &str,
@@ -43,7 +44,12 @@ pub fn jwks_uri_from_discovery(
         .get("jwks_uri")
         .and_then(serde_json::Value::as_str)
         .ok_or_else(|| invalid("no string `jwks_uri`"))?;
-    check_url(jwks_uri)
+    let jwks = check_url(jwks_uri)?;
+    crate::fetch::allowed_after(url, &jwks).map_err(|reason| FetchError::Url {
+        url: short(jwks_uri),
+        reason,
+    })?;
+    Ok(jwks)
 }
 
 #[cfg(test)]
@@ -78,6 +84,11 @@ mod tests {
             (b"<html>", "https://idp.example", "invalid"),
             (
                 br#"{"issuer":"https://idp.example","jwks_uri":"http://idp.example/keys"}"#,
+                "https://idp.example",
+                "url",
+            ),
+            (
+                br#"{"issuer":"https://idp.example","jwks_uri":"https://127.0.0.1:8081/keys"}"#,
                 "https://idp.example",
                 "url",
             ),

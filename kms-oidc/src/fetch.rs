@@ -48,27 +48,43 @@ fn allowed(url: &Url) -> Result<(), &'static str> {
     }
     match url.scheme() {
         "https" => Ok(()),
-        "http" => {
-            let loopback = match url.host() {
-                Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-                Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
-                Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
-                None => false,
-            };
-            if loopback {
-                Ok(())
-            } else {
-                Err("http is allowed to a loopback address or localhost only; use https")
-            }
-        }
+        "http" if is_loopback(url) => Ok(()),
+        "http" => Err("http is allowed to a loopback address or localhost only; use https"),
         _ => Err("not https"),
     }
+}
+
+/// Whether `url`'s host is a loopback address or `localhost`.
+pub(crate) fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
+        Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
+        None => false,
+    }
+}
+
+/// Whether a URL a provider gave (a `jwks_uri`, a redirect's target) may
+/// be fetched after `from`, the URL that gave it: an allowed URL, never
+/// from `https` down to `http`, and never from a host that is not
+/// loopback to one that is (a provider cannot aim the gateway's fetches at
+/// its own host's services).
+pub(crate) fn allowed_after(from: &Url, to: &Url) -> Result<(), &'static str> {
+    allowed(to)?;
+    if from.scheme() == "https" && to.scheme() != "https" {
+        return Err("from https down to http");
+    }
+    if !is_loopback(from) && is_loopback(to) {
+        return Err("from a remote host to a loopback one");
+    }
+    Ok(())
 }
 
 impl Fetcher {
     /// The client: rustls with aws-lc-rs, the platform's roots plus
     /// `settings.ca_pem`, `settings.fetch_timeout` per document, at most
-    /// [`MAX_REDIRECTS`] redirects, each to an allowed URL.
+    /// [`MAX_REDIRECTS`] redirects, each allowed after the URL before it
+    /// (`allowed_after`).
     ///
     /// # Errors
     /// A message naming a CA file that is not PEM, or the client's own
@@ -84,12 +100,14 @@ impl Fetcher {
             roots.extend(certs);
         }
         let policy = redirect::Policy::custom(|attempt| {
-            if attempt.previous().len() > MAX_REDIRECTS {
-                attempt.error("too many redirects")
-            } else if let Err(reason) = allowed(attempt.url()) {
-                attempt.error(reason)
-            } else {
-                attempt.follow()
+            let refused = match attempt.previous().last() {
+                _ if attempt.previous().len() > MAX_REDIRECTS => Some("too many redirects"),
+                Some(from) => allowed_after(from, attempt.url()).err(),
+                None => allowed(attempt.url()).err(),
+            };
+            match refused {
+                Some(reason) => attempt.error(reason),
+                None => attempt.follow(),
             }
         });
         let client = reqwest::Client::builder()
@@ -237,6 +255,30 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn a_provider_cannot_send_a_fetch_down_to_http_or_to_loopback() {
+        let url = |text: &str| Url::parse(text).expect("url");
+        let remote = url("https://idp.example/x");
+        assert_eq!(
+            allowed_after(&remote, &url("https://keys.example/jwks")),
+            Ok(())
+        );
+        for refused in [
+            "http://127.0.0.1:8081/metrics",
+            "https://127.0.0.1:8081/keys",
+            "https://localhost/keys",
+            "http://idp.example/keys",
+        ] {
+            assert!(allowed_after(&remote, &url(refused)).is_err(), "{refused}");
+        }
+        // A loopback provider (tests, development) may stay on loopback.
+        let local = url("http://127.0.0.1:9000/.well-known/openid-configuration");
+        assert_eq!(
+            allowed_after(&local, &url("http://127.0.0.1:9000/jwks")),
+            Ok(())
+        );
     }
 
     #[test]

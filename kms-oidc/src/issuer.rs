@@ -10,10 +10,12 @@
 //! * a fetch asked for by an unknown `kid` starts only if the cooldown has
 //!   passed since the issuer's last fetch began, whatever asked for that
 //!   one;
-//! * a fetched set replaces the issuer's keys whole; a failed fetch
-//!   changes no key; the last good set is dropped (the issuer then has no
-//!   keys) once its last successful fetch is older than the maximum stale
-//!   age.
+//! * a fetched set replaces the issuer's keys whole, and only when it
+//!   differs from the one installed (so a refresh leaves the verified-token
+//!   cache alone); a failed fetch changes no key; while fetches fail, the
+//!   last good set is dropped (the issuer then has no keys) once its last
+//!   successful fetch is older than the maximum stale age; a healthy set is
+//!   refreshed before either its lifetime or that age runs out.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -76,6 +78,8 @@ struct State {
     lifetime: Duration,
     jwks_uri: Option<Url>,
     kids: Vec<String>,
+    /// The set installed last (to tell a change from a refresh).
+    installed: Option<TrustedJwkSet>,
     /// Whether a fetched set is installed (false before the first success
     /// and after the stale set is dropped).
     has_set: bool,
@@ -129,6 +133,7 @@ impl Issuer {
                 lifetime: settings.default_max_age,
                 jwks_uri,
                 kids: Vec::new(),
+                installed: None,
                 has_set: false,
                 failures: 0,
                 last_error: None,
@@ -179,24 +184,31 @@ impl Issuer {
         Some(finished)
     }
 
-    /// One fetch, start to end: documents, the keys replaced, the state
-    /// and metrics updated, waiters woken.
+    /// One fetch, start to end: documents, the keys replaced (only when
+    /// they changed: an unchanged set leaves the key-set generation, and so
+    /// the verified-token cache, alone), the state and metrics updated,
+    /// waiters woken. The keys are replaced and the state updated under
+    /// the state's lock, so `tick` never sees one without the other.
     async fn fetch(&self) {
-        let outcome = self.fetch_set().await.and_then(|(set, lifetime)| {
-            self.keys
-                .replace(&self.config.issuer, &set)
-                .map_err(|e| FetchError::Invalid {
-                    url: self.config.issuer.clone(),
-                    reason: e.to_string(),
-                })?;
-            Ok((set, lifetime))
-        });
+        let fetched = self.fetch_set().await;
         let mut state = self.state();
+        let outcome = fetched.and_then(|(set, lifetime)| {
+            let changed = !state.has_set || state.installed.as_ref() != Some(&set);
+            if changed {
+                self.keys
+                    .replace(&self.config.issuer, &set)
+                    .map_err(|e| FetchError::Invalid {
+                        url: self.config.issuer.clone(),
+                        reason: e.to_string(),
+                    })?;
+            }
+            Ok((set, lifetime, changed))
+        });
         match outcome {
-            Ok((set, lifetime)) => {
+            Ok((set, lifetime, changed)) => {
                 let mut kids: Vec<String> = set.keys.iter().map(|k| k.kid.clone()).collect();
                 kids.sort_unstable();
-                if !state.has_set || kids != state.kids {
+                if changed {
                     let added: Vec<&str> = kids
                         .iter()
                         .filter(|k| !state.kids.contains(k))
@@ -216,21 +228,23 @@ impl Issuer {
                         skipped = set.skipped.len(),
                         "the issuer's JWK Set changed"
                     );
-                }
-                for skipped in &set.skipped {
-                    tracing::warn!(
-                        target: "kms_oidc",
-                        issuer = self.config.issuer.as_str(),
-                        kid = skipped.kid.as_deref().unwrap_or(""),
-                        reason = skipped.reason.as_str(),
-                        "a key of the issuer's JWK Set was skipped"
-                    );
+                    // Once per change, not per fetch.
+                    for skipped in &set.skipped {
+                        tracing::warn!(
+                            target: "kms_oidc",
+                            issuer = self.config.issuer.as_str(),
+                            kid = crate::error::short(skipped.kid.as_deref().unwrap_or("")).as_str(),
+                            reason = skipped.reason.as_str(),
+                            "a key of the issuer's JWK Set was skipped"
+                        );
+                    }
                 }
                 self.metrics.ok.increment(1);
                 self.metrics.keys.set(kids.len() as f64);
                 self.metrics.age.set(0.0);
                 self.metrics.stale.set(0.0);
                 state.kids = kids;
+                state.installed = Some(set);
                 state.has_set = true;
                 state.last_success = Some(Instant::now());
                 state.lifetime = lifetime;
@@ -256,8 +270,10 @@ impl Issuer {
             }
         }
         state.fetching = false;
-        drop(state);
+        // Under the lock: a caller that finds `fetching` false after this
+        // subscribes after this count, so it never wakes for this fetch.
         self.finished.send_modify(|n| *n = n.wrapping_add(1));
+        drop(state);
     }
 
     /// The documents fetched and checked: the set and its lifetime.
@@ -298,13 +314,16 @@ impl Issuer {
     }
 
     /// When the schedule fetches next: a refresh at four fifths of the
-    /// set's lifetime after a success; after a failure, a backoff from 1 s
-    /// doubling to [`MAX_BACKOFF`]; at once before any fetch.
+    /// set's lifetime (or of the maximum stale age, when shorter) after a
+    /// success; after a failure, a backoff from 1 s doubling to
+    /// [`MAX_BACKOFF`]; at once before any fetch.
     fn next_fetch(&self, now: Instant) -> Instant {
         let state = self.state();
         match (state.last_fetch, state.last_success, state.failures) {
             (None, _, _) => now,
-            (Some(_), Some(success), 0) => success + state.lifetime * 4 / 5,
+            (Some(_), Some(success), 0) => {
+                success + state.lifetime.min(self.settings.max_stale) * 4 / 5
+            }
             (Some(last), _, failures) => {
                 let backoff = Duration::from_secs(1 << failures.saturating_sub(1).min(6));
                 last + backoff.min(MAX_BACKOFF)
@@ -313,7 +332,7 @@ impl Issuer {
     }
 
     /// Gauges from the clock; drops the set once it is older than the
-    /// maximum stale age.
+    /// maximum stale age while fetches fail.
     fn tick(&self, now: Instant) {
         let mut state = self.state();
         let Some(success) = state.last_success else {
@@ -323,7 +342,7 @@ impl Issuer {
         self.metrics.age.set(age.as_secs_f64());
         let stale = !state.has_set || age > state.lifetime;
         self.metrics.stale.set(if stale { 1.0 } else { 0.0 });
-        if state.has_set && age > self.settings.max_stale {
+        if state.has_set && state.failures > 0 && age > self.settings.max_stale {
             if let Err(e) = self
                 .keys
                 .replace(&self.config.issuer, &TrustedJwkSet::default())
@@ -338,6 +357,7 @@ impl Issuer {
                 "the issuer's last good JWK Set is older than the maximum stale age: dropped, its tokens are refused until a fetch succeeds"
             );
             state.has_set = false;
+            state.installed = None;
             state.kids.clear();
             self.metrics.keys.set(0.0);
         }

@@ -230,6 +230,36 @@ async fn keys_are_discovered_and_follow_rotation() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_set_leaves_the_token_cache_alone() {
+    let k1 = SigningKey::from_bytes(&[9; 32]);
+    let p = provider(vec![jwk(&k1, "k1")]).await;
+    let handle = actor();
+    let issuers = Issuers::start(
+        &handle.issuer_keys(),
+        vec![IssuerConfig::discovered(p.base.clone())],
+        FetchSettings::default().with_refetch_cooldown(Duration::ZERO),
+    )
+    .expect("start");
+    until(&issuers, |s| !s.kids.is_empty()).await;
+    let good = token(&k1, "k1", &p.base);
+    verify(&handle, &good).await.expect("verifies");
+    let hits = || handle.stats().token_cache_hits;
+    verify(&handle, &good).await.expect("from the cache");
+    let before = hits();
+    // A made-up kid refetches the same set: the cache still answers.
+    let fetches = p.jwks_fetches();
+    assert_eq!(
+        refused(verify(&handle, &token(&k1, "made-up", &p.base)).await),
+        "jose.unknown_kid"
+    );
+    assert_eq!(p.jwks_fetches(), fetches + 1);
+    verify(&handle, &good).await.expect("still verifies");
+    assert_eq!(hits(), before + 1, "answered from the cache");
+    drop(issuers);
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_made_up_kids_fetches_once_per_cooldown() {
     let k1 = SigningKey::from_bytes(&[3; 32]);
     let p = provider(vec![jwk(&k1, "k1")]).await;
