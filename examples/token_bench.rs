@@ -329,15 +329,15 @@ fn peer(mode: Mode, listen: SocketAddr, jwks: &std::path::Path) -> Result<(), St
         let text = |name: &str| key[name].as_str().ok_or(format!("no {name}"));
         let decoded = match key["kty"].as_str() {
             Some("RSA") => (
-                jsonwebtoken::DecodingKey::from_rsa_components(&text("n")?, &text("e")?),
+                jsonwebtoken::DecodingKey::from_rsa_components(text("n")?, text("e")?),
                 jsonwebtoken::Algorithm::RS256,
             ),
             Some("EC") => (
-                jsonwebtoken::DecodingKey::from_ec_components(&text("x")?, &text("y")?),
+                jsonwebtoken::DecodingKey::from_ec_components(text("x")?, text("y")?),
                 jsonwebtoken::Algorithm::ES256,
             ),
             _ => (
-                jsonwebtoken::DecodingKey::from_ed_components(&text("x")?),
+                jsonwebtoken::DecodingKey::from_ed_components(text("x")?),
                 jsonwebtoken::Algorithm::EdDSA,
             ),
         };

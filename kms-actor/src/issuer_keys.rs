@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::sync::{Arc, PoisonError};
 
 use kms_core::KmsError;
-use kms_jose::TrustedJwkSet;
+use kms_jose::{TrustedJwkSet, Validation};
 
 use crate::shared::Shared;
 
@@ -77,6 +77,21 @@ impl IssuerKeys {
         drop(trusted);
         self.shared.generation.advance();
         Ok(count)
+    }
+
+    /// Sets `issuer`'s own claims policy (`None`: removes it): for a token
+    /// verified under a key bound to `issuer`, `validation` replaces the
+    /// `Validation` the `verify_jwt` call passed (its audiences, issuers,
+    /// leeway, lifetime limit and `typ`), on a full check and from the
+    /// verified-token cache alike, from the next call on. Tokens of other
+    /// issuers, unbound keys and the keystore keep the call's.
+    pub fn set_validation(&self, issuer: &str, validation: Option<Validation>) {
+        let mut trusted = self
+            .shared
+            .trusted
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        *trusted = Arc::new(trusted.with_policy(issuer, validation));
     }
 
     /// Installs `refetch` (replacing any before it), asked about unknown

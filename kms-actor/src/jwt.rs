@@ -234,6 +234,18 @@ impl KmsClient {
             // The checks a fresh verification makes after the signature,
             // in its order.
             self.check_signer(&entry.signer, keys)?;
+            // A bound issuer's own claims policy replaces the call's.
+            let trusted;
+            let validation = match &entry.signer {
+                JwtSigner::Trusted {
+                    issuer: Some(issuer),
+                    ..
+                } => {
+                    trusted = self.trusted_keys();
+                    trusted.policy(issuer).unwrap_or(validation)
+                }
+                _ => validation,
+            };
             validation
                 .check_typ(entry.typ.as_deref())
                 .map_err(invalid)?;
@@ -322,6 +334,9 @@ impl KmsClient {
         // Claims read before the signature is checked, only to choose the
         // key (trusted_keys.rs); validated after it, as the others are.
         let mut early_claims = None;
+        // A bound issuer's own claims policy, which replaces `validation`
+        // for its tokens (`IssuerKeys::set_validation`).
+        let mut policy: Option<Validation> = None;
         let (by, signer) = match kid.parse::<KeyId>() {
             Ok(id) => {
                 if let Some(why) = self.keystore_refusal(&id, keys) {
@@ -391,6 +406,7 @@ impl KmsClient {
                     Lookup::Unknown => return Err(unknown_kid(kid, "is not a trusted key")),
                 };
                 key.check_alg(header.alg()).map_err(invalid)?;
+                policy = issuer.and_then(|issuer| trusted.policy(issuer)).cloned();
                 let signer = JwtSigner::Trusted {
                     issuer: issuer.map(str::to_owned),
                     kid: key.kid.clone(),
@@ -408,6 +424,7 @@ impl KmsClient {
                         };
                         tokio::task::coop::consume_budget().await;
                         self.record_verify(started, verdict)?;
+                        let validation = policy.as_ref().unwrap_or(validation);
                         validation.check_typ(header.typ()).map_err(invalid)?;
                         let claims = match early_claims {
                             Some(claims) => claims,
@@ -449,6 +466,7 @@ impl KmsClient {
             }
             Err(e) => return Err(e),
         }
+        let validation = policy.as_ref().unwrap_or(validation);
         validation.check_typ(header.typ()).map_err(invalid)?;
         let claims = match early_claims {
             Some(claims) => claims,

@@ -20,10 +20,10 @@
 use std::collections::{HashMap, HashSet};
 
 use kms_core::{KeyId, KmsError};
-use kms_jose::{TrustedJwk, TrustedJwkSet};
+use kms_jose::{TrustedJwk, TrustedJwkSet, Validation};
 
 /// The trusted external keys (module docs).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct TrustedKeys {
     unbound: HashMap<String, TrustedJwk>,
     by_issuer: HashMap<String, HashMap<String, TrustedJwk>>,
@@ -31,6 +31,10 @@ pub(crate) struct TrustedKeys {
     /// `jwks_uri`), not from the configured sets: a reload of those keeps
     /// them.
     remote: HashSet<String>,
+    /// Per-issuer claims policies (`IssuerKeys::set_validation`), which
+    /// replace the call's `Validation` for that issuer's tokens; a reload
+    /// of the configured sets keeps them.
+    policies: HashMap<String, Validation>,
 }
 
 /// Where a token's key was looked for and what was found.
@@ -69,11 +73,7 @@ impl TrustedKeys {
         set: &TrustedJwkSet,
         topic: &str,
     ) -> Result<Self, KmsError> {
-        let mut keys = TrustedKeys {
-            unbound: self.unbound.clone(),
-            by_issuer: self.by_issuer.clone(),
-            remote: self.remote.clone(),
-        };
+        let mut keys = self.clone();
         if keys.by_issuer.contains_key(issuer) && !keys.remote.contains(issuer) {
             return Err(KmsError::InvalidConfig {
                 reason: format!(
@@ -114,7 +114,23 @@ impl TrustedKeys {
             }
             self.remote.insert(issuer.clone());
         }
+        self.policies.clone_from(&old.policies);
         Ok(self)
+    }
+
+    /// These keys with `issuer`'s claims policy set (`None`: removed).
+    pub(crate) fn with_policy(&self, issuer: &str, policy: Option<Validation>) -> Self {
+        let mut keys = self.clone();
+        match policy {
+            Some(policy) => keys.policies.insert(issuer.to_owned(), policy),
+            None => keys.policies.remove(issuer),
+        };
+        keys
+    }
+
+    /// `issuer`'s claims policy, if it has one.
+    pub(crate) fn policy(&self, issuer: &str) -> Option<&Validation> {
+        self.policies.get(issuer)
     }
 
     /// Adds `set`'s keys. A configured set (`remote` false) has its skipped

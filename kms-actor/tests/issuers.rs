@@ -342,3 +342,82 @@ async fn a_required_typ_is_checked_fresh_and_from_the_cache() {
     assert!(handle.stats().token_cache_hits >= 3);
     handle.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_issuer_may_have_its_own_claims_policy() {
+    let (a, b, partner) = (
+        SigningKey::from_bytes(&[11; 32]),
+        SigningKey::from_bytes(&[12; 32]),
+        SigningKey::from_bytes(&[13; 32]),
+    );
+    let handle = spawn(KmsConfig::default().with_trusted_jwks(vec![
+        set(&a, "a").bound_to(IDP_A),
+        set(&b, "b").bound_to(IDP_B),
+        set(&partner, "p"),
+    ]));
+    // A's tokens carry aud "api-a" and typ at+jwt; B's none of that.
+    let mut for_a = Validation::default();
+    for_a.audiences = vec!["api-a".to_owned()];
+    for_a.typ = Some("at+jwt".to_owned());
+    handle.issuer_keys().set_validation(IDP_A, Some(for_a));
+    let kms = handle.client();
+    let keys = TokenKeys::trusted_only();
+    let call = Validation::default();
+    let with = |key: &SigningKey, kid: &str, iss: &str, aud: Option<&str>, typ: bool| {
+        let mut claims = claims(Some(iss));
+        if let Some(aud) = aud {
+            claims["aud"] = json!(aud);
+        }
+        let mut header = Header::new(Algorithm::EdDSA, Some(kid.to_owned()));
+        if typ {
+            header = header.with_typ("at+jwt");
+        }
+        token(key, header, &claims)
+    };
+    let a_good = with(&a, "a", IDP_A, Some("api-a"), true);
+    // Twice: a full check, then from the cache.
+    for _ in 0..2 {
+        kms.verify_jwt(&a_good, &keys, &call)
+            .await
+            .expect("A's policy accepts its aud, which the call's would refuse");
+        for (refused, want) in [
+            (with(&a, "a", IDP_A, Some("api-a"), false), "jose.wrong_typ"),
+            (
+                with(&a, "a", IDP_A, Some("api-b"), true),
+                "jose.wrong_audience",
+            ),
+            (with(&a, "a", IDP_A, None, true), "jose.missing_claim"),
+            // B and the partner keep the call's: no aud accepted.
+            (
+                with(&b, "b", IDP_B, Some("api-a"), true),
+                "jose.wrong_audience",
+            ),
+            (
+                with(&partner, "p", "https://p", Some("api-a"), true),
+                "jose.wrong_audience",
+            ),
+        ] {
+            assert_eq!(code(kms.verify_jwt(&refused, &keys, &call).await), want);
+        }
+        kms.verify_jwt(&with(&b, "b", IDP_B, None, false), &keys, &call)
+            .await
+            .expect("B under the call's");
+    }
+    // Removed: A's tokens are back under the call's.
+    handle.issuer_keys().set_validation(IDP_A, None);
+    assert_eq!(
+        code(kms.verify_jwt(&a_good, &keys, &call).await),
+        "jose.wrong_audience"
+    );
+    // A reload of the configured sets keeps the policies.
+    let mut for_b = Validation::default();
+    for_b.audiences = vec!["api-b".to_owned()];
+    handle.issuer_keys().set_validation(IDP_B, Some(for_b));
+    handle
+        .reload_trusted_jwks(&[set(&a, "a").bound_to(IDP_A), set(&b, "b").bound_to(IDP_B)])
+        .expect("reload");
+    kms.verify_jwt(&with(&b, "b", IDP_B, Some("api-b"), false), &keys, &call)
+        .await
+        .expect("B's policy after the reload");
+    handle.shutdown().await;
+}

@@ -209,3 +209,21 @@ fn audiences_and_the_lifetime_limit_apply_to_every_token() {
     let (code, _, stderr) = run_to_exit(malformed);
     assert_eq!(code, 2, "{stderr}");
 }
+
+#[test]
+fn the_gateway_starts_with_a_provider_down_and_its_own_tokens_verify() {
+    // An address nothing listens on: the provider is down.
+    let down = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        format!("http://{}", listener.local_addr().expect("addr"))
+    };
+    let s = Serving::start(&["--issuer", &down, "--jwks-fetch-timeout", "1"]);
+    let own = s.mint(&json!({"sub": "me", "exp": now() + 600}).to_string());
+    assert_eq!(s.whoami(&own).0, 200, "the gateway's own tokens");
+    // The provider's tokens are refused, never 5xx, within the timeout.
+    let stranger = SigningKey::from_bytes(&[9; 32]);
+    let started = std::time::Instant::now();
+    assert_eq!(s.whoami(&ed_token(&stranger, "k", &claims(&down))).0, 401);
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+    assert_eq!(s.stop(), 0);
+}

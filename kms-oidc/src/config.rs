@@ -37,6 +37,12 @@ pub struct IssuerConfig {
     /// The JWK Set's URL, if given: discovery is then skipped. `None`: from
     /// `<issuer>/.well-known/openid-configuration`.
     pub jwks_uri: Option<String>,
+    /// This issuer's own claims policy (its audiences, leeway, lifetime
+    /// limit, required `typ` such as RFC 9068's `at+jwt`), which replaces
+    /// the `Validation` a `verify_jwt` call passes for this issuer's
+    /// tokens (`kms_actor::IssuerKeys::set_validation`). `None`: the
+    /// call's.
+    pub validation: Option<kms_jose::Validation>,
 }
 
 impl IssuerConfig {
@@ -45,6 +51,7 @@ impl IssuerConfig {
         IssuerConfig {
             issuer: issuer.into(),
             jwks_uri: None,
+            validation: None,
         }
     }
 
@@ -53,7 +60,15 @@ impl IssuerConfig {
         IssuerConfig {
             issuer: issuer.into(),
             jwks_uri: Some(jwks_uri.into()),
+            validation: None,
         }
+    }
+
+    /// This issuer with its own claims policy.
+    #[must_use]
+    pub fn with_validation(mut self, validation: kms_jose::Validation) -> Self {
+        self.validation = Some(validation);
+        self
     }
 
     /// The discovery document's URL (OpenID Connect Discovery 1.0 §4: the

@@ -66,7 +66,9 @@ impl Issuers {
     /// verified by an unbound key, until its first fetch succeeds), its
     /// first fetch starts in the background (a provider that is down does
     /// not hold the start: it is retried with a backoff), and the actor
-    /// asks for a refetch on an unknown `kid`. Call within a tokio runtime.
+    /// asks for a refetch on an unknown `kid`; an issuer's own claims
+    /// policy (`IssuerConfig::validation`) is installed. Call within a
+    /// tokio runtime.
     ///
     /// # Errors
     /// [`StartError`] for an issuer twice, an issuer or `jwks_uri` that is
@@ -81,8 +83,10 @@ impl Issuers {
         let fetcher = Fetcher::new(&settings).map_err(refused)?;
         let settings = Arc::new(settings);
         let mut by_issuer = HashMap::new();
+        let mut policies = Vec::new();
         for config in configs {
             let name = config.issuer.clone();
+            policies.push((name.clone(), config.validation.clone()));
             let issuer = Issuer::new(config, Arc::clone(&settings), fetcher.clone(), keys.clone())
                 .map_err(|e| refused(format!("issuer {name:?}: {e}")))?;
             if by_issuer.insert(name.clone(), Arc::new(issuer)).is_some() {
@@ -92,6 +96,9 @@ impl Issuers {
         for name in by_issuer.keys() {
             keys.replace(name, &TrustedJwkSet::default())
                 .map_err(|e| refused(format!("issuer {name:?}: {e}")))?;
+        }
+        for (name, validation) in policies {
+            keys.set_validation(&name, validation);
         }
         let by_issuer = Arc::new(by_issuer);
         keys.set_refetch(Arc::new(Refetch(Arc::clone(&by_issuer))));

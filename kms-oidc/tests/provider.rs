@@ -260,6 +260,42 @@ async fn an_unchanged_set_leaves_the_token_cache_alone() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_issuers_own_claims_policy_replaces_the_calls() {
+    let k1 = SigningKey::from_bytes(&[10; 32]);
+    let p = provider(vec![jwk(&k1, "k1")]).await;
+    let handle = actor();
+    let mut policy = Validation::default();
+    policy.audiences = vec!["https://api.example".to_owned()];
+    let issuers = Issuers::start(
+        &handle.issuer_keys(),
+        vec![IssuerConfig::discovered(p.base.clone()).with_validation(policy)],
+        FetchSettings::default(),
+    )
+    .expect("start");
+    until(&issuers, |s| !s.kids.is_empty()).await;
+    let exp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+        + 600;
+    let with_aud = sign_compact(
+        &Header::new(Algorithm::EdDSA, Some("k1".to_owned())),
+        &json!({"iss": p.base, "aud": "https://api.example", "exp": exp}),
+        |input| k1.sign(input).to_bytes(),
+    )
+    .expect("sign");
+    verify(&handle, &with_aud)
+        .await
+        .expect("the issuer's audience");
+    assert_eq!(
+        refused(verify(&handle, &token(&k1, "k1", &p.base)).await),
+        "jose.missing_claim"
+    );
+    drop(issuers);
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_made_up_kids_fetches_once_per_cooldown() {
     let k1 = SigningKey::from_bytes(&[3; 32]);
     let p = provider(vec![jwk(&k1, "k1")]).await;
