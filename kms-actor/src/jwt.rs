@@ -87,6 +87,30 @@ fn unknown_kid(kid: &str, why: &str) -> KmsError {
     }
 }
 
+/// A token whose signature verified, checked against `validation`: its
+/// header's `typ`, then its claims (`early_claims` if they were read to
+/// choose its key, else parsed now).
+fn validated(
+    jws: &CompactJws<'_>,
+    early_claims: Option<Claims>,
+    validation: &Validation,
+    signer: JwtSigner,
+) -> Result<token_cache::Verified, KmsError> {
+    let typ = jws.header().typ();
+    validation.check_typ(typ).map_err(invalid)?;
+    let claims = match early_claims {
+        Some(claims) => claims,
+        None => jws.claims().map_err(invalid)?,
+    };
+    validation
+        .validate(&claims, SystemTime::now())
+        .map_err(invalid)?;
+    Ok(token_cache::Verified {
+        jwt: VerifiedJwt { claims, signer },
+        typ: typ.map(Box::from),
+    })
+}
+
 /// Which key signed a verified token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JwtSigner {
@@ -331,31 +355,40 @@ impl KmsClient {
                 reason: "the token has no kid".to_owned(),
             });
         };
-        // Claims read before the signature is checked, only to choose the
-        // key (trusted_keys.rs); validated after it, as the others are.
-        let mut early_claims = None;
-        // A bound issuer's own claims policy, which replaces `validation`
-        // for its tokens (`IssuerKeys::set_validation`).
-        let mut policy: Option<Validation> = None;
-        let (by, signer) = match kid.parse::<KeyId>() {
-            Ok(id) => {
-                if let Some(why) = self.keystore_refusal(&id, keys) {
+        let keystore_key = kid.parse::<KeyId>().ok();
+        match &keystore_key {
+            Some(id) => {
+                if let Some(why) = self.keystore_refusal(id, keys) {
                     return Err(unknown_kid(kid, why));
                 }
+            }
+            None if !keys.accepts_trusted() => return Err(unknown_kid(kid, TRUSTED_NOT_ACCEPTED)),
+            None => {}
+        }
+        // When a set is bound to an issuer, the token's unverified `iss` is
+        // read first, only to choose the keys (trusted_keys.rs); every
+        // claim is validated after the signature, as without.
+        let mut trusted = self.trusted_keys();
+        let early_claims = if trusted.has_issuers() {
+            Some(jws.claims().map_err(invalid)?)
+        } else {
+            None
+        };
+        let iss = early_claims
+            .as_ref()
+            .and_then(|claims| claims.get("iss"))
+            .and_then(serde_json::Value::as_str);
+        // A bound issuer's own claims policy, which replaces `validation`
+        // for its tokens (`IssuerKeys::set_validation`).
+        let (by, signer, policy) = match keystore_key {
+            Some(id) => {
                 // A bound issuer's tokens verify only under its keys: a
-                // keystore key does not speak for it (trusted_keys.rs).
-                let trusted = self.trusted_keys();
-                if trusted.has_issuers() {
-                    let claims = jws.claims().map_err(invalid)?;
-                    if let Some(iss) = claims.get("iss").and_then(serde_json::Value::as_str) {
-                        if trusted.is_bound(iss) {
-                            return Err(unknown_kid(
-                                kid,
-                                "is a keystore key, which does not speak for the token's issuer",
-                            ));
-                        }
-                    }
-                    early_claims = Some(claims);
+                // keystore key does not speak for it.
+                if iss.is_some_and(|iss| trusted.is_bound(iss)) {
+                    return Err(unknown_kid(
+                        kid,
+                        "is a keystore key, which does not speak for the token's issuer",
+                    ));
                 }
                 // A keystore key verifies the alg the JWK Set publishes it
                 // with (`token_alg`), as a verifier that enforces a JWK's
@@ -367,22 +400,9 @@ impl KmsClient {
                         got: header.alg().as_str(),
                     }));
                 }
-                (VerifyBy::Key(id.clone()), JwtSigner::Key(id))
+                (VerifyBy::Key(id.clone()), JwtSigner::Key(id), None)
             }
-            Err(_) if !keys.accepts_trusted() => {
-                return Err(unknown_kid(kid, TRUSTED_NOT_ACCEPTED));
-            }
-            Err(_) => {
-                let mut trusted = self.trusted_keys();
-                // The unverified `iss` only selects the keys (trusted_keys.rs);
-                // the claims are validated after the signature, below.
-                if trusted.has_issuers() {
-                    early_claims = Some(jws.claims().map_err(invalid)?);
-                }
-                let iss = early_claims
-                    .as_ref()
-                    .and_then(|claims| claims.get("iss"))
-                    .and_then(serde_json::Value::as_str);
+            None => {
                 // A kid its issuer's keys lack: whoever keeps that issuer's
                 // keys may refetch them (its own bounds: one fetch in
                 // flight, a cooldown, a timeout); then one more look.
@@ -406,39 +426,26 @@ impl KmsClient {
                     Lookup::Unknown => return Err(unknown_kid(kid, "is not a trusted key")),
                 };
                 key.check_alg(header.alg()).map_err(invalid)?;
-                policy = issuer.and_then(|issuer| trusted.policy(issuer)).cloned();
+                let policy = issuer.and_then(|issuer| trusted.policy(issuer)).cloned();
                 let signer = JwtSigner::Trusted {
                     issuer: issuer.map(str::to_owned),
                     kid: key.kid.clone(),
                 };
-                match key.key.as_ed25519() {
-                    Some(ed25519) => (VerifyBy::Verifying(*ed25519), signer),
-                    None => {
-                        // RSA and ECDSA: one signature, on this task
-                        // (jwt.rs module docs).
-                        let started = Instant::now();
-                        let verdict = if self.shutting_down() {
-                            Err(KmsError::ShuttingDown)
-                        } else {
-                            jws.verify_with(&key.key).map_err(invalid)
-                        };
-                        tokio::task::coop::consume_budget().await;
-                        self.record_verify(started, verdict)?;
-                        let validation = policy.as_ref().unwrap_or(validation);
-                        validation.check_typ(header.typ()).map_err(invalid)?;
-                        let claims = match early_claims {
-                            Some(claims) => claims,
-                            None => jws.claims().map_err(invalid)?,
-                        };
-                        validation
-                            .validate(&claims, SystemTime::now())
-                            .map_err(invalid)?;
-                        return Ok(token_cache::Verified {
-                            jwt: VerifiedJwt { claims, signer },
-                            typ: header.typ().map(Box::from),
-                        });
-                    }
-                }
+                let Some(ed25519) = key.key.as_ed25519() else {
+                    // RSA and ECDSA: one signature, on this task (module
+                    // docs).
+                    let started = Instant::now();
+                    let verdict = if self.shutting_down() {
+                        Err(KmsError::ShuttingDown)
+                    } else {
+                        jws.verify_with(&key.key).map_err(invalid)
+                    };
+                    tokio::task::coop::consume_budget().await;
+                    self.record_verify(started, verdict)?;
+                    let validation = policy.as_ref().unwrap_or(validation);
+                    return validated(&jws, early_claims, validation, signer);
+                };
+                (VerifyBy::Verifying(*ed25519), signer, policy)
             }
         };
         let Some(signature) = jws.ed25519_signature() else {
@@ -466,19 +473,12 @@ impl KmsClient {
             }
             Err(e) => return Err(e),
         }
-        let validation = policy.as_ref().unwrap_or(validation);
-        validation.check_typ(header.typ()).map_err(invalid)?;
-        let claims = match early_claims {
-            Some(claims) => claims,
-            None => jws.claims().map_err(invalid)?,
-        };
-        validation
-            .validate(&claims, SystemTime::now())
-            .map_err(invalid)?;
-        Ok(token_cache::Verified {
-            jwt: VerifiedJwt { claims, signer },
-            typ: header.typ().map(Box::from),
-        })
+        validated(
+            &jws,
+            early_claims,
+            policy.as_ref().unwrap_or(validation),
+            signer,
+        )
     }
 
     /// The JWK Set of `key`'s key: every version that verifies (from the
