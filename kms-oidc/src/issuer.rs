@@ -77,12 +77,9 @@ struct State {
     last_success: Option<Instant>,
     lifetime: Duration,
     jwks_uri: Option<Url>,
-    kids: Vec<String>,
-    /// The set installed last (to tell a change from a refresh).
+    /// The fetched set in use: `None` before the first success and after
+    /// the stale set is dropped.
     installed: Option<TrustedJwkSet>,
-    /// Whether a fetched set is installed (false before the first success
-    /// and after the stale set is dropped).
-    has_set: bool,
     failures: u32,
     last_error: Option<FetchError>,
 }
@@ -132,9 +129,7 @@ impl Issuer {
                 last_success: None,
                 lifetime: settings.default_max_age,
                 jwks_uri,
-                kids: Vec::new(),
                 installed: None,
-                has_set: false,
                 failures: 0,
                 last_error: None,
             }),
@@ -193,7 +188,7 @@ impl Issuer {
         let fetched = self.fetch_set().await;
         let mut state = self.state();
         let outcome = fetched.and_then(|(set, lifetime)| {
-            let changed = !state.has_set || state.installed.as_ref() != Some(&set);
+            let changed = state.installed.as_ref() != Some(&set);
             if changed {
                 self.keys
                     .replace(&self.config.issuer, &set)
@@ -206,18 +201,17 @@ impl Issuer {
         });
         match outcome {
             Ok((set, lifetime, changed)) => {
-                let mut kids: Vec<String> = set.keys.iter().map(|k| k.kid.clone()).collect();
-                kids.sort_unstable();
+                let current = kids(Some(&set));
                 if changed {
-                    let added: Vec<&str> = kids
+                    let before = kids(state.installed.as_ref());
+                    let added: Vec<&str> = current
                         .iter()
-                        .filter(|k| !state.kids.contains(k))
+                        .filter(|k| !before.contains(k))
                         .map(String::as_str)
                         .collect();
-                    let removed: Vec<&str> = state
-                        .kids
+                    let removed: Vec<&str> = before
                         .iter()
-                        .filter(|k| !kids.contains(k))
+                        .filter(|k| !current.contains(k))
                         .map(String::as_str)
                         .collect();
                     tracing::info!(
@@ -240,12 +234,10 @@ impl Issuer {
                     }
                 }
                 self.metrics.ok.increment(1);
-                self.metrics.keys.set(kids.len() as f64);
+                self.metrics.keys.set(current.len() as f64);
                 self.metrics.age.set(0.0);
                 self.metrics.stale.set(0.0);
-                state.kids = kids;
                 state.installed = Some(set);
-                state.has_set = true;
                 state.last_success = Some(Instant::now());
                 state.lifetime = lifetime;
                 state.failures = 0;
@@ -256,7 +248,7 @@ impl Issuer {
                     target: "kms_oidc",
                     issuer = self.config.issuer.as_str(),
                     error = %e,
-                    keys_in_use = state.kids.len(),
+                    keys_in_use = state.installed.as_ref().map_or(0, |set| set.keys.len()),
                     "fetching the issuer's keys failed; the last good set stays"
                 );
                 metrics::counter!(names::FETCHES_TOTAL, "issuer" => self.config.issuer.clone(), "outcome" => e.outcome())
@@ -340,9 +332,9 @@ impl Issuer {
         };
         let age = now.duration_since(success);
         self.metrics.age.set(age.as_secs_f64());
-        let stale = !state.has_set || age > state.lifetime;
+        let stale = state.installed.is_none() || age > state.lifetime;
         self.metrics.stale.set(if stale { 1.0 } else { 0.0 });
-        if state.has_set && state.failures > 0 && age > self.settings.max_stale {
+        if state.installed.is_some() && state.failures > 0 && age > self.settings.max_stale {
             if let Err(e) = self
                 .keys
                 .replace(&self.config.issuer, &TrustedJwkSet::default())
@@ -356,9 +348,7 @@ impl Issuer {
                 age_s = age.as_secs(),
                 "the issuer's last good JWK Set is older than the maximum stale age: dropped, its tokens are refused until a fetch succeeds"
             );
-            state.has_set = false;
             state.installed = None;
-            state.kids.clear();
             self.metrics.keys.set(0.0);
         }
     }
@@ -401,12 +391,21 @@ impl Issuer {
         IssuerStatus {
             issuer: self.config.issuer.clone(),
             jwks_uri: state.jwks_uri.as_ref().map(|u| u.to_string()),
-            kids: state.kids.clone(),
+            kids: kids(state.installed.as_ref()),
             age,
             lifetime: state.lifetime,
-            stale: !state.has_set || age.is_none_or(|age| age > state.lifetime),
+            stale: state.installed.is_none() || age.is_none_or(|age| age > state.lifetime),
             failures: state.failures,
             last_error: state.last_error.clone(),
         }
     }
+}
+
+/// The `kid`s of `set`, sorted (none without a set).
+fn kids(set: Option<&TrustedJwkSet>) -> Vec<String> {
+    let mut kids: Vec<String> = set
+        .map(|set| set.keys.iter().map(|k| k.kid.clone()).collect())
+        .unwrap_or_default();
+    kids.sort_unstable();
+    kids
 }

@@ -151,6 +151,19 @@ fn token(key: &SigningKey, kid: &str, iss: &str) -> String {
     .expect("sign")
 }
 
+/// An actor, and `config`'s issuer kept for it with `settings`.
+fn kept(config: IssuerConfig, settings: FetchSettings) -> (KmsHandle, Issuers) {
+    let handle = actor();
+    let issuers = Issuers::start(&handle.issuer_keys(), vec![config], settings).expect("start");
+    (handle, issuers)
+}
+
+/// Stops the fetches, then the actor.
+async fn stop(handle: KmsHandle, issuers: Issuers) {
+    drop(issuers);
+    handle.shutdown().await;
+}
+
 fn actor() -> KmsHandle {
     KmsActor::spawn(KmsConfig::default(), Keystore::new(), &Bus::new()).expect("spawn")
 }
@@ -190,13 +203,10 @@ async fn keys_are_discovered_and_follow_rotation() {
     );
     let p = provider(vec![jwk(&k1, "k1")]).await;
     p.script(|s| s.cache_control = Some("public, max-age=120".to_owned()));
-    let handle = actor();
-    let issuers = Issuers::start(
-        &handle.issuer_keys(),
-        vec![IssuerConfig::discovered(p.base.clone())],
+    let (handle, issuers) = kept(
+        IssuerConfig::discovered(p.base.clone()),
         FetchSettings::default().with_refetch_cooldown(Duration::ZERO),
-    )
-    .expect("start");
+    );
     let status = until(&issuers, |s| !s.kids.is_empty()).await;
     assert_eq!(status.kids, ["k1"]);
     assert_eq!(status.lifetime, Duration::from_secs(120));
@@ -225,21 +235,17 @@ async fn keys_are_discovered_and_follow_rotation() {
     );
     // The discovery document was read once: its jwks_uri is kept.
     assert_eq!(p.discovery_fetches.load(Ordering::SeqCst), 1);
-    drop(issuers);
-    handle.shutdown().await;
+    stop(handle, issuers).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unchanged_set_leaves_the_token_cache_alone() {
     let k1 = SigningKey::from_bytes(&[9; 32]);
     let p = provider(vec![jwk(&k1, "k1")]).await;
-    let handle = actor();
-    let issuers = Issuers::start(
-        &handle.issuer_keys(),
-        vec![IssuerConfig::discovered(p.base.clone())],
+    let (handle, issuers) = kept(
+        IssuerConfig::discovered(p.base.clone()),
         FetchSettings::default().with_refetch_cooldown(Duration::ZERO),
-    )
-    .expect("start");
+    );
     until(&issuers, |s| !s.kids.is_empty()).await;
     let good = token(&k1, "k1", &p.base);
     verify(&handle, &good).await.expect("verifies");
@@ -255,23 +261,19 @@ async fn an_unchanged_set_leaves_the_token_cache_alone() {
     assert_eq!(p.jwks_fetches(), fetches + 1);
     verify(&handle, &good).await.expect("still verifies");
     assert_eq!(hits(), before + 1, "answered from the cache");
-    drop(issuers);
-    handle.shutdown().await;
+    stop(handle, issuers).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_issuers_own_claims_policy_replaces_the_calls() {
     let k1 = SigningKey::from_bytes(&[10; 32]);
     let p = provider(vec![jwk(&k1, "k1")]).await;
-    let handle = actor();
     let mut policy = Validation::default();
     policy.audiences = vec!["https://api.example".to_owned()];
-    let issuers = Issuers::start(
-        &handle.issuer_keys(),
-        vec![IssuerConfig::discovered(p.base.clone()).with_validation(policy)],
+    let (handle, issuers) = kept(
+        IssuerConfig::discovered(p.base.clone()).with_validation(policy),
         FetchSettings::default(),
-    )
-    .expect("start");
+    );
     until(&issuers, |s| !s.kids.is_empty()).await;
     let exp = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -291,24 +293,17 @@ async fn an_issuers_own_claims_policy_replaces_the_calls() {
         refused(verify(&handle, &token(&k1, "k1", &p.base)).await),
         "jose.missing_claim"
     );
-    drop(issuers);
-    handle.shutdown().await;
+    stop(handle, issuers).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_made_up_kids_fetches_once_per_cooldown() {
     let k1 = SigningKey::from_bytes(&[3; 32]);
     let p = provider(vec![jwk(&k1, "k1")]).await;
-    let handle = actor();
-    let issuers = Issuers::start(
-        &handle.issuer_keys(),
-        vec![IssuerConfig::with_jwks_uri(
-            p.base.clone(),
-            format!("{}/jwks", p.base),
-        )],
+    let (handle, issuers) = kept(
+        IssuerConfig::with_jwks_uri(p.base.clone(), format!("{}/jwks", p.base)),
         FetchSettings::default().with_refetch_cooldown(Duration::from_secs(600)),
-    )
-    .expect("start");
+    );
     until(&issuers, |s| !s.kids.is_empty()).await;
     let first = p.jwks_fetches();
     // 200 made-up kids, 50 at a time.
@@ -326,8 +321,7 @@ async fn a_flood_of_made_up_kids_fetches_once_per_cooldown() {
     assert_eq!(p.jwks_fetches(), first, "no fetch within the cooldown");
     // Discovery was skipped.
     assert_eq!(p.discovery_fetches.load(Ordering::SeqCst), 0);
-    drop(issuers);
-    handle.shutdown().await;
+    stop(handle, issuers).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -337,15 +331,12 @@ async fn an_outage_keeps_the_last_good_set_and_answers_unknown_kids_in_time() {
         SigningKey::from_bytes(&[5; 32]),
     );
     let p = provider(vec![jwk(&k1, "k1")]).await;
-    let handle = actor();
-    let issuers = Issuers::start(
-        &handle.issuer_keys(),
-        vec![IssuerConfig::discovered(p.base.clone())],
+    let (handle, issuers) = kept(
+        IssuerConfig::discovered(p.base.clone()),
         FetchSettings::default()
             .with_refetch_cooldown(Duration::ZERO)
             .with_fetch_timeout(Duration::from_secs(1)),
-    )
-    .expect("start");
+    );
     until(&issuers, |s| !s.kids.is_empty()).await;
     // Down: 503s, then a hang.
     p.script(|s| s.status = Some(503));
@@ -383,23 +374,19 @@ async fn an_outage_keeps_the_last_good_set_and_answers_unknown_kids_in_time() {
     verify(&handle, &token(&k1, "k1", &p.base))
         .await
         .expect("still the last good set");
-    drop(issuers);
-    handle.shutdown().await;
+    stop(handle, issuers).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_set_older_than_the_maximum_stale_age_is_dropped() {
     let k1 = SigningKey::from_bytes(&[6; 32]);
     let p = provider(vec![jwk(&k1, "k1")]).await;
-    let handle = actor();
-    let issuers = Issuers::start(
-        &handle.issuer_keys(),
-        vec![IssuerConfig::discovered(p.base.clone())],
+    let (handle, issuers) = kept(
+        IssuerConfig::discovered(p.base.clone()),
         FetchSettings::default()
             .with_refetch_cooldown(Duration::ZERO)
             .with_max_stale(Duration::from_secs(1)),
-    )
-    .expect("start");
+    );
     until(&issuers, |s| !s.kids.is_empty()).await;
     p.script(|s| s.status = Some(500));
     // The background task looks at the clock every 5 s.
@@ -414,8 +401,7 @@ async fn a_set_older_than_the_maximum_stale_age_is_dropped() {
     verify(&handle, &token(&k1, "k1", &p.base))
         .await
         .expect("after the provider is back");
-    drop(issuers);
-    handle.shutdown().await;
+    stop(handle, issuers).await;
 }
 
 /// A change to the provider's script.
@@ -482,9 +468,7 @@ async fn documents_a_provider_must_not_send_fail_the_fetch() {
             };
             change(s);
         });
-        let handle = actor();
-        let issuers =
-            Issuers::start(&handle.issuer_keys(), vec![config], settings.clone()).expect("start");
+        let (handle, issuers) = kept(config, settings.clone());
         let status = until(&issuers, |s| s.last_error.is_some()).await;
         assert_eq!(
             status.last_error.as_ref().map(FetchError::outcome),
@@ -496,8 +480,7 @@ async fn documents_a_provider_must_not_send_fail_the_fetch() {
             refused(verify(&handle, &token(&k1, "k1", &p.base)).await),
             "jose.unknown_kid"
         );
-        drop(issuers);
-        handle.shutdown().await;
+        stop(handle, issuers).await;
     }
 }
 
@@ -521,13 +504,10 @@ async fn cache_control_sets_the_lifetime_and_bad_keys_are_skipped() {
         (None, 600),
     ] {
         p.script(|s| s.cache_control = cache_control.map(str::to_owned));
-        let handle = actor();
-        let issuers = Issuers::start(
-            &handle.issuer_keys(),
-            vec![IssuerConfig::discovered(p.base.clone())],
+        let (handle, issuers) = kept(
+            IssuerConfig::discovered(p.base.clone()),
             FetchSettings::default(),
-        )
-        .expect("start");
+        );
         let status = until(&issuers, |s| !s.kids.is_empty()).await;
         assert_eq!(
             status.lifetime,
@@ -538,8 +518,7 @@ async fn cache_control_sets_the_lifetime_and_bad_keys_are_skipped() {
         verify(&handle, &token(&k1, "k1", &p.base))
             .await
             .expect("k1 verifies");
-        drop(issuers);
-        handle.shutdown().await;
+        stop(handle, issuers).await;
     }
 }
 
