@@ -523,6 +523,22 @@ fn fan_in(
     start.elapsed()
 }
 
+/// Receives `total` messages through `next`: `next(true)` blocks for one,
+/// then `next(false)` takes more without blocking, up to [`DRAIN`], until
+/// it finds none; each returns whether it received one.
+fn consume_all(total: u64, mut next: impl FnMut(bool) -> bool) {
+    let mut seen = 0u64;
+    while seen < total {
+        assert!(next(true), "recv");
+        seen += 1;
+        let mut taken = 0;
+        while taken < DRAIN && next(false) {
+            taken += 1;
+        }
+        seen += taken as u64;
+    }
+}
+
 /// [`fan_in`] through one of our topics of `capacity` (`Overflow::Wait`):
 /// the producers' `blocking_publish_wait`, the consumer's `blocking_recv`
 /// then `drain` of up to [`DRAIN`].
@@ -567,16 +583,13 @@ fn crossbeam_fan_in(iters: u64, per_producer: u64, capacity: usize) -> Duration 
             }
         },
         |total| {
-            let mut seen = 0u64;
-            while seen < total {
-                rx.recv().expect("recv");
-                seen += 1;
-                let mut taken = 0;
-                while taken < DRAIN && rx.try_recv().is_ok() {
-                    taken += 1;
+            consume_all(total, |block| {
+                if block {
+                    rx.recv().is_ok()
+                } else {
+                    rx.try_recv().is_ok()
                 }
-                seen += taken as u64;
-            }
+            })
         },
     )
 }
@@ -602,16 +615,13 @@ fn threads_fan_in(c: &mut Criterion) {
                     }
                 },
                 |total| {
-                    let mut seen = 0u64;
-                    while seen < total {
-                        rx.blocking_recv().expect("recv");
-                        seen += 1;
-                        let mut taken = 0;
-                        while taken < DRAIN && rx.try_recv().is_ok() {
-                            taken += 1;
+                    consume_all(total, |block| {
+                        if block {
+                            rx.blocking_recv().is_some()
+                        } else {
+                            rx.try_recv().is_ok()
                         }
-                        seen += taken as u64;
-                    }
+                    })
                 },
             )
         })
@@ -631,16 +641,13 @@ fn threads_fan_in(c: &mut Criterion) {
                     }
                 },
                 |total| {
-                    let mut seen = 0u64;
-                    while seen < total {
-                        rx.recv().expect("recv");
-                        seen += 1;
-                        let mut taken = 0;
-                        while taken < DRAIN && rx.try_recv().is_ok() {
-                            taken += 1;
+                    consume_all(total, |block| {
+                        if block {
+                            rx.recv().is_ok()
+                        } else {
+                            rx.try_recv().is_ok()
                         }
-                        seen += taken as u64;
-                    }
+                    })
                 },
             )
         })
