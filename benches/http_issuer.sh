@@ -29,21 +29,8 @@ bin=target/release/examples
 work=target/http-issuer
 rm -rf "$work" && mkdir -p "$work"
 
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-# The address a server logged once serving.
-address() {
-  local log=$1
-  for _ in $(seq 1 300); do
-    if grep -qE "(public face on http://.* signing key|listening on http://.* \(ready\))" "$log"; then
-      grep -m1 -oE "(public face on|listening on) http://[0-9.:]+" "$log" | sed -E 's/.*http:\/\///'
-      return
-    fi
-    sleep 0.1
-  done
-  cat "$log" >&2; exit 1
-}
+# shellcheck source=benches/http/servers.sh
+source benches/http/servers.sh
 gateway() {
   local log=$1; shift
   target/release/kms-gateway serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --token-cache 0 "$@" \

@@ -44,23 +44,8 @@ unique_tokens=300000
 "$bin/token_bench" gen --dir "$work/reuse" --keys 128 --tokens 10000 --forged-share 0.01
 cp "$work/reuse/jwks.json" "$work/jwks.json"
 
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-# The address a server logged (it logs "... on http://ADDR" once serving).
-address() {
-  local log=$1
-  for _ in $(seq 1 300); do
-    # Whole lines only: the gateway's ends with its signing key, a peer's
-    # with "(ready)".
-    if grep -qE "(public face on http://.* signing key|listening on http://.* \(ready\))" "$log"; then
-      grep -m1 -oE "(public face on|listening on) http://[0-9.:]+" "$log" | sed -E 's/.*http:\/\///'
-      return
-    fi
-    sleep 0.1
-  done
-  cat "$log" >&2; exit 1
-}
+# shellcheck source=benches/http/servers.sh
+source benches/http/servers.sh
 target/release/kms-gateway serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --trust-jwks "$work/jwks.json" \
   >/dev/null 2>"$work/gateway.log" &
 pids+=($!)

@@ -289,7 +289,32 @@ fn generate(
 /// `/jwks` (the file, read once).
 fn provider(listen: SocketAddr, jwks: &std::path::Path) -> Result<(), String> {
     let set = std::fs::read_to_string(jwks).map_err(|e| e.to_string())?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    serve(listen, 1, "provider", move |addr| {
+        let discovery = json!({
+            "issuer": format!("http://{addr}"),
+            "jwks_uri": format!("http://{addr}/jwks"),
+        })
+        .to_string();
+        Router::new()
+            .route(
+                "/.well-known/openid-configuration",
+                get(move || async move { discovery }),
+            )
+            .route("/jwks", get(move || async move { set }))
+    })
+}
+
+/// Serves `app(its address)` on `listen` with a runtime of `workers`
+/// threads, after printing `token_bench LABEL: listening on http://ADDR
+/// (ready)`; returns when the server fails.
+fn serve(
+    listen: SocketAddr,
+    workers: usize,
+    label: &str,
+    app: impl FnOnce(SocketAddr) -> Router,
+) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
@@ -298,19 +323,10 @@ fn provider(listen: SocketAddr, jwks: &std::path::Path) -> Result<(), String> {
             .await
             .map_err(|e| format!("{listen}: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let discovery = json!({
-            "issuer": format!("http://{addr}"),
-            "jwks_uri": format!("http://{addr}/jwks"),
-        })
-        .to_string();
-        eprintln!("token_bench provider: listening on http://{addr} (ready)");
-        let app = Router::new()
-            .route(
-                "/.well-known/openid-configuration",
-                get(move || async move { discovery }),
-            )
-            .route("/jwks", get(move || async move { set }));
-        axum::serve(listener, app).await.map_err(|e| e.to_string())
+        eprintln!("token_bench {label}: listening on http://{addr} (ready)");
+        axum::serve(listener, app(addr))
+            .await
+            .map_err(|e| e.to_string())
     })
 }
 
@@ -344,24 +360,11 @@ fn peer(mode: Mode, listen: SocketAddr, jwks: &std::path::Path) -> Result<(), St
         decoding.insert(kid, (decoded.0.map_err(|e| e.to_string())?, decoded.1));
     }
     let keys = Arc::new(Keys { decoding, mode });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .map_err(|e| format!("{listen}: {e}"))?;
-        eprintln!(
-            "token_bench peer: listening on http://{} (ready)",
-            listener.local_addr().map_err(|e| e.to_string())?
-        );
-        let app = Router::new()
+    serve(listen, 2, "peer", |_| {
+        Router::new()
             .route("/whoami", get(whoami))
             .route("/auth", get(forward_auth))
-            .with_state(keys);
-        axum::serve(listener, app).await.map_err(|e| e.to_string())
+            .with_state(keys)
     })
 }
 
