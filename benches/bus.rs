@@ -39,8 +39,10 @@
 //!   peers' blocking sends). The iteration ends when the consumer has all 4096.
 //!
 //! * `threads/4_to_1_sustained`: the same pattern sustained: 100 000
-//!   messages per producer, capacity 8192, the ring full most of the time
-//!   (`bus/sustained.rs`); ours beside crossbeam-channel.
+//!   messages per producer, capacity 8192 (`bus/sustained.rs`); ours
+//!   beside crossbeam-channel, whose consumer keeps its ring full, where
+//!   ours without its wait for a run read right behind the producers
+//!   (`docs/PERFORMANCE.md`, "Bus under sustained fan-in").
 //!
 //! * `threads/1_to_4`: one producer thread publishes 4096 messages one by
 //!   one, in bursts of 256, to four consumer threads that each block in

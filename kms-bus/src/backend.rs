@@ -114,10 +114,10 @@ impl<T> Ring<T> {
     /// now: a hint that orders nothing, for `blocking_recv`'s back-off.
     /// Classic reads its tail under the lock; Soa loads one stamp.
     #[cfg_attr(kms_loom, allow(dead_code))]
-    pub(crate) fn looks_ready(&self, position: &Position) -> bool {
+    pub(crate) fn looks_ready(&self, position: &Position, ahead: u64) -> bool {
         match self {
-            Self::Classic(ring) => ring.sequence() > position.next,
-            Self::Soa(ring) => ring.looks_ready(position.next),
+            Self::Classic(ring) => ring.sequence() > position.next + ahead,
+            Self::Soa(ring) => ring.looks_ready(position.next, ahead),
         }
     }
 

@@ -42,6 +42,29 @@
 //! `docs/PERFORMANCE.md`, "Bus across threads: the consumer's adaptive
 //! back-off", has the figures.
 //!
+//! # Waiting for a run (`blocking_recv` after a drain that caught up)
+//!
+//! The adaptive start helps while the topic is empty; a consumer that
+//! keeps finding a few messages ready pays the same transfers without ever
+//! waiting. Four producer threads publishing 100 000 messages each into one
+//! consumer (`threads/4_to_1_sustained`) showed it: the consumer read each
+//! message right behind the producers, its free of the slot and its next
+//! look pulled the line back and forth on nearly every message, and the
+//! producers spent 80 % of the run in the tail's compare-and-swap and the
+//! stamp load before it (19.8–20.3 ms per run, 3 × crossbeam-channel).
+//! So a [`Subscriber::drain`] that takes messages and then finds the topic
+//! empty marks the subscriber caught up, and the next `blocking_recv`
+//! first backs off (spin hints in doubling rounds from the adaptive start,
+//! up to round [`LAST_RUN_ROUND`]: at most 1023 hints, about 9 µs here)
+//! until the message [`RUN`] ahead looks written, so the reads that follow
+//! take runs of lines the producers have finished with. It stops waiting
+//! as soon as a round passes in which the publishers took nothing (the
+//! stream paused: the end of a burst, or a lone message), so a consumer
+//! that is not behind a stream pays one round. The run figure is 5.9–7.0
+//! ms, 0.58–0.80 × crossbeam-channel's time (`docs/PERFORMANCE.md`, "Bus
+//! under sustained fan-in"). A call that found nothing in its drain (a
+//! request and its reply) never waits for a run.
+//!
 //! The contract is that of the async operations: the same messages, order,
 //! lag counts and errors, and nothing taken is lost. The async operation
 //! runs outside tokio's cooperative budget (`coop::unconstrained`): a
@@ -75,7 +98,12 @@ impl<T: Clone> Subscriber<T> {
     /// (a stream) starts its back-off up to five rounds later, so it looks
     /// again only after 32 spin hints and takes longer runs; each wait that
     /// ends with a lone message moves the start one round back towards the
-    /// first (see the module docs).
+    /// first (see the module docs). After a [`drain`](Subscriber::drain)
+    /// that took messages and then found the topic empty, it first waits
+    /// up to about 1000 spin hints (about 9 µs on the machine of
+    /// `docs/PERFORMANCE.md`) for the message 255 ahead to be written,
+    /// and stops waiting once the publishers take nothing for a round
+    /// (module docs, "Waiting for a run").
     ///
     /// The messages, their order, the lag counts and the errors are those
     /// of [`recv`](Subscriber::recv). Unlike `recv`, it does not take part
@@ -95,6 +123,9 @@ impl<T: Clone> Subscriber<T> {
     /// [`RecvError::Closed`] when no publisher is alive and every message
     /// has been read.
     pub fn blocking_recv(&mut self) -> Result<T, RecvError> {
+        if std::mem::take(&mut self.caught_up) {
+            self.wait_for_run();
+        }
         let mut snooze = Snooze::starting_at(self.backoff_start);
         let mut waited = false;
         loop {
@@ -112,6 +143,30 @@ impl<T: Clone> Subscriber<T> {
             }
             snooze.snooze();
             waited = true;
+        }
+    }
+
+    /// After a drain that caught up with a stream's publishers: backs off
+    /// until the message [`RUN`] ahead looks written, the publishers take
+    /// nothing for a round, or round [`LAST_RUN_ROUND`] ends, so the next
+    /// reads take a run of whole cache lines the publishers have finished
+    /// with (module docs, "Waiting for a run").
+    fn wait_for_run(&self) {
+        let mut taken = self.sequence();
+        for round in self.backoff_start..=LAST_RUN_ROUND {
+            if self.looks_ready_ahead(RUN) {
+                return;
+            }
+            for _ in 0..1u32 << round {
+                std::hint::spin_loop();
+            }
+            // A round in which the publishers took nothing: the stream has
+            // paused (the end of a burst), so a run will not come soon.
+            let now = self.sequence();
+            if now == taken {
+                return;
+            }
+            taken = now;
         }
     }
 
@@ -180,6 +235,15 @@ impl<T> Publisher<T> {
 /// hints (about 0.7 µs here), and it still spins `32 + 64` hints before it
 /// yields. Chosen side by side with 0, 4 and 6 (`docs/PERFORMANCE.md`).
 pub(crate) const MAX_BACKOFF_START: u32 = 5;
+
+/// How far ahead of a subscriber that caught up in a drain a message must
+/// be written before it reads again (messages).
+const RUN: u64 = 255;
+
+/// The last round of the wait for a run: from round 0, `1 + 2 + ... + 512
+/// = 1023` spin hints in all (about 9 µs here); from
+/// [`MAX_BACKOFF_START`], 992.
+const LAST_RUN_ROUND: u32 = 9;
 
 /// The last round of spin hints: round `r <= LAST_SPIN_ROUND` issues `2^r`
 /// hints (1 + 2 + ... + 64 = 127 from round 0).

@@ -238,6 +238,14 @@ const JOINING: u64 = u64::MAX;
 /// drain.
 const NOT_READING: u64 = u64::MAX;
 
+/// The first round of a reservation's back-off after it lost the tail to
+/// another publisher: `2^2 = 4` spin hints (about 36 ns here).
+const CONTENDED_FIRST_ROUND: u32 = 2;
+
+/// The last round of that back-off, the limit of crossbeam-utils'
+/// `Backoff::spin_light`: `2^6 = 64` spin hints.
+const CONTENDED_LAST_ROUND: u32 = 6;
+
 /// How many spin hints a busy-wait issues before it starts yielding.
 const SPINS_BEFORE_YIELD: u32 = 64;
 
@@ -602,6 +610,8 @@ impl<T> Soa<T> {
     #[inline]
     fn reserve(&self, wanted: u64) -> Result<(u64, u64), RejectCause> {
         let mut spins = 0;
+        // Compare-and-swaps of the tail lost to another publisher so far.
+        let mut contended = 0u32;
         loop {
             // SeqCst: the tail and `active` accesses are ordered with
             // subscribe and unsubscribe (invariant 2).
@@ -642,6 +652,18 @@ impl<T> Soa<T> {
                     seqcst_fence_for_loom();
                     return Ok((tail, free));
                 }
+                // Another publisher moved the tail: back off before looking
+                // again, longer each time, as crossbeam-channel's `send`
+                // does (crossbeam-utils' `Backoff::spin_light`, from 4 spin
+                // hints up to its limit of 64), so that publishers on other
+                // cores are not all pulling the tail's cache line at once.
+                // A delay, not a wait for another thread: the CPU's hint
+                // itself, which under loom is no scheduling point (the
+                // models' branches stay as they were).
+                for _ in 0..1u32 << (CONTENDED_FIRST_ROUND + contended).min(CONTENDED_LAST_ROUND) {
+                    std::hint::spin_loop();
+                }
+                contended += 1;
                 continue;
             }
             if unread && self.tail.load(Ordering::SeqCst) == tail {
@@ -826,13 +848,17 @@ impl<T> Soa<T> {
         self.room_waiters.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// Whether message `next`'s slot holds it written, or a later message
-    /// (a hint for `blocking_recv`'s back-off; a read decides).
+    /// Whether the slot of message `next + ahead` (at most one lap ahead)
+    /// holds it written, or a later message (a hint for `blocking_recv`'s
+    /// back-off and its wait for a run; a read decides).
     #[cfg_attr(kms_loom, allow(dead_code))]
-    pub(crate) fn looks_ready(&self, next: u64) -> bool {
+    pub(crate) fn looks_ready(&self, next: u64, ahead: u64) -> bool {
+        // At most one lap ahead: the slot of a message further on holds an
+        // earlier one.
+        let x = next + ahead.min(self.capacity - 1);
         // Relaxed: a hint that makes nothing visible; the read that follows
         // acquires the stamp itself (invariant 3).
-        self.slot(next).stamp.load(Ordering::Relaxed) >= self.ready(next)
+        self.slot(x).stamp.load(Ordering::Relaxed) >= self.ready(x)
     }
 
     /// Announces a subscriber at `next` about to park; call after creating

@@ -36,6 +36,11 @@ pub struct Subscriber<T> {
     /// "Adaptive start"). Used by nothing else.
     #[cfg_attr(kms_loom, allow(dead_code))]
     pub(crate) backoff_start: u32,
+    /// Whether the last [`drain`](Subscriber::drain) took messages and then
+    /// found the topic empty: it caught up with the publishers of a stream
+    /// (`blocking.rs`, "Waiting for a run"). Used by nothing else.
+    #[cfg_attr(kms_loom, allow(dead_code))]
+    pub(crate) caught_up: bool,
 }
 
 impl<T> Subscriber<T> {
@@ -47,6 +52,7 @@ impl<T> Subscriber<T> {
             position,
             pending_lag: 0,
             backoff_start: 0,
+            caught_up: false,
         })
     }
 
@@ -171,6 +177,7 @@ impl<T: Clone> Subscriber<T> {
             return Err(TryRecvError::Lagged(std::mem::take(&mut self.pending_lag)));
         }
         let mut taken = 0;
+        self.caught_up = false;
         // A `Lag` drain among several subscribers is covered (`Soa::cover`,
         // invariant 8) until `cover` drops, also on unwind.
         let cover = Cover::new(&self.shared, self.position, max);
@@ -191,7 +198,10 @@ impl<T: Clone> Subscriber<T> {
                     self.pending_lag = missed;
                     break;
                 }
-                Read::Empty => break,
+                Read::Empty => {
+                    self.caught_up = taken > 0;
+                    break;
+                }
             }
         }
         drop(room);
@@ -209,7 +219,21 @@ impl<T: Clone> Subscriber<T> {
     /// which reads nothing.
     #[cfg_attr(kms_loom, allow(dead_code))]
     pub(crate) fn looks_ready(&self) -> bool {
-        self.shared.ring.looks_ready(&self.position)
+        self.shared.ring.looks_ready(&self.position, 0)
+    }
+
+    /// Whether the message `ahead` after this subscriber's position looks
+    /// written already: a hint for `blocking_recv`'s wait for a run.
+    #[cfg_attr(kms_loom, allow(dead_code))]
+    pub(crate) fn looks_ready_ahead(&self, ahead: u64) -> bool {
+        self.shared.ring.looks_ready(&self.position, ahead)
+    }
+
+    /// Sequence numbers the topic's publishers have taken so far: whether
+    /// a stream still flows, for `blocking_recv`'s wait for a run.
+    #[cfg_attr(kms_loom, allow(dead_code))]
+    pub(crate) fn sequence(&self) -> u64 {
+        self.shared.ring.sequence()
     }
 
     /// One read step; wakes publishers waiting for room if it freed a slot

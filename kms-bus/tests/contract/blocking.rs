@@ -135,6 +135,47 @@ fn blocking_recv_inside_a_runtime_does_not_wait_on_the_budget() {
 }
 
 #[test]
+fn blocking_recv_after_a_drain_that_caught_up_takes_what_comes_without_a_run() {
+    // A drain that takes messages and then finds the topic empty makes the
+    // next `blocking_recv` wait for a run of messages; when none comes (the
+    // stream paused, or ended), it must still take the few that are there,
+    // and `Closed` once the publishers are gone.
+    let topic = topic::<u64>(1024, Overflow::Wait);
+    let mut sub = topic.subscribe().expect("subscribe");
+    let publisher = topic.publisher();
+    for i in 0..3 {
+        publisher.publish(i).expect("room");
+    }
+    let (sub, first, drained) = within_deadline(move || {
+        let first = sub.blocking_recv();
+        let mut out = Vec::new();
+        let drained = sub.drain(&mut out, 256).map(|_| out);
+        (sub, first, drained)
+    });
+    assert_eq!(first, Ok(0));
+    assert_eq!(
+        drained,
+        Ok(vec![1, 2]),
+        "the drain took the rest and caught up"
+    );
+    for i in 3..5 {
+        publisher.publish(i).expect("room");
+    }
+    let (mut sub, got) = within_deadline(move || {
+        let mut sub = sub;
+        let got = [sub.blocking_recv(), sub.blocking_recv()];
+        (sub, got)
+    });
+    assert_eq!(got, [Ok(3), Ok(4)], "two messages, far fewer than a run");
+    publisher.publish(5).expect("room");
+    let mut out = Vec::new();
+    assert_eq!(sub.drain(&mut out, 256), Ok(1));
+    drop(publisher);
+    let end = within_deadline(move || sub.blocking_recv());
+    assert_eq!(end, Err(RecvError::Closed));
+}
+
+#[test]
 fn blocking_recv_parks_and_is_woken_by_a_later_publish() {
     let topic = topic::<u64>(8, Overflow::Lag);
     let mut sub = topic.subscribe().expect("subscribe");
