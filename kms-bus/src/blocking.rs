@@ -57,11 +57,11 @@
 //! first backs off (spin hints in doubling rounds from the adaptive start,
 //! up to round [`LAST_RUN_ROUND`]: at most 1023 hints, about 9 µs here)
 //! until the message [`RUN`] ahead looks written, so the reads that follow
-//! take runs of lines the producers have finished with. It stops waiting
-//! as soon as a round passes in which the publishers took nothing (the
-//! stream paused: the end of a burst, or a lone message), so a consumer
-//! that is not behind a stream pays one round. The run figure is 5.9–7.0
-//! ms, 0.58–0.80 × crossbeam-channel's time (`docs/PERFORMANCE.md`, "Bus
+//! take runs of lines the producers have finished with. It does not wait
+//! when nothing is reserved past what the drain read (a burst published
+//! whole, then nothing), and stops as soon as a round passes in which the
+//! publishers took nothing (the stream paused). The run figure is 6.2–6.5
+//! ms, 0.60–0.99 × crossbeam-channel's time (`docs/PERFORMANCE.md`, "Bus
 //! under sustained fan-in"). A call that found nothing in its drain (a
 //! request and its reply) never waits for a run.
 //!
@@ -102,8 +102,9 @@ impl<T: Clone> Subscriber<T> {
     /// that took messages and then found the topic empty, it first waits
     /// up to about 1000 spin hints (about 9 µs on the machine of
     /// `docs/PERFORMANCE.md`) for the message 255 ahead to be written,
-    /// and stops waiting once the publishers take nothing for a round
-    /// (module docs, "Waiting for a run").
+    /// unless nothing is reserved past what the drain read, and stops
+    /// waiting once the publishers take nothing for a round (module docs,
+    /// "Waiting for a run").
     ///
     /// The messages, their order, the lag counts and the errors are those
     /// of [`recv`](Subscriber::recv). Unlike `recv`, it does not take part
@@ -146,13 +147,19 @@ impl<T: Clone> Subscriber<T> {
         }
     }
 
-    /// After a drain that caught up with a stream's publishers: backs off
-    /// until the message [`RUN`] ahead looks written, the publishers take
+    /// After a drain that caught up with a stream's publishers: unless
+    /// nothing is reserved past what it read, backs off until the message
+    /// [`RUN`] ahead looks written, the publishers take
     /// nothing for a round, or round [`LAST_RUN_ROUND`] ends, so the next
     /// reads take a run of whole cache lines the publishers have finished
     /// with (module docs, "Waiting for a run").
     fn wait_for_run(&self) {
         let mut taken = self.sequence();
+        if taken <= self.next_position() {
+            // Nothing reserved past what the drain read: the publishers
+            // have stopped (a burst published whole), not fallen behind.
+            return;
+        }
         for round in self.backoff_start..=LAST_RUN_ROUND {
             if self.looks_ready_ahead(RUN) {
                 return;

@@ -232,6 +232,13 @@ impl<T: Clone> Subscriber<T> {
     /// Sequence numbers the topic's publishers have taken so far: whether
     /// a stream still flows, for `blocking_recv`'s wait for a run.
     #[cfg_attr(kms_loom, allow(dead_code))]
+    /// The sequence number this subscriber reads next.
+    #[cfg_attr(kms_loom, allow(dead_code))]
+    pub(crate) fn next_position(&self) -> u64 {
+        self.position.next
+    }
+
+    #[cfg_attr(kms_loom, allow(dead_code))]
     pub(crate) fn sequence(&self) -> u64 {
         self.shared.ring.sequence()
     }
