@@ -110,13 +110,14 @@ impl<T> Ring<T> {
         }
     }
 
-    /// Whether the message at `position` looks written (or overwritten)
-    /// now: a hint that orders nothing, for `blocking_recv`'s back-off.
-    /// Classic reads its tail under the lock; Soa loads one stamp.
+    /// Whether the message `ahead` after `position` (`ahead` clamped to
+    /// one lap, `capacity - 1`) looks written (or overwritten) now: a hint
+    /// that orders nothing, for `blocking_recv`'s back-off and its wait for
+    /// a run. Classic reads its tail under the lock; Soa loads one stamp.
     #[cfg_attr(kms_loom, allow(dead_code))]
     pub(crate) fn looks_ready(&self, position: &Position, ahead: u64) -> bool {
         match self {
-            Self::Classic(ring) => ring.sequence() > position.next + ahead,
+            Self::Classic(ring) => ring.looks_ready(position.next, ahead),
             Self::Soa(ring) => ring.looks_ready(position.next, ahead),
         }
     }

@@ -51,13 +51,18 @@
 //! message right behind the producers, its free of the slot and its next
 //! look pulled the line back and forth on nearly every message, and the
 //! producers spent 80 % of the run in the tail's compare-and-swap and the
-//! stamp load before it (19.8–20.3 ms per run, 3 × crossbeam-channel).
+//! stamp load before it (19.8–20.3 ms per run, 1.5–2.7 × crossbeam-channel).
 //! So a [`Subscriber::drain`] that takes messages and then finds the topic
-//! empty marks the subscriber caught up, and the next `blocking_recv`
-//! first backs off (spin hints in doubling rounds from the adaptive start,
-//! up to round [`LAST_RUN_ROUND`]: at most 1023 hints, about 9 µs here)
-//! until the message [`RUN`] ahead looks written, so the reads that follow
-//! take runs of lines the producers have finished with. It does not wait
+//! empty marks where the subscriber caught up, and the next `blocking_recv`
+//! from there first backs off (spin hints in doubling rounds from the
+//! adaptive start, up to round [`LAST_RUN_ROUND`]: at most 1023 hints,
+//! about 9 µs here at ~9 ns a hint) until the message [`RUN`] ahead looks
+//! written, so the reads that follow take runs of lines the producers have
+//! finished with. Only `Overflow::Wait` Soa topics wait: there the
+//! publishers wait for room while the ring fills, where a `Lag` ring would
+//! overwrite unread messages and a `Reject` ring refuse new ones; the
+//! run is at most half the ring (`min(RUN, capacity / 2)`, no wait below 4
+//! slots), and Classic, which takes its lock for every look, never waits. It does not wait
 //! when nothing is reserved past what the drain read (a burst published
 //! whole, then nothing), and stops as soon as a round passes in which the
 //! publishers took nothing (the stream paused). The run figure is 6.2–6.5
@@ -124,7 +129,7 @@ impl<T: Clone> Subscriber<T> {
     /// [`RecvError::Closed`] when no publisher is alive and every message
     /// has been read.
     pub fn blocking_recv(&mut self) -> Result<T, RecvError> {
-        if std::mem::take(&mut self.caught_up) {
+        if self.caught_up_at.take() == Some(self.next_position()) {
             self.wait_for_run();
         }
         let mut snooze = Snooze::starting_at(self.backoff_start);
@@ -147,13 +152,17 @@ impl<T: Clone> Subscriber<T> {
         }
     }
 
-    /// After a drain that caught up with a stream's publishers: unless
-    /// nothing is reserved past what it read, backs off until the message
-    /// [`RUN`] ahead looks written, the publishers take
-    /// nothing for a round, or round [`LAST_RUN_ROUND`] ends, so the next
-    /// reads take a run of whole cache lines the publishers have finished
-    /// with (module docs, "Waiting for a run").
+    /// After a drain that caught up with a stream's publishers, on a topic
+    /// that waits for runs (`Subscriber::run_ahead`: `Wait` Soa topics, at
+    /// most half the ring ahead): unless nothing is reserved past what it
+    /// read, backs off until the message that far ahead looks written, the
+    /// publishers take nothing for a round, or round [`LAST_RUN_ROUND`]
+    /// ends, so the next reads take a run of whole cache lines the
+    /// publishers have finished with (module docs, "Waiting for a run").
     fn wait_for_run(&self) {
+        let Some(ahead) = self.run_ahead(RUN) else {
+            return;
+        };
         let mut taken = self.sequence();
         if taken <= self.next_position() {
             // Nothing reserved past what the drain read: the publishers
@@ -161,7 +170,7 @@ impl<T: Clone> Subscriber<T> {
             return;
         }
         for round in self.backoff_start..=LAST_RUN_ROUND {
-            if self.looks_ready_ahead(RUN) {
+            if self.looks_ready_ahead(ahead) {
                 return;
             }
             for _ in 0..1u32 << round {
@@ -243,12 +252,12 @@ impl<T> Publisher<T> {
 /// yields. Chosen side by side with 0, 4 and 6 (`docs/PERFORMANCE.md`).
 pub(crate) const MAX_BACKOFF_START: u32 = 5;
 
-/// How far ahead of a subscriber that caught up in a drain a message must
-/// be written before it reads again (messages).
+/// How far ahead of a subscriber that caught up in a drain its wait for
+/// a run looks for a written message (messages; at most half the ring).
 const RUN: u64 = 255;
 
 /// The last round of the wait for a run: from round 0, `1 + 2 + ... + 512
-/// = 1023` spin hints in all (about 9 µs here); from
+/// = 1023` spin hints in all (about 9 µs here, ~9 ns a hint); from
 /// [`MAX_BACKOFF_START`], 992.
 const LAST_RUN_ROUND: u32 = 9;
 

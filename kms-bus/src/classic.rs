@@ -193,6 +193,14 @@ impl<T> Classic<T> {
         lock(&self.ring).tail
     }
 
+    /// Whether message `next + ahead` (at most one lap ahead) has been
+    /// published (a hint for `blocking_recv`).
+    #[cfg_attr(kms_loom, allow(dead_code))]
+    pub(crate) fn looks_ready(&self, next: u64, ahead: u64) -> bool {
+        let ring = lock(&self.ring);
+        ring.tail > next + ahead.min(ring.capacity() - 1)
+    }
+
     /// Publishes `msgs` in order under one lock acquisition, stopping at
     /// the first message that cannot go in (no subscriber, or a full
     /// `Reject`/`Wait` ring). Every publish wakes parked subscribers.

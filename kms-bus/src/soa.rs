@@ -239,11 +239,13 @@ const JOINING: u64 = u64::MAX;
 const NOT_READING: u64 = u64::MAX;
 
 /// The first round of a reservation's back-off after it lost the tail to
-/// another publisher: `2^2 = 4` spin hints (about 36 ns here).
+/// another publisher: `2^2 = 4` spin hints (about 36 ns here, ~9 ns a
+/// hint). crossbeam-channel's `send` starts at 1; chosen side by side
+/// with 0 and 4 (`docs/PERFORMANCE.md`, "Bus under sustained fan-in").
 const CONTENDED_FIRST_ROUND: u32 = 2;
 
-/// The last round of that back-off, the limit of crossbeam-utils'
-/// `Backoff::spin_light`: `2^6 = 64` spin hints.
+/// The last round of that back-off, crossbeam-utils' `SPIN_LIMIT` in
+/// `Backoff::spin`: `2^6 = 64` spin hints.
 const CONTENDED_LAST_ROUND: u32 = 6;
 
 /// How many spin hints a busy-wait issues before it starts yielding.
@@ -590,7 +592,8 @@ impl<T> Soa<T> {
     /// Sequence numbers taken so far: the messages published, plus any a
     /// batch reserved and handed back because every subscriber had left.
     pub(crate) fn sequence(&self) -> u64 {
-        // Relaxed: a count for reporting.
+        // Relaxed: a count for reporting, and `blocking_recv`'s hint
+        // whether a stream still flows; it orders nothing.
         self.tail.load(Ordering::Relaxed)
     }
 
@@ -644,26 +647,28 @@ impl<T> Soa<T> {
             }
             if free > 0 {
                 // SeqCst: see above, and `take_parked`.
-                if self
-                    .tail
-                    .compare_exchange_weak(tail, tail + free, Ordering::SeqCst, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    seqcst_fence_for_loom();
-                    return Ok((tail, free));
+                match self.tail.compare_exchange_weak(
+                    tail,
+                    tail + free,
+                    Ordering::SeqCst,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        seqcst_fence_for_loom();
+                        return Ok((tail, free));
+                    }
+                    // Another publisher moved the tail: back off before
+                    // looking again, longer each time, as crossbeam-channel's
+                    // `send` does (crossbeam-utils' `Backoff::spin`), so that
+                    // publishers on other cores are not all pulling the
+                    // tail's cache line at once. A spurious failure (the
+                    // tail unchanged) retries at once.
+                    Err(actual) if actual != tail => {
+                        delay(1 << (CONTENDED_FIRST_ROUND + contended).min(CONTENDED_LAST_ROUND));
+                        contended = contended.saturating_add(1);
+                    }
+                    Err(_) => {}
                 }
-                // Another publisher moved the tail: back off before looking
-                // again, longer each time, as crossbeam-channel's `send`
-                // does (crossbeam-utils' `Backoff::spin_light`, from 4 spin
-                // hints up to its limit of 64), so that publishers on other
-                // cores are not all pulling the tail's cache line at once.
-                // A delay, not a wait for another thread: the CPU's hint
-                // itself, which under loom is no scheduling point (the
-                // models' branches stay as they were).
-                for _ in 0..1u32 << (CONTENDED_FIRST_ROUND + contended).min(CONTENDED_LAST_ROUND) {
-                    std::hint::spin_loop();
-                }
-                contended += 1;
                 continue;
             }
             if unread && self.tail.load(Ordering::SeqCst) == tail {
@@ -1195,6 +1200,17 @@ impl Drop for Counted<'_> {
         // Release: our (aborted) payload access happens before the
         // overwriting publisher's Acquire of a count of zero.
         self.0.fetch_sub(ONE_READER, Ordering::Release);
+    }
+}
+
+/// A pause of `hints` CPU spin hints: a delay, not a wait for another
+/// thread, so it is the CPU's hint itself in both builds (under loom no
+/// scheduling point: the models' branches stay as they were). The one
+/// spin hint in the crate not taken from `sync.rs` (see there).
+#[inline]
+fn delay(hints: u32) {
+    for _ in 0..hints {
+        std::hint::spin_loop();
     }
 }
 

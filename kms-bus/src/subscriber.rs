@@ -8,6 +8,7 @@ use std::task::{ready, Context, Poll};
 use tokio::task::coop;
 
 use crate::backend::{Crowded, Position};
+use crate::config::{Backend, Overflow};
 use crate::error::{RecvError, TryRecvError};
 use crate::outcome::{Read, Step};
 use crate::shared::Shared;
@@ -36,11 +37,12 @@ pub struct Subscriber<T> {
     /// "Adaptive start"). Used by nothing else.
     #[cfg_attr(kms_loom, allow(dead_code))]
     pub(crate) backoff_start: u32,
-    /// Whether the last [`drain`](Subscriber::drain) took messages and then
-    /// found the topic empty: it caught up with the publishers of a stream
-    /// (`blocking.rs`, "Waiting for a run"). Used by nothing else.
+    /// Where the last [`drain`](Subscriber::drain) that took messages found
+    /// the topic empty (a sequence number): it caught up with the
+    /// publishers of a stream there (`blocking.rs`, "Waiting for a run");
+    /// `None` after any other drain. Used by nothing else.
     #[cfg_attr(kms_loom, allow(dead_code))]
-    pub(crate) caught_up: bool,
+    pub(crate) caught_up_at: Option<u64>,
 }
 
 impl<T> Subscriber<T> {
@@ -52,7 +54,7 @@ impl<T> Subscriber<T> {
             position,
             pending_lag: 0,
             backoff_start: 0,
-            caught_up: false,
+            caught_up_at: None,
         })
     }
 
@@ -177,7 +179,7 @@ impl<T: Clone> Subscriber<T> {
             return Err(TryRecvError::Lagged(std::mem::take(&mut self.pending_lag)));
         }
         let mut taken = 0;
-        self.caught_up = false;
+        self.caught_up_at = None;
         // A `Lag` drain among several subscribers is covered (`Soa::cover`,
         // invariant 8) until `cover` drops, also on unwind.
         let cover = Cover::new(&self.shared, self.position, max);
@@ -199,7 +201,9 @@ impl<T: Clone> Subscriber<T> {
                     break;
                 }
                 Read::Empty => {
-                    self.caught_up = taken > 0;
+                    if taken > 0 {
+                        self.caught_up_at = Some(self.position.next);
+                    }
                     break;
                 }
             }
@@ -229,15 +233,29 @@ impl<T: Clone> Subscriber<T> {
         self.shared.ring.looks_ready(&self.position, ahead)
     }
 
-    /// Sequence numbers the topic's publishers have taken so far: whether
-    /// a stream still flows, for `blocking_recv`'s wait for a run.
-    #[cfg_attr(kms_loom, allow(dead_code))]
     /// The sequence number this subscriber reads next.
     #[cfg_attr(kms_loom, allow(dead_code))]
     pub(crate) fn next_position(&self) -> u64 {
         self.position.next
     }
 
+    /// How far ahead `blocking_recv`'s wait for a run looks, at most
+    /// `run` messages (`blocking.rs`, "Waiting for a run"), or `None` on
+    /// topics where it does not wait: only an [`Overflow::Wait`] Soa topic
+    /// waits, whose publishers wait for room rather than overwrite unread
+    /// messages (`Lag`) or be refused (`Reject`) while the subscriber lets
+    /// the ring fill, and it looks at most half the ring ahead (none below
+    /// 4 slots). Classic takes its lock for every look and is left out.
+    #[cfg_attr(kms_loom, allow(dead_code))]
+    pub(crate) fn run_ahead(&self, run: u64) -> Option<u64> {
+        let config = &self.shared.config;
+        let half = (config.capacity / 2) as u64;
+        (config.backend == Backend::Soa && config.overflow == Overflow::Wait && half >= 2)
+            .then(|| run.min(half))
+    }
+
+    /// Sequence numbers the topic's publishers have taken so far: whether
+    /// a stream still flows, for `blocking_recv`'s wait for a run.
     #[cfg_attr(kms_loom, allow(dead_code))]
     pub(crate) fn sequence(&self) -> u64 {
         self.shared.ring.sequence()

@@ -4,10 +4,13 @@
 //! here and nowhere else, so that a loom build checks the code that ships.
 //! The switch is `cfg(kms_loom)` (set with `RUSTFLAGS="--cfg kms_loom"`, see
 //! `loom-tests/`), never `cfg(loom)`, which tokio reads itself and breaks.
-//! The one exception is `blocking.rs`, left out of the loom build: it holds
+//! The exceptions: `blocking.rs`, left out of the loom build: it holds
 //! no shared state, only a calling thread's own back-off (its `Snooze`, on
 //! crossbeam-utils' `Backoff` schedule) and park around the operations the
-//! models check.
+//! models check; and `soa.rs`'s `delay`, the pause after a reservation
+//! lost the tail to another publisher, which waits for nothing and so is
+//! the CPU's spin hint in both builds (a loom yield there would only add
+//! branches to the models).
 //!
 //! [`Notify`] is tokio's in both builds: loom cannot model tokio's internals,
 //! but its contract ("a `Notified` created before `notify_waiters` is woken by

@@ -66,6 +66,62 @@ fn four_producers_into_one_consumer_lose_nothing_and_keep_order() {
     }
 }
 
+#[test]
+fn four_producers_into_a_draining_consumer_lose_nothing_at_any_capacity() {
+    // `blocking_recv` then `drain`, the pattern whose drains catch up with
+    // the producers and make the next `blocking_recv` wait for a run (on
+    // `Wait` topics of at least 4 slots, at most half the ring ahead): every
+    // message once and in each producer's order, at ring sizes below,
+    // around and above the run.
+    const PRODUCERS: u64 = 4;
+    const EACH: u64 = 5_000;
+    for capacity in [1, 3, 4, 16, 300, 1024] {
+        let topic = topic::<u64>(capacity, Overflow::Wait);
+        let mut sub = topic.subscribe().expect("subscribe");
+        let producers: Vec<_> = (0..PRODUCERS)
+            .map(|p| {
+                let publisher = topic.publisher();
+                thread::spawn(move || {
+                    for i in 0..EACH {
+                        publisher
+                            .blocking_publish_wait(p << 32 | i)
+                            .expect("a subscriber is alive");
+                    }
+                })
+            })
+            .collect();
+        let next = within_deadline(move || {
+            let mut next = [0u64; PRODUCERS as usize];
+            let mut out = Vec::with_capacity(256);
+            let mut check = |msg: u64, next: &mut [u64; PRODUCERS as usize]| {
+                let (p, i) = ((msg >> 32) as usize, msg & 0xffff_ffff);
+                assert_eq!(i, next[p], "producer {p}'s messages in order");
+                next[p] += 1;
+            };
+            loop {
+                match sub.blocking_recv() {
+                    Ok(msg) => check(msg, &mut next),
+                    Err(RecvError::Closed) => break,
+                    Err(e) => panic!("blocking_recv: {e}"),
+                }
+                if sub.drain(&mut out, 256).is_ok() {
+                    for msg in out.drain(..) {
+                        check(msg, &mut next);
+                    }
+                }
+            }
+            next
+        });
+        assert_eq!(
+            next, [EACH; PRODUCERS as usize],
+            "capacity {capacity}: every message, once"
+        );
+        for p in producers {
+            p.join().expect("producer");
+        }
+    }
+}
+
 /// Runs `f` on its own thread and returns its result, failing the test if
 /// it takes longer than [`DEADLINE`] (a call that blocks when it should
 /// not, or a lost wake-up).
