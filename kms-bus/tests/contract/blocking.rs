@@ -93,7 +93,7 @@ fn four_producers_into_a_draining_consumer_lose_nothing_at_any_capacity() {
         let next = within_deadline(move || {
             let mut next = [0u64; PRODUCERS as usize];
             let mut out = Vec::with_capacity(256);
-            let mut check = |msg: u64, next: &mut [u64; PRODUCERS as usize]| {
+            let check = |msg: u64, next: &mut [u64; PRODUCERS as usize]| {
                 let (p, i) = ((msg >> 32) as usize, msg & 0xffff_ffff);
                 assert_eq!(i, next[p], "producer {p}'s messages in order");
                 next[p] += 1;
