@@ -165,7 +165,11 @@
 //! if the topic stays empty (or full): across threads that avoids a futex
 //! sleep and wake-up per message. While a stream flows, `blocking_recv`
 //! waits longer before it looks again (so the producers keep the cache
-//! line they write), and for a lone message it looks early. They deliver
+//! line they write), and for a lone message it looks early; on an
+//! [`Overflow::Wait`] topic of the Soa backend, after a
+//! [`Subscriber::drain`] that caught up with the stream, it waits (at most
+//! about 1000 spin hints) for a run of messages to be written before it
+//! reads again, rather than reading right behind the producers. They deliver
 //! and refuse exactly as `recv` and `publish_wait` do, outside tokio's
 //! cooperative budget. Do not call them from async tasks: if the other
 //! side runs on the same worker thread, they never return.
