@@ -191,7 +191,7 @@ impl<T: Clone> Subscriber<T> {
     /// next message is already written (a stream), one round earlier if not
     /// (module docs, "Adaptive start").
     fn adapt_backoff(&mut self) {
-        self.backoff_start = if self.looks_ready() {
+        self.backoff_start = if self.looks_ready_ahead(0) {
             (self.backoff_start + 1).min(MAX_BACKOFF_START)
         } else {
             self.backoff_start.saturating_sub(1)

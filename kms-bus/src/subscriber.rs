@@ -218,16 +218,9 @@ impl<T: Clone> Subscriber<T> {
         Ok(1)
     }
 
-    /// Whether the message at this subscriber's position looks written
-    /// already (or overwritten): a hint for `blocking_recv`'s back-off,
-    /// which reads nothing.
-    #[cfg_attr(kms_loom, allow(dead_code))]
-    pub(crate) fn looks_ready(&self) -> bool {
-        self.shared.ring.looks_ready(&self.position, 0)
-    }
-
     /// Whether the message `ahead` after this subscriber's position looks
-    /// written already: a hint for `blocking_recv`'s wait for a run.
+    /// written already (or overwritten): a hint that reads nothing, for
+    /// `blocking_recv`'s back-off (`ahead` 0) and its wait for a run.
     #[cfg_attr(kms_loom, allow(dead_code))]
     pub(crate) fn looks_ready_ahead(&self, ahead: u64) -> bool {
         self.shared.ring.looks_ready(&self.position, ahead)

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use kms_bus::{Overflow, PublishError, RecvError};
+use kms_bus::{Overflow, PublishError, RecvError, Topic};
 
 use super::common::topic;
 
@@ -22,35 +22,48 @@ const DEADLINE: Duration = Duration::from_secs(30);
 /// back-off instead of the wake-up. It cannot fail or hang because of it.
 const PARKED: Duration = Duration::from_millis(50);
 
-#[test]
-fn four_producers_into_one_consumer_lose_nothing_and_keep_order() {
-    const PRODUCERS: u64 = 4;
-    const EACH: u64 = 2_000;
-    // A ring much smaller than the stream: producers wait for room often.
-    let topic = topic::<u64>(4, Overflow::Wait);
-    let mut sub = topic.subscribe().expect("subscribe");
-    let producers: Vec<_> = (0..PRODUCERS)
+/// Producer threads of the fan-in tests.
+const PRODUCERS: u64 = 4;
+
+/// Starts [`PRODUCERS`] threads, each publishing `each` messages to
+/// `topic` with `blocking_publish_wait`: producer `p`'s `i`-th message is
+/// `p << 32 | i`.
+fn spawn_producers(topic: &Topic<u64>, each: u64) -> Vec<thread::JoinHandle<()>> {
+    (0..PRODUCERS)
         .map(|p| {
             let publisher = topic.publisher();
             thread::spawn(move || {
-                for i in 0..EACH {
+                for i in 0..each {
                     publisher
                         .blocking_publish_wait(p << 32 | i)
                         .expect("a subscriber is alive");
                 }
             })
         })
-        .collect();
+        .collect()
+}
+
+/// Checks that `msg` is the next message of its producer (see
+/// [`spawn_producers`]) and counts it in `next`.
+fn in_order(msg: u64, next: &mut [u64; PRODUCERS as usize]) {
+    let (p, i) = ((msg >> 32) as usize, msg & 0xffff_ffff);
+    assert_eq!(i, next[p], "producer {p}'s messages in order");
+    next[p] += 1;
+}
+
+#[test]
+fn four_producers_into_one_consumer_lose_nothing_and_keep_order() {
+    const EACH: u64 = 2_000;
+    // A ring much smaller than the stream: producers wait for room often.
+    let topic = topic::<u64>(4, Overflow::Wait);
+    let mut sub = topic.subscribe().expect("subscribe");
+    let producers = spawn_producers(&topic, EACH);
     let (done, result) = mpsc::channel();
     thread::spawn(move || {
         let mut next = [0u64; PRODUCERS as usize];
         loop {
             match sub.blocking_recv() {
-                Ok(msg) => {
-                    let (p, i) = ((msg >> 32) as usize, msg & 0xffff_ffff);
-                    assert_eq!(i, next[p], "producer {p}'s messages in order");
-                    next[p] += 1;
-                }
+                Ok(msg) => in_order(msg, &mut next),
                 Err(RecvError::Closed) => break,
                 Err(e) => panic!("blocking_recv: {e}"),
             }
@@ -73,40 +86,23 @@ fn four_producers_into_a_draining_consumer_lose_nothing_at_any_capacity() {
     // `Wait` topics of at least 4 slots, at most half the ring ahead): every
     // message once and in each producer's order, at ring sizes below,
     // around and above the run.
-    const PRODUCERS: u64 = 4;
     const EACH: u64 = 5_000;
     for capacity in [1, 3, 4, 16, 300, 1024] {
         let topic = topic::<u64>(capacity, Overflow::Wait);
         let mut sub = topic.subscribe().expect("subscribe");
-        let producers: Vec<_> = (0..PRODUCERS)
-            .map(|p| {
-                let publisher = topic.publisher();
-                thread::spawn(move || {
-                    for i in 0..EACH {
-                        publisher
-                            .blocking_publish_wait(p << 32 | i)
-                            .expect("a subscriber is alive");
-                    }
-                })
-            })
-            .collect();
+        let producers = spawn_producers(&topic, EACH);
         let next = within_deadline(move || {
             let mut next = [0u64; PRODUCERS as usize];
             let mut out = Vec::with_capacity(256);
-            let check = |msg: u64, next: &mut [u64; PRODUCERS as usize]| {
-                let (p, i) = ((msg >> 32) as usize, msg & 0xffff_ffff);
-                assert_eq!(i, next[p], "producer {p}'s messages in order");
-                next[p] += 1;
-            };
             loop {
                 match sub.blocking_recv() {
-                    Ok(msg) => check(msg, &mut next),
+                    Ok(msg) => in_order(msg, &mut next),
                     Err(RecvError::Closed) => break,
                     Err(e) => panic!("blocking_recv: {e}"),
                 }
                 if sub.drain(&mut out, 256).is_ok() {
                     for msg in out.drain(..) {
-                        check(msg, &mut next);
+                        in_order(msg, &mut next);
                     }
                 }
             }
