@@ -12,25 +12,40 @@
 #    per-request jsonwebtoken peer (token_bench with the aws-lc backend,
 #    /auth the same way).
 #    Figure: the auth server's CPU µs per request (as benches/http_cpu.sh
-#    measures it); target gateway ≤ 0.75 × jsonwebtoken.
+#    measures it); target gateway ≤ 0.75 × jsonwebtoken. The gateway is
+#    measured with its verified-token cache on (its default; the 20 000
+#    tokens repeat within a run, as real clients' do) and off.
 # 2. proxy: wrk against the gateway's proxy mode (--upstream, an NGINX
 #    that echoes X-Auth-Subject) beside wrk against the same gateway's
 #    /whoami; the gateway's CPU µs per request (the upstream's left out);
-#    target proxy ≤ 1.25 × /whoami.
+#    target proxy ≤ 1.25 × /whoami. Measured twice: with the gateway's
+#    verified-token cache on (its default; most of these tokens repeat,
+#    so /whoami is mostly a cache hit) and off (--token-cache 0: every
+#    request verifies its signature). Beside them, the peer: NGINX's own
+#    CPU µs per request answering `return 200` itself and proxying to the
+#    same upstream with `proxy_pass` (what one more HTTP exchange costs a
+#    proxy written in C on the same cores).
 # 3. tls: wrk against /whoami of a gateway with --tls-cert (a P-256
 #    certificate made with openssl) beside the same gateway's flags without
-#    it; requests/s; target TLS ≥ 0.85 × plain.
+#    it, wrk pinned to CPU 0 and both gateways to the other CPUs (taskset),
+#    so that the gateway, not wrk's own TLS, sets the rate; requests/s;
+#    target TLS ≥ 0.85 × plain.
+#
+# Every line also gives wrk's own CPU µs per request (user + system, as
+# the servers'): wrk and the servers share the cores, so what the client
+# spends per request (TLS included) bounds the requests/s of both sides.
 #
 # Usage: bash benches/front_cpu.sh [SECONDS per run, default 5] [RUNS, default 5] [CONNECTIONS, default 256]
 # Prints one line per run and server, then each comparison's median ratio.
-# Needs wrk, nginx, openssl (Debian's wrk, nginx, openssl). Results:
+# Needs wrk, nginx, openssl, taskset (Debian's wrk, nginx, openssl,
+# util-linux) and 2 CPUs. Results:
 # docs/PERFORMANCE.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-5}
 runs=${2:-5}
 connections=${3:-256}
-for tool in wrk nginx openssl; do
+for tool in wrk nginx openssl taskset; do
   command -v "$tool" >/dev/null || { echo "front_cpu: $tool missing: apt-get install $tool" >&2; exit 1; }
 done
 cargo build --release -p kms-gateway >&2
@@ -56,28 +71,49 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
   -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
 chmod 600 "$work/tls.key"
 
-up=$(port) front_gw=$(port) front_jwt=$(port)
-# The gateways: plain (proxy mode and forward auth), and the same with TLS.
+up=$(port) front_gw=$(port) front_nocache=$(port) front_jwt=$(port) peer_return=$(port) peer_proxy=$(port)
+# The TLS pair runs with wrk on CPU 0 and its two gateways on the other
+# CPUs: sharing the cores, wrk's own TLS work (OpenSSL reads each record's
+# header and body with two reads) would set both rates, and the ratio
+# would be wrk's.
+last_cpu=$(($(nproc) - 1))
+[ "$last_cpu" -ge 1 ] || { echo "front_cpu: the TLS pair needs 2 CPUs" >&2; exit 1; }
+server_cpus=1-$last_cpu
+# gateway NAME [FLAG...]: a gateway whose log is $work/NAME.log
+# ($CPUS, if set: the CPUs it runs on); its pid is ${pids[-1]}.
 gateway() {
-  target/release/kms-gateway serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+  local name=$1
+  shift
+  ${CPUS:+taskset -c "$CPUS"} target/release/kms-gateway serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
     --trust-jwks "$work/jwks.json" --claim-header sub=X-Auth-Subject \
     --upstream "http://127.0.0.1:$up" --forward-auth-path /auth "$@" \
-    >/dev/null 2>"$work/gateway$#.log" &
+    >/dev/null 2>"$work/$name.log" &
   pids+=($!)
 }
-gateway
+# Plain (forward auth, the proxy mode), the same with the cache off, and
+# the TLS pair.
+gateway plain
 gw_pid=${pids[-1]}
-gateway --tls-cert "$work/tls.crt" --tls-key "$work/tls.key"
+gateway cache-off --token-cache 0
+nocache_pid=${pids[-1]}
+CPUS=$server_cpus gateway tls --tls-cert "$work/tls.crt" --tls-key "$work/tls.key"
 tls_pid=${pids[-1]}
+CPUS=$server_cpus gateway tls-twin
+twin_pid=${pids[-1]}
 target/release/examples/token_bench peer --mode jsonwebtoken --backend aws-lc --listen 127.0.0.1:0 \
   --jwks "$work/jwks.json" >/dev/null 2>"$work/peer.log" &
 pids+=($!)
 jwt_pid=${pids[-1]}
-wait_for "$work/gateway0.log" "public face on http://"
-wait_for "$work/gateway4.log" "public face on https://"
+# public NAME SCHEME: the public face's address in $work/NAME.log.
+public() {
+  wait_for "$work/$1.log" "public face on $2://"
+  grep -m1 -oE "public face on $2://[0-9.:]+" "$work/$1.log" | sed -E "s/.*$2:\/\///"
+}
+gw=$(public plain http)
+nocache=$(public cache-off http)
+tls=$(public tls https)
+twin=$(public tls-twin http)
 wait_for "$work/peer.log" "listening on http://.* \(ready\)"
-gw=$(grep -m1 -oE "public face on http://[0-9.:]+" "$work/gateway0.log" | sed -E 's/.*http:\/\///')
-tls=$(grep -m1 -oE "public face on https://[0-9.:]+" "$work/gateway4.log" | sed -E 's/.*https:\/\///')
 jwt=$(grep -m1 -oE "listening on http://[0-9.:]+" "$work/peer.log" | sed -E 's/.*http:\/\///')
 
 # NGINX: two fronts asking an auth server each, and the proxy mode's
@@ -122,8 +158,10 @@ http {
     uwsgi_temp_path $work/nginx-uwsgi;
     scgi_temp_path $work/nginx-scgi;
     upstream gateway { server $gw; keepalive 512; }
+    upstream gateway_cache_off { server $nocache; keepalive 512; }
     upstream jsonwebtoken { server $jwt; keepalive 512; }
 $(front "$front_gw" gateway)
+$(front "$front_nocache" gateway_cache_off)
 $(front "$front_jwt" jsonwebtoken)
     server {
         listen 127.0.0.1:$up;
@@ -136,19 +174,71 @@ $(front "$front_jwt" jsonwebtoken)
 CONF
 nginx -p "$work" -c "$work/nginx.conf" 2>"$work/nginx.log" &
 pids+=($!)
-for _ in $(seq 1 100); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$front_jwt") 2>/dev/null && break
-  sleep 0.1
+# The proxy mode's peer: NGINX itself (a process of its own, so that its
+# CPU is its own) answering `return 200` with the subject, and proxying
+# to the same upstream with `proxy_pass` (keep-alive, the subject set as
+# a header): what one more HTTP exchange per request costs a proxy
+# written in C, on the same cores. It verifies no token.
+mkdir -p "$work/peer"
+cat >"$work/peer/nginx.conf" <<CONF
+$( [ "$(id -u)" = 0 ] && echo "user root root;" )
+daemon off;
+master_process off;
+worker_processes 1;
+pid $work/peer/nginx.pid;
+error_log $work/peer/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $work/peer/body;
+    proxy_temp_path $work/peer/proxy;
+    fastcgi_temp_path $work/peer/fastcgi;
+    uwsgi_temp_path $work/peer/uwsgi;
+    scgi_temp_path $work/peer/scgi;
+    upstream app { server 127.0.0.1:$up; keepalive 512; }
+    server {
+        listen 127.0.0.1:$peer_return;
+        location / {
+            default_type application/json;
+            return 200 '{"sub":"t-nginx"}';
+        }
+    }
+    server {
+        listen 127.0.0.1:$peer_proxy;
+        location / {
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header X-Auth-Subject t-nginx;
+        }
+    }
+}
+CONF
+nginx -p "$work/peer" -c "$work/peer/nginx.conf" 2>"$work/peer/nginx.log" &
+pids+=($!)
+peer_pid=${pids[-1]}
+for listening in "$front_jwt" "$peer_proxy"; do
+  for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$listening") 2>/dev/null && break
+    sleep 0.1
+  done
 done
 
 hz=$(getconf CLK_TCK)
 export TOKENS=$work/tokens.txt KINDS=$work/kinds.txt
-# measure NAME PID URL: one wrk run; prints "NAME rps p99_ms cpu_us".
+# The CPU clock ticks (user + system) of the exited children that this
+# shell ($1, its BASHPID) has waited for (proc(5): cutime and cstime,
+# fields 16 and 17).
+reaped() { sed 's/.*) //' /proc/"$1"/stat | awk '{print $14 + $15}'; }
+# measure NAME PID URL: one wrk run; prints "NAME rps p99_ms cpu_us
+# wrk_cpu_us".
 measure() {
-  local name=$1 pid=$2 url=$3 out requests before after
+  local name=$1 pid=$2 url=$3 me=$BASHPID out requests before after wrk_before wrk_after
   before=$(ticks "$pid" | awk '$1 == "process" {print $2}')
-  out=$(wrk -t1 -c"$connections" -d"${seconds}s" --latency -s benches/http/tokens.lua "$url" 2>&1) \
+  wrk_before=$(reaped "$me")
+  out=$(${WRK_CPUS:+taskset -c "$WRK_CPUS"} wrk -t1 -c"$connections" -d"${seconds}s" --latency -s benches/http/tokens.lua "$url" 2>&1) \
     || { printf '%s\n' "$out" >&2; exit 1; }
+  wrk_after=$(reaped "$me")
   after=$(ticks "$pid" | awk '$1 == "process" {print $2}')
   requests=$(awk '/requests in/ {print $1}' <<<"$out")
   [ "${requests:-0}" -gt 0 ] || { printf 'front_cpu: %s: no requests answered\n%s\n' "$name" "$out" >&2; exit 1; }
@@ -157,10 +247,11 @@ measure() {
   if grep -q "Socket errors" <<<"$out" || ! grep -qE "check: .* other=0 wrong=0" <<<"$out"; then
     printf 'front_cpu: %s: wrong answers\n%s\n' "$name" "$out" >&2; exit 1
   fi
-  awk -v n="$name" -v r="$requests" -v hz="$hz" -v b="$before" -v a="$after" '
+  awk -v n="$name" -v r="$requests" -v hz="$hz" -v b="$before" -v a="$after" \
+    -v wb="$wrk_before" -v wa="$wrk_after" '
     /^Requests\/sec:/ {rps = $2}
     $1 == "99%" {p99 = $2; if (p99 ~ /us$/) p99 = p99 / 1000; else if (p99 ~ /ms$/) p99 += 0; else if (p99 ~ /s$/) p99 = p99 * 1000}
-    END {printf "%s %.0f %.2f %.2f\n", n, rps, p99, (a - b) * 1e6 / hz / r}' <<<"$out"
+    END {printf "%s %.0f %.2f %.2f %.2f\n", n, rps, p99, (a - b) * 1e6 / hz / r, (wa - wb) * 1e6 / hz / r}' <<<"$out"
 }
 results=$work/results
 : >"$results"
@@ -168,14 +259,19 @@ for run in $(seq 1 "$runs"); do
   for line in \
     "$(TARGET=/whoami measure forward-auth/gateway "$gw_pid" "http://127.0.0.1:$front_gw")" \
     "$(TARGET=/whoami measure forward-auth/jsonwebtoken "$jwt_pid" "http://127.0.0.1:$front_jwt")" \
+    "$(TARGET=/whoami measure forward-auth-cache-off/gateway "$nocache_pid" "http://127.0.0.1:$front_nocache")" \
     "$(TARGET=/app measure proxy/gateway "$gw_pid" "http://$gw")" \
     "$(TARGET=/whoami measure proxy/whoami "$gw_pid" "http://$gw")" \
-    "$(TARGET=/whoami measure tls/https "$tls_pid" "https://$tls")" \
-    "$(TARGET=/whoami measure tls/http "$gw_pid" "http://$gw")"; do
-    read -r name rps p99 cpu <<<"$line"
-    echo "$name $rps $p99 $cpu" >>"$results"
-    printf 'c=%s run %s %-28s %8s req/s  p99 %7s ms  server CPU %6s µs/request\n' \
-      "$connections" "$run" "$name" "$rps" "$p99" "$cpu"
+    "$(TARGET=/app measure proxy-cache-off/gateway "$nocache_pid" "http://$nocache")" \
+    "$(TARGET=/whoami measure proxy-cache-off/whoami "$nocache_pid" "http://$nocache")" \
+    "$(TARGET=/app measure proxy-peer/nginx-proxy_pass "$peer_pid" "http://127.0.0.1:$peer_proxy")" \
+    "$(TARGET=/app measure proxy-peer/nginx-return "$peer_pid" "http://127.0.0.1:$peer_return")" \
+    "$(TARGET=/whoami WRK_CPUS=0 measure tls/https "$tls_pid" "https://$tls")" \
+    "$(TARGET=/whoami WRK_CPUS=0 measure tls/http "$twin_pid" "http://$twin")"; do
+    read -r name rps p99 cpu wrk_cpu <<<"$line"
+    echo "$name $rps $p99 $cpu $wrk_cpu" >>"$results"
+    printf 'c=%s run %s %-30s %8s req/s  p99 %7s ms  server CPU %6s µs/request  wrk CPU %6s µs/request\n' \
+      "$connections" "$run" "$name" "$rps" "$p99" "$cpu" "$wrk_cpu"
   done
 done
 # Medians and ratios.
@@ -183,5 +279,8 @@ median() { awk -v n="$1" -v f="$2" '$1 == n {print $f}' "$results" | sort -g | a
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 echo "medians over $runs runs at c=$connections:"
 echo "  forward auth through NGINX, auth server CPU per request: gateway $(median forward-auth/gateway 4) µs, jsonwebtoken $(median forward-auth/jsonwebtoken 4) µs: $(ratio "$(median forward-auth/gateway 4)" "$(median forward-auth/jsonwebtoken 4)") × (target ≤ 0.75); req/s $(median forward-auth/gateway 2) vs $(median forward-auth/jsonwebtoken 2), p99 $(median forward-auth/gateway 3) vs $(median forward-auth/jsonwebtoken 3) ms"
+echo "  the same, the gateway's cache off: $(median forward-auth-cache-off/gateway 4) µs: $(ratio "$(median forward-auth-cache-off/gateway 4)" "$(median forward-auth/jsonwebtoken 4)") ×; req/s $(median forward-auth-cache-off/gateway 2)"
 echo "  proxy mode vs /whoami, gateway CPU per request: $(median proxy/gateway 4) vs $(median proxy/whoami 4) µs: $(ratio "$(median proxy/gateway 4)" "$(median proxy/whoami 4)") × (target ≤ 1.25); req/s $(median proxy/gateway 2) vs $(median proxy/whoami 2)"
-echo "  TLS vs plain /whoami, req/s: $(median tls/https 2) vs $(median tls/http 2): $(ratio "$(median tls/https 2)" "$(median tls/http 2)") × (target ≥ 0.85); CPU $(median tls/https 4) vs $(median tls/http 4) µs"
+echo "  the peer, NGINX's own CPU per request: proxy_pass $(median proxy-peer/nginx-proxy_pass 4) vs return 200 $(median proxy-peer/nginx-return 4) µs: $(ratio "$(median proxy-peer/nginx-proxy_pass 4)" "$(median proxy-peer/nginx-return 4)") ×; one more exchange: NGINX +$(awk -v a="$(median proxy-peer/nginx-proxy_pass 4)" -v b="$(median proxy-peer/nginx-return 4)" 'BEGIN {printf "%.2f", a - b}') µs, the gateway +$(awk -v a="$(median proxy/gateway 4)" -v b="$(median proxy/whoami 4)" 'BEGIN {printf "%.2f", a - b}') µs"
+echo "  the same, cache off: $(median proxy-cache-off/gateway 4) vs $(median proxy-cache-off/whoami 4) µs: $(ratio "$(median proxy-cache-off/gateway 4)" "$(median proxy-cache-off/whoami 4)") ×; req/s $(median proxy-cache-off/gateway 2) vs $(median proxy-cache-off/whoami 2)"
+echo "  TLS vs plain /whoami (wrk on CPU 0, the gateways on CPUs $server_cpus), req/s: $(median tls/https 2) vs $(median tls/http 2): $(ratio "$(median tls/https 2)" "$(median tls/http 2)") × (target ≥ 0.85); gateway CPU $(median tls/https 4) vs $(median tls/http 4) µs, wrk CPU $(median tls/https 5) vs $(median tls/http 5) µs per request"
