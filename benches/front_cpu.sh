@@ -40,8 +40,8 @@
 #
 # Usage: bash benches/front_cpu.sh [SECONDS per run, default 5] [RUNS, default 5] [CONNECTIONS, default 256]
 # Prints one line per run and server, then each comparison's median ratio.
-# Needs wrk, nginx, openssl, taskset (Debian's wrk, nginx, openssl,
-# util-linux) and 2 CPUs. Results:
+# Needs wrk, nginx, openssl, taskset, GNU time (Debian's wrk, nginx,
+# openssl, util-linux, time) and 2 CPUs. Results:
 # docs/PERFORMANCE.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,6 +52,7 @@ for tool in wrk:wrk nginx:nginx openssl:openssl taskset:util-linux; do
   command -v "${tool%%:*}" >/dev/null \
     || { echo "front_cpu: ${tool%%:*} missing: apt-get install ${tool#*:}" >&2; exit 1; }
 done
+[ -x /usr/bin/time ] || { echo "front_cpu: /usr/bin/time missing: apt-get install time" >&2; exit 1; }
 cargo build --release -p kms-gateway >&2
 cargo build --release --example token_bench >&2
 work=$PWD/target/front-cpu
@@ -76,12 +77,12 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
 chmod 600 "$work/tls.key"
 
 up=$(port) front_gw=$(port) front_nocache=$(port) front_jwt=$(port) peer_return=$(port) peer_proxy=$(port)
-# The TLS pair runs with wrk on CPU 0 and its two gateways on the other
-# CPUs: sharing the cores, wrk's own TLS work (OpenSSL reads each record's
+# The TLS pair runs with wrk on one CPU and its two gateways on another:
+# sharing the cores, wrk's own TLS work (OpenSSL reads each record's
 # header and body with two reads) would set both rates, and the ratio
-# would be wrk's.
-# The CPUs this script may run on (a container's cpuset need not start at
-# 0): wrk's is the first, the TLS pair's the second.
+# would be wrk's. Of the CPUs this script may run on (a container's
+# cpuset need not start at 0), wrk's is the first, the TLS pair's the
+# second.
 read -r wrk_cpu server_cpus _ <<<"$(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)), "")')"
 [ -n "$server_cpus" ] || { echo "front_cpu: the TLS pair needs 2 CPUs" >&2; exit 1; }
 # gateway NAME [FLAG...]: a gateway whose log is $work/NAME.log
@@ -121,6 +122,12 @@ twin=$(public tls-twin http)
 wait_for "$work/peer.log" "listening on http://.* \(ready\)"
 jwt=$(grep -m1 -oE "listening on http://[0-9.:]+" "$work/peer.log" | sed -E 's/.*http:\/\///')
 
+# temp_paths DIR: NGINX's temporary directories, under DIR.
+temp_paths() {
+  for kind in client_body proxy fastcgi uwsgi scgi; do
+    echo "    ${kind}_temp_path $1/$kind;"
+  done
+}
 # NGINX: two fronts asking an auth server each, and the proxy mode's
 # upstream, which echoes the subject it was given.
 front() {
@@ -157,11 +164,7 @@ error_log $work/nginx.error.log warn;
 events { worker_connections 4096; }
 http {
     access_log off;
-    client_body_temp_path $work/nginx-body;
-    proxy_temp_path $work/nginx-proxy;
-    fastcgi_temp_path $work/nginx-fastcgi;
-    uwsgi_temp_path $work/nginx-uwsgi;
-    scgi_temp_path $work/nginx-scgi;
+$(temp_paths "$work")
     upstream gateway { server $gw; keepalive 512; }
     upstream gateway_cache_off { server $nocache; keepalive 512; }
     upstream jsonwebtoken { server $jwt; keepalive 512; }
@@ -186,7 +189,6 @@ pids+=($!)
 # written in C, on the same cores. It verifies no token.
 mkdir -p "$work/peer"
 cat >"$work/peer/nginx.conf" <<CONF
-$( [ "$(id -u)" = 0 ] && echo "user root root;" )
 daemon off;
 master_process off;
 worker_processes 1;
@@ -195,11 +197,7 @@ error_log $work/peer/error.log warn;
 events { worker_connections 4096; }
 http {
     access_log off;
-    client_body_temp_path $work/peer/body;
-    proxy_temp_path $work/peer/proxy;
-    fastcgi_temp_path $work/peer/fastcgi;
-    uwsgi_temp_path $work/peer/uwsgi;
-    scgi_temp_path $work/peer/scgi;
+$(temp_paths "$work/peer")
     upstream app { server 127.0.0.1:$up; keepalive 512; }
     server {
         listen 127.0.0.1:$peer_return;
@@ -231,19 +229,15 @@ done
 
 hz=$(getconf CLK_TCK)
 export TOKENS=$work/tokens.txt KINDS=$work/kinds.txt
-# The CPU clock ticks (user + system) of the exited children that this
-# shell ($1, its BASHPID) has waited for (proc(5): cutime and cstime,
-# fields 16 and 17).
-reaped() { sed 's/.*) //' /proc/"$1"/stat | awk '{print $14 + $15}'; }
-# measure NAME PID URL: one wrk run; prints "NAME rps p99_ms cpu_us
-# wrk_cpu_us".
+# measure NAME PID URL: one wrk run ($WRK_CPUS, if set: the CPUs it
+# runs on); prints "NAME rps p99_ms cpu_us wrk_cpu_us" (wrk's CPU from GNU
+# time, as benches/http_cpu.sh reads it).
 measure() {
-  local name=$1 pid=$2 url=$3 me=$BASHPID out requests before after wrk_before wrk_after
+  local name=$1 pid=$2 url=$3 out requests before after
   before=$(ticks "$pid" | awk '$1 == "process" {print $2}')
-  wrk_before=$(reaped "$me")
-  out=$(${WRK_CPUS:+taskset -c "$WRK_CPUS"} wrk -t1 -c"$connections" -d"${seconds}s" --latency -s benches/http/tokens.lua "$url" 2>&1) \
+  out=$(${WRK_CPUS:+taskset -c "$WRK_CPUS"} /usr/bin/time -f "wrk_cpu %U %S" \
+    wrk -t1 -c"$connections" -d"${seconds}s" --latency -s benches/http/tokens.lua "$url" 2>&1) \
     || { printf '%s\n' "$out" >&2; exit 1; }
-  wrk_after=$(reaped "$me")
   after=$(ticks "$pid" | awk '$1 == "process" {print $2}')
   requests=$(awk '/requests in/ {print $1}' <<<"$out")
   [ "${requests:-0}" -gt 0 ] || { printf 'front_cpu: %s: no requests answered\n%s\n' "$name" "$out" >&2; exit 1; }
@@ -252,11 +246,11 @@ measure() {
   if grep -q "Socket errors" <<<"$out" || ! grep -qE "check: .* other=0 wrong=0" <<<"$out"; then
     printf 'front_cpu: %s: wrong answers\n%s\n' "$name" "$out" >&2; exit 1
   fi
-  awk -v n="$name" -v r="$requests" -v hz="$hz" -v b="$before" -v a="$after" \
-    -v wb="$wrk_before" -v wa="$wrk_after" '
+  awk -v n="$name" -v r="$requests" -v hz="$hz" -v b="$before" -v a="$after" '
     /^Requests\/sec:/ {rps = $2}
     $1 == "99%" {p99 = $2; if (p99 ~ /us$/) p99 = p99 / 1000; else if (p99 ~ /ms$/) p99 += 0; else if (p99 ~ /s$/) p99 = p99 * 1000}
-    END {printf "%s %.0f %.2f %.2f %.2f\n", n, rps, p99, (a - b) * 1e6 / hz / r, (wa - wb) * 1e6 / hz / r}' <<<"$out"
+    /^wrk_cpu/ {wrk = ($2 + $3) * 1e6 / r}
+    END {printf "%s %.0f %.2f %.2f %.2f\n", n, rps, p99, (a - b) * 1e6 / hz / r, wrk}' <<<"$out"
 }
 results=$work/results
 : >"$results"
@@ -292,10 +286,14 @@ done
 # Medians and ratios.
 median() { awk -v n="$1" -v f="$2" '$1 == n {print $f}' "$results" | sort -g | awk '{a[NR] = $1} END {print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+# added A B: what A adds over B (µs).
+added() { awk -v a="$1" -v b="$2" 'BEGIN {printf "+%.2f", a - b}'; }
+# busy NAME: the median share of a core wrk used in NAME's runs.
+busy() { awk -v c="$(median "$1" 5)" -v r="$(median "$1" 2)" 'BEGIN {printf "%.2f", c * r / 1e6}'; }
 echo "medians over $runs runs at c=$connections:"
 echo "  forward auth through NGINX, auth server CPU per request: gateway $(median forward-auth/gateway 4) µs, jsonwebtoken $(median forward-auth/jsonwebtoken 4) µs: $(ratio "$(median forward-auth/gateway 4)" "$(median forward-auth/jsonwebtoken 4)") × (target ≤ 0.75); req/s $(median forward-auth/gateway 2) vs $(median forward-auth/jsonwebtoken 2), p99 $(median forward-auth/gateway 3) vs $(median forward-auth/jsonwebtoken 3) ms"
 echo "  the same, the gateway's cache off: $(median forward-auth-cache-off/gateway 4) µs: $(ratio "$(median forward-auth-cache-off/gateway 4)" "$(median forward-auth/jsonwebtoken 4)") ×; req/s $(median forward-auth-cache-off/gateway 2)"
 echo "  proxy mode vs /whoami, gateway CPU per request: $(median proxy/gateway 4) vs $(median proxy/whoami 4) µs: $(ratio "$(median proxy/gateway 4)" "$(median proxy/whoami 4)") × (target ≤ 1.25); req/s $(median proxy/gateway 2) vs $(median proxy/whoami 2)"
-echo "  the peer, NGINX's own CPU per request: proxy_pass $(median proxy-peer/nginx-proxy_pass 4) vs return 200 $(median proxy-peer/nginx-return 4) µs: $(ratio "$(median proxy-peer/nginx-proxy_pass 4)" "$(median proxy-peer/nginx-return 4)") ×; one more exchange: NGINX +$(awk -v a="$(median proxy-peer/nginx-proxy_pass 4)" -v b="$(median proxy-peer/nginx-return 4)" 'BEGIN {printf "%.2f", a - b}') µs, the gateway +$(awk -v a="$(median proxy/gateway 4)" -v b="$(median proxy/whoami 4)" 'BEGIN {printf "%.2f", a - b}') µs"
+echo "  the peer, NGINX's own CPU per request: proxy_pass $(median proxy-peer/nginx-proxy_pass 4) vs return 200 $(median proxy-peer/nginx-return 4) µs: $(ratio "$(median proxy-peer/nginx-proxy_pass 4)" "$(median proxy-peer/nginx-return 4)") ×; one more exchange: NGINX $(added "$(median proxy-peer/nginx-proxy_pass 4)" "$(median proxy-peer/nginx-return 4)") µs, the gateway $(added "$(median proxy/gateway 4)" "$(median proxy/whoami 4)") µs"
 echo "  the same, cache off: $(median proxy-cache-off/gateway 4) vs $(median proxy-cache-off/whoami 4) µs: $(ratio "$(median proxy-cache-off/gateway 4)" "$(median proxy-cache-off/whoami 4)") ×; req/s $(median proxy-cache-off/gateway 2) vs $(median proxy-cache-off/whoami 2)"
-echo "  TLS vs plain /whoami (wrk on CPU $wrk_cpu, the gateways on CPU $server_cpus), req/s: $(median tls/https 2) vs $(median tls/http 2): $(ratio "$(median tls/https 2)" "$(median tls/http 2)") × (target ≥ 0.85); gateway CPU $(median tls/https 4) vs $(median tls/http 4) µs, wrk CPU $(median tls/https 5) vs $(median tls/http 5) µs per request; wrk's core busy $(awk -v c="$(median tls/https 5)" -v r="$(median tls/https 2)" 'BEGIN {printf "%.2f", c * r / 1e6}') (TLS), $(awk -v c="$(median tls/http 5)" -v r="$(median tls/http 2)" 'BEGIN {printf "%.2f", c * r / 1e6}') (plain): near 1, wrk set the rate"
+echo "  TLS vs plain /whoami (wrk on CPU $wrk_cpu, the gateways on CPU $server_cpus), req/s: $(median tls/https 2) vs $(median tls/http 2): $(ratio "$(median tls/https 2)" "$(median tls/http 2)") × (target ≥ 0.85); gateway CPU $(median tls/https 4) vs $(median tls/http 4) µs, wrk CPU $(median tls/https 5) vs $(median tls/http 5) µs per request; wrk's core busy $(busy tls/https) (TLS), $(busy tls/http) (plain): near 1, wrk set the rate"

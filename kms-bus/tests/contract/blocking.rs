@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use kms_bus::{Overflow, PublishError, RecvError, Topic};
+use kms_bus::{Overflow, PublishError, RecvError, Subscriber, Topic};
 
 use super::common::topic;
 
@@ -51,28 +51,39 @@ fn in_order(msg: u64, next: &mut [u64; PRODUCERS as usize]) {
     next[p] += 1;
 }
 
-#[test]
-fn four_producers_into_one_consumer_lose_nothing_and_keep_order() {
-    const EACH: u64 = 2_000;
-    // A ring much smaller than the stream: producers wait for room often.
-    let topic = topic::<u64>(4, Overflow::Wait);
-    let mut sub = topic.subscribe().expect("subscribe");
-    let producers = spawn_producers(&topic, EACH);
-    let (done, result) = mpsc::channel();
-    thread::spawn(move || {
+/// Consumes `sub` with `blocking_recv` (each call followed by a `drain`
+/// of up to 256 when `drains`) until `Closed`, checking each producer's
+/// order, within [`DEADLINE`]; returns how many messages each producer's
+/// were. `Closed` comes only once every producer thread has finished
+/// (and dropped its publisher).
+fn consume(mut sub: Subscriber<u64>, drains: bool) -> [u64; PRODUCERS as usize] {
+    within_deadline(move || {
         let mut next = [0u64; PRODUCERS as usize];
+        let mut out = Vec::with_capacity(256);
         loop {
             match sub.blocking_recv() {
                 Ok(msg) => in_order(msg, &mut next),
                 Err(RecvError::Closed) => break,
                 Err(e) => panic!("blocking_recv: {e}"),
             }
+            if drains && sub.drain(&mut out, 256).is_ok() {
+                for msg in out.drain(..) {
+                    in_order(msg, &mut next);
+                }
+            }
         }
-        done.send(next).expect("test alive");
-    });
-    // The consumer sees `Closed` only once every producer thread has
-    // finished (and dropped its publisher).
-    let next = result.recv_timeout(DEADLINE).expect("consumer finished");
+        next
+    })
+}
+
+#[test]
+fn four_producers_into_one_consumer_lose_nothing_and_keep_order() {
+    const EACH: u64 = 2_000;
+    // A ring much smaller than the stream: producers wait for room often.
+    let topic = topic::<u64>(4, Overflow::Wait);
+    let sub = topic.subscribe().expect("subscribe");
+    let producers = spawn_producers(&topic, EACH);
+    let next = consume(sub, false);
     assert_eq!(next, [EACH; PRODUCERS as usize], "every message, once");
     for p in producers {
         p.join().expect("producer");
@@ -89,25 +100,9 @@ fn four_producers_into_a_draining_consumer_lose_nothing_at_any_capacity() {
     const EACH: u64 = 5_000;
     for capacity in [1, 3, 4, 16, 300, 1024] {
         let topic = topic::<u64>(capacity, Overflow::Wait);
-        let mut sub = topic.subscribe().expect("subscribe");
+        let sub = topic.subscribe().expect("subscribe");
         let producers = spawn_producers(&topic, EACH);
-        let next = within_deadline(move || {
-            let mut next = [0u64; PRODUCERS as usize];
-            let mut out = Vec::with_capacity(256);
-            loop {
-                match sub.blocking_recv() {
-                    Ok(msg) => in_order(msg, &mut next),
-                    Err(RecvError::Closed) => break,
-                    Err(e) => panic!("blocking_recv: {e}"),
-                }
-                if sub.drain(&mut out, 256).is_ok() {
-                    for msg in out.drain(..) {
-                        in_order(msg, &mut next);
-                    }
-                }
-            }
-            next
-        });
+        let next = consume(sub, true);
         assert_eq!(
             next, [EACH; PRODUCERS as usize],
             "capacity {capacity}: every message, once"
