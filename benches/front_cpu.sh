@@ -63,8 +63,28 @@ source benches/http/cpu.sh
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-# A free loopback port (bound and released; nothing else runs here).
-port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# A free loopback port for NGINX (bound and released), below the
+# kernel's ephemeral range, so that no outgoing connection of the servers
+# or of wrk takes it before NGINX binds it.
+port() {
+  python3 -c '
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(1000):
+    p = random.randrange(10000, max(low, 10001))
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(p)
+    break
+else:
+    raise SystemExit("front_cpu: no free port below the ephemeral range")
+'
+}
 # wait_for FILE REGEX: until the log says it is ready.
 wait_for() {
   for _ in $(seq 1 300); do grep -qE "$2" "$1" && return 0; sleep 0.1; done
@@ -220,9 +240,11 @@ CONF
 nginx -p "$work/peer" -c "$work/peer/nginx.conf" 2>"$work/peer/nginx.log" &
 pids+=($!)
 peer_pid=${pids[-1]}
-for listening in "$front_jwt" "$peer_proxy"; do
-  for _ in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$listening") 2>/dev/null && break
+# NGINX's ports: each process listens on all of its own or on none.
+for listening in "$front_jwt:$work/nginx.log" "$peer_proxy:$work/peer/nginx.log"; do
+  for attempt in $(seq 1 101); do
+    (exec 3<>"/dev/tcp/127.0.0.1/${listening%%:*}") 2>/dev/null && break
+    [ "$attempt" -le 100 ] || { echo "front_cpu: NGINX not listening:" >&2; cat "${listening#*:}" >&2; exit 1; }
     sleep 0.1
   done
 done
