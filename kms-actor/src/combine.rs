@@ -28,7 +28,10 @@
 //!   answered with the error its publication got; once the actor has
 //!   finished (its keystore released), a leader answers `ShuttingDown`.
 //! * At most `threads` callers lead at once, and each takes at most
-//!   `combine_max` requests (`Policy::combine_take`).
+//!   `combine_max` requests (`Policy::combine_take`; while another lead
+//!   is free, its first batch is the larger half of what it may take, and
+//!   what it leaves is led by another caller or taken by a running
+//!   leader's next batch, or handed off as above).
 //! * The queue holds at most `threads · combine_max` requests
 //!   (`Policy::at_combine` publishes the rest).
 
@@ -200,7 +203,9 @@ impl Leader<'_> {
     /// taken its `combine_max` or nothing is queued (then it is done).
     pub(crate) fn take(&mut self) -> Vec<VerifyRequest> {
         let mut state = self.queue.lock();
-        let n = self.policy.combine_take(state.queued.len(), self.taken);
+        let n = self
+            .policy
+            .combine_take(state.queued.len(), self.taken, state.leaders);
         self.taken += n;
         state.take(n)
     }
