@@ -58,9 +58,9 @@
 //!   verified alone with `verify` on `min(clients, 2)` threads, and
 //!   `verify_batch` on 2 threads of batches of `clients / 2` (what that
 //!   many outstanding requests allow). The actor's figure is its steady
-//!   state: each client makes at least 64 requests (8192 in all, or 64 per
-//!   client when that is more: 65 536 at 1024 clients), taking the 8192
-//!   items in turn, as a node that has been busy a while; five runs side
+//!   state: max(8192, 64 · clients) requests, 64 per client on average
+//!   (65 536 at 1024 clients), taking the 8192 items in turn, as a node
+//!   that has been busy a while; five runs side
 //!   by side; it prints the median run's rates and the spread of the ratio
 //!   actor / best. Beside it, the same clients sending the 8192 items once
 //!   each (8 per client at 1024: the start and drain of the clients are
@@ -264,8 +264,8 @@ fn batched_rate(items: &[Item], threads: usize, batch_size: usize) -> f64 {
     })
 }
 
-/// Requests each client makes in `actor/concurrency`'s steady-state runs
-/// (count): enough that starting and draining the clients (the first
+/// Requests per client in `actor/concurrency`'s steady-state runs (count,
+/// on average: the clients share one counter of requests): enough that starting and draining the clients (the first
 /// requests find the node quiet and the pool idle, the last ones leave it
 /// emptying) is a small part of the run, as at a node that has been busy a
 /// while. The comparators model that steady state: they verify their

@@ -325,11 +325,9 @@ impl KmsClient {
                 .offer(&shared.policy, &self.requests, view, request)
             {
                 Ok(Offered::Lead(leader)) => Some(leader),
-                Ok(Offered::Gather(ticket)) => {
+                Ok(Offered::Gather(gatherer)) => {
                     tokio::task::yield_now().await;
-                    shared
-                        .combine
-                        .lead_after_gather(&shared.policy, &self.requests, ticket)
+                    gatherer.lead()
                 }
                 Ok(Offered::Joined) => None,
                 Err(request) => {

@@ -25,13 +25,14 @@
 //! its request on the combining queue (`combine.rs`) and leads, joins or
 //! publishes.
 //! * It leads when fewer callers lead than the pool has threads: it
-//!   verifies what is queued as one batch on its own task, again while
-//!   the queue holds more, until it has verified `combine_max` signatures
+//!   verifies what is queued in batches on its own task, again while the
+//!   queue holds more, until it has verified `combine_max` signatures
 //!   ([`Policy::combine_take`]), all in one poll: a lead is never held
 //!   across an `.await`, so no request waits on another caller's future.
-//!   While another lead is free its first batch is the larger half of what
-//!   it may take ([`SHARE_FROM`]): a caller on another worker leads the
-//!   rest at the same time, or this leader takes it next.
+//!   While another lead is free and another caller is gathering, its
+//!   first batch is the larger half of what it may take ([`SHARE_FROM`]):
+//!   a gatherer on another worker may lead the rest at the same time, or
+//!   this leader takes it next.
 //! * It gathers instead when its call ended rule C's back-to-back run
 //!   (requests made together), when requests are already queued (another
 //!   caller is gathering: join its gathering), or when more than
@@ -171,14 +172,15 @@ pub(crate) enum Combine {
 pub(crate) const GATHER_FACTOR: usize = 2;
 
 /// Rule K: a leader's first take of this many requests or more, while
-/// another lead is free, is shared: it takes the larger half and leaves
-/// the rest to a caller on another worker ([`Policy::combine_take`]).
-/// Otherwise the first caller to resume from its gather takes what every
-/// worker's callers queued, and the other workers, their callers all
-/// waiting on that one batch, idle until it is verified: at 16 clients on
-/// 2 threads (`actor/concurrency`, five invocations each) the steady-state
-/// ratio to the best comparator went from 0.81–0.87 (median 0.83) to
-/// 0.86–0.91 (median 0.88), with 4, 64, 256 and 1024 clients unchanged.
+/// another lead is free and another caller is gathering, is shared: it
+/// takes the larger half and leaves the rest to a gatherer that may be
+/// on another worker ([`Policy::combine_take`]). Otherwise the first
+/// caller to resume from its gather takes what every worker's callers
+/// queued, and the other workers, their callers all waiting on that one
+/// batch, idle until it is verified. At 16 clients on 2 threads it raised
+/// `actor/concurrency`'s median ratio to the best comparator from
+/// 0.83–0.86 to 0.87–0.91 (docs/PERFORMANCE.md, "Steady state, shared
+/// first takes, and the lent machine").
 pub(crate) const SHARE_FROM: usize = 4;
 
 /// Rule K: with more than this many times `threads · combine_max` requests
@@ -310,13 +312,20 @@ impl Policy {
 
     /// Rule K: how many of the `queued` requests a leader that has
     /// verified `taken` already takes next (0: it leaves), while `leaders`
-    /// callers lead, this one included. Its first take while another lead
-    /// is free leaves half of a take of [`SHARE_FROM`] or more (it takes
-    /// the larger half), so that a caller on another worker can lead the
-    /// rest at the same time; what nobody else takes, it takes next.
-    pub(crate) fn combine_take(&self, queued: usize, taken: usize, leaders: usize) -> usize {
+    /// callers lead (this one included) and `gathering` callers are yet to
+    /// resume from their gathers. Its first take, while another lead is
+    /// free and another caller is gathering, leaves the smaller half of a
+    /// take of [`SHARE_FROM`] or more, so that a gatherer on another worker
+    /// may lead it at the same time; what nobody else takes, it takes next.
+    pub(crate) fn combine_take(
+        &self,
+        queued: usize,
+        taken: usize,
+        leaders: usize,
+        gathering: usize,
+    ) -> usize {
         let n = queued.min(self.combine_max.saturating_sub(taken));
-        if taken == 0 && self.lead_free(leaders) && n >= SHARE_FROM {
+        if taken == 0 && self.lead_free(leaders) && gathering > 0 && n >= SHARE_FROM {
             n.div_ceil(2)
         } else {
             n
@@ -606,14 +615,15 @@ mod tests {
     fn a_leader_verifies_at_most_combine_max_in_all() {
         let p = Policy::new(&KmsConfig {
             combine_max: 16,
+            threads: 2,
             ..KmsConfig::default()
         });
         // Every lead taken (2 threads, 2 leaders): no share is left.
-        assert_eq!(p.combine_take(3, 0, 2), 3);
-        assert_eq!(p.combine_take(40, 0, 2), 16);
-        assert_eq!(p.combine_take(40, 10, 2), 6);
-        assert_eq!(p.combine_take(40, 16, 2), 0);
-        assert_eq!(p.combine_take(0, 4, 2), 0);
+        assert_eq!(p.combine_take(3, 0, 2, 1), 3);
+        assert_eq!(p.combine_take(40, 0, 2, 1), 16);
+        assert_eq!(p.combine_take(40, 10, 2, 1), 6);
+        assert_eq!(p.combine_take(40, 16, 2, 1), 0);
+        assert_eq!(p.combine_take(0, 4, 2, 1), 0);
     }
 
     #[test]
@@ -623,14 +633,25 @@ mod tests {
             threads: 2,
             ..KmsConfig::default()
         });
-        // One leader of two threads: its first take leaves the smaller half.
-        assert_eq!(p.combine_take(9, 0, 1), 5);
-        assert_eq!(p.combine_take(SHARE_FROM, 0, 1), SHARE_FROM / 2);
-        assert_eq!(p.combine_take(40, 0, 1), 8, "half of its combine_max");
-        // Fewer than SHARE_FROM, or not its first take: all it may take.
-        assert_eq!(p.combine_take(SHARE_FROM - 1, 0, 1), SHARE_FROM - 1);
-        assert_eq!(p.combine_take(4, 5, 1), 4);
-        assert_eq!(p.combine_take(40, 8, 1), 8);
+        // One leader of two threads, one caller gathering: its first take
+        // leaves the smaller half.
+        assert_eq!(p.combine_take(9, 0, 1, 1), 5);
+        assert_eq!(p.combine_take(SHARE_FROM, 0, 1, 1), SHARE_FROM.div_ceil(2));
+        assert_eq!(p.combine_take(40, 0, 1, 3), 8, "half of its combine_max");
+        // Fewer than SHARE_FROM, not its first take, nobody gathering or
+        // no lead free: all it may take.
+        assert_eq!(p.combine_take(SHARE_FROM - 1, 0, 1, 1), SHARE_FROM - 1);
+        assert_eq!(p.combine_take(4, 5, 1, 1), 4);
+        assert_eq!(p.combine_take(40, 8, 1, 1), 8);
+        assert_eq!(p.combine_take(9, 0, 1, 0), 9);
+        assert_eq!(p.combine_take(9, 0, 2, 1), 9);
+        // One thread: never a free lead beside its own.
+        let one = Policy::new(&KmsConfig {
+            combine_max: 16,
+            threads: 1,
+            ..KmsConfig::default()
+        });
+        assert_eq!(one.combine_take(9, 0, 1, 1), 9);
     }
 
     #[test]

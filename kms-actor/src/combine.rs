@@ -7,9 +7,9 @@
 //! queued in batches ([`Leader::take`]) and verifies each on its own task;
 //! a gatherer lets the tasks ready on its worker run, then leads if its
 //! own request is still queued and a lead is free
-//! ([`CombineQueue::lead_after_gather`]: a gatherer whose request a leader
-//! took does not lead the few requests queued since, which would verify
-//! them one by one);
+//! ([`Gatherer::lead`]: a gatherer whose request a leader took does not
+//! lead the few requests queued since, which would verify them one by
+//! one);
 //! a joiner waits for the answer on its request's own
 //! [`crate::reply::Reply`], as a published request does.
 //!
@@ -24,14 +24,19 @@
 //!   hand-off). A request queued by a gatherer while nobody leads is led by
 //!   its own caller after the gather, or taken by a caller that leads
 //!   before that (one whose own request was queued after it), or handed
-//!   off by the last leader: none waits on another caller's future. Each request is verified by a leader, published, or
-//!   answered with the error its publication got; once the actor has
-//!   finished (its keystore released), a leader answers `ShuttingDown`.
+//!   off by the last leader: none waits on another caller's future. Each
+//!   request is verified by a leader, published, or answered with the
+//!   error its publication got; once the actor has finished (its keystore
+//!   released), a leader answers `ShuttingDown`.
 //! * At most `threads` callers lead at once, and each takes at most
 //!   `combine_max` requests (`Policy::combine_take`; while another lead
-//!   is free, its first batch is the larger half of what it may take, and
-//!   what it leaves is led by another caller or taken by a running
-//!   leader's next batch, or handed off as above).
+//!   is free and another caller gathers, its first batch is the larger
+//!   half of what it may take, and what it leaves is led by a gatherer,
+//!   taken by a running leader's next batch, or handed off as above).
+//! * `gathering` counts the callers between [`CombineQueue::offer`]'s
+//!   `Gather` and [`Gatherer::lead`] (or the drop of their future): it
+//!   only steers how much a leader's first take leaves, never whether a
+//!   request is answered.
 //! * The queue holds at most `threads · combine_max` requests
 //!   (`Policy::at_combine` publishes the rest).
 
@@ -57,6 +62,8 @@ struct State {
     first_ticket: u64,
     /// Callers leading now.
     leaders: usize,
+    /// Callers gathering now: queued, and yet to resume ([`Gatherer`]).
+    gathering: usize,
 }
 
 impl State {
@@ -79,6 +86,7 @@ impl std::fmt::Debug for State {
         f.debug_struct("State")
             .field("queued", &self.queued.len())
             .field("leaders", &self.leaders)
+            .field("gathering", &self.gathering)
             .finish()
     }
 }
@@ -101,9 +109,9 @@ pub(crate) enum Offered<'a> {
     /// Queued, and this caller leads now: take and verify before any
     /// `.await`.
     Lead(Leader<'a>),
-    /// Queued under this ticket; this caller lets the tasks ready on its
-    /// worker run, then calls [`CombineQueue::lead_after_gather`].
-    Gather(u64),
+    /// Queued; this caller lets the tasks ready on its worker run, then
+    /// calls [`Gatherer::lead`].
+    Gather(Gatherer<'a>),
     /// Queued; a leader answers it.
     Joined,
 }
@@ -144,29 +152,22 @@ impl CombineQueue {
                 state.push(request);
                 Ok(Offered::Joined)
             }
-            Combine::Gather => Ok(Offered::Gather(state.push(request))),
+            Combine::Gather => {
+                let ticket = state.push(request);
+                state.gathering += 1;
+                Ok(Offered::Gather(Gatherer {
+                    queue: self,
+                    policy,
+                    publisher,
+                    ticket,
+                    counted: true,
+                }))
+            }
             Combine::Lead => {
                 state.push(request);
                 Ok(Offered::Lead(self.enter(&mut state, policy, publisher)))
             }
         }
-    }
-
-    /// After a gather: a lead, if the caller's request (its `ticket`) is
-    /// still queued and a lead is free. Otherwise its request was taken (a
-    /// leader is verifying it, or it was handed off), or the leaders
-    /// running now take it or hand it off.
-    pub(crate) fn lead_after_gather<'a>(
-        &'a self,
-        policy: &'a Policy,
-        publisher: &'a Publisher<Request>,
-        ticket: u64,
-    ) -> Option<Leader<'a>> {
-        let mut state = self.lock();
-        if ticket < state.first_ticket || !policy.lead_free(state.leaders) {
-            return None;
-        }
-        Some(self.enter(&mut state, policy, publisher))
     }
 
     /// Takes a lead, under the lock.
@@ -182,6 +183,46 @@ impl CombineQueue {
             policy,
             publisher,
             taken: 0,
+        }
+    }
+}
+
+/// A caller gathering (rule K): its request is queued under `ticket`, and
+/// it is counted in `gathering` until it resumes ([`Gatherer::lead`]) or
+/// its future is dropped.
+pub(crate) struct Gatherer<'a> {
+    queue: &'a CombineQueue,
+    policy: &'a Policy,
+    publisher: &'a Publisher<Request>,
+    ticket: u64,
+    /// Whether it is still counted in `gathering`.
+    counted: bool,
+}
+
+impl<'a> Gatherer<'a> {
+    /// After the gather: a lead, if the caller's request is still queued
+    /// and a lead is free. Otherwise its request was taken (a leader is
+    /// verifying it, or it was handed off), or the leaders running now
+    /// take it or hand it off.
+    pub(crate) fn lead(mut self) -> Option<Leader<'a>> {
+        let mut state = self.queue.lock();
+        state.gathering -= 1;
+        self.counted = false;
+        if self.ticket < state.first_ticket || !self.policy.lead_free(state.leaders) {
+            return None;
+        }
+        Some(self.queue.enter(&mut state, self.policy, self.publisher))
+    }
+}
+
+impl Drop for Gatherer<'_> {
+    /// A gatherer whose future was dropped before it resumed is no longer
+    /// gathering. Its request stays queued: a leader skips it or answers
+    /// it into the dropped receiver (`batch.rs`), or the last leader hands
+    /// it off.
+    fn drop(&mut self) {
+        if self.counted {
+            self.queue.lock().gathering -= 1;
         }
     }
 }
@@ -203,9 +244,12 @@ impl Leader<'_> {
     /// taken its `combine_max` or nothing is queued (then it is done).
     pub(crate) fn take(&mut self) -> Vec<VerifyRequest> {
         let mut state = self.queue.lock();
-        let n = self
-            .policy
-            .combine_take(state.queued.len(), self.taken, state.leaders);
+        let n = self.policy.combine_take(
+            state.queued.len(),
+            self.taken,
+            state.leaders,
+            state.gathering,
+        );
         self.taken += n;
         state.take(n)
     }
@@ -249,5 +293,85 @@ impl Drop for Leader<'_> {
                 reply.send(Err(e));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use kms_bus::{Bus, TopicConfig};
+
+    use super::*;
+    use crate::config::KmsConfig;
+    use crate::reply::Reply;
+    use crate::request::VerifyBy;
+
+    fn request() -> VerifyRequest {
+        VerifyRequest {
+            by: VerifyBy::PublicKey([1; 32]),
+            message: Bytes::from_static(b"m"),
+            signature: [0; 64],
+            reply: Reply::new().0,
+        }
+    }
+
+    /// An offer that rule K answers with a gather (more than 2 per thread
+    /// outstanding).
+    const BUSY: Offer = Offer {
+        outstanding: 64,
+        run: false,
+    };
+
+    fn gatherer<'a>(
+        queue: &'a CombineQueue,
+        policy: &'a Policy,
+        publisher: &'a Publisher<Request>,
+    ) -> Gatherer<'a> {
+        match queue.offer(policy, publisher, BUSY, request()) {
+            Ok(Offered::Gather(g)) => g,
+            _ => panic!("expected a gather"),
+        }
+    }
+
+    #[test]
+    fn a_gatherer_is_counted_until_it_resumes_or_is_dropped() {
+        let policy = Policy::new(&KmsConfig {
+            threads: 2,
+            combine_max: 16,
+            ..KmsConfig::default()
+        });
+        let topic = Bus::new()
+            .topic::<Request>("t", TopicConfig::default())
+            .expect("topic");
+        let publisher = topic.publisher();
+        let queue = CombineQueue::default();
+        let first = gatherer(&queue, &policy, &publisher);
+        let dropped = gatherer(&queue, &policy, &publisher);
+        let others: Vec<_> = (0..6)
+            .map(|_| gatherer(&queue, &policy, &publisher))
+            .collect();
+        assert_eq!(queue.lock().gathering, 8);
+        drop(dropped);
+        assert_eq!(queue.lock().gathering, 7, "a dropped future counts out");
+
+        // The first resumes and leads: 8 queued, 6 others still gathering
+        // and a lead free, so its first batch is the larger half.
+        let mut leader = first.lead().expect("its request is queued");
+        assert_eq!(queue.lock().gathering, 6);
+        assert_eq!(leader.take().len(), 4);
+        // The 4 oldest (tickets 0 to 3) were taken: the gatherers of
+        // tickets 2 and 3 resume and do not lead; that of ticket 4 does,
+        // on the second lead, and takes what the first left.
+        let mut others = others.into_iter();
+        assert!(others.next().expect("six").lead().is_none());
+        assert!(others.next().expect("six").lead().is_none());
+        let mut second = others.next().expect("six").lead().expect("queued");
+        assert_eq!(second.take().len(), 4, "what the first left");
+        assert!(leader.take().is_empty() && second.take().is_empty());
+        drop((leader, second));
+        // The rest resume after their requests were taken: none leads.
+        assert!(others.all(|g| g.lead().is_none()));
+        assert_eq!(queue.lock().gathering, 0);
+        assert!(queue.lock().queued.is_empty());
     }
 }
