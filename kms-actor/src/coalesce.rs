@@ -38,9 +38,10 @@
 //!   caller is gathering: join its gathering), or when more than
 //!   [`GATHER_FACTOR`] requests per thread are outstanding: its request
 //!   queued, it lets the tasks ready on its worker run once, so that what
-//!   they ask is queued too, then leads if a lead is free and anything is
-//!   still queued (the first to resume takes what the others queued). Otherwise it
-//!   leads at once, so that at low concurrency each worker verifies its
+//!   they ask is queued too, then leads if a lead is free and its own
+//!   request is still queued (the first to resume takes what the others
+//!   queued, or the larger half of it, as above). Otherwise it leads at
+//!   once, so that at low concurrency each worker verifies its
 //!   own callers' requests, as inline verification would.
 //! * It joins (waits for a leader's answer) when every lead is taken.
 //! * It publishes to the actor, which batches for the pool, when the

@@ -62,7 +62,10 @@ struct State {
     first_ticket: u64,
     /// Callers leading now.
     leaders: usize,
-    /// Callers gathering now: queued, and yet to resume ([`Gatherer`]).
+    /// Callers gathering now: their requests queued (some may already be
+    /// taken by a leader), and yet to resume ([`Gatherer`]). A hint for
+    /// how much a leader's first take leaves; a future kept but not
+    /// polled stays counted until it is polled or dropped.
     gathering: usize,
 }
 
@@ -206,8 +209,10 @@ impl<'a> Gatherer<'a> {
     /// take it or hand it off.
     pub(crate) fn lead(mut self) -> Option<Leader<'a>> {
         let mut state = self.queue.lock();
-        state.gathering -= 1;
+        // Cleared first: if the count were ever broken and this panicked,
+        // `Drop` must not decrement it again while unwinding.
         self.counted = false;
+        state.gathering -= 1;
         if self.ticket < state.first_ticket || !self.policy.lead_free(state.leaders) {
             return None;
         }

@@ -86,11 +86,11 @@ pub struct KmsConfig {
     /// verifies on its own task under load (rule K of the coalescer,
     /// `coalesce.rs`): when rule C refuses it, a caller queues its request
     /// and, if fewer callers lead than the pool has threads, verifies what
-    /// is queued (its own and other callers' requests) as one batch on its
-    /// own tokio worker (while another lead is free and another caller
-    /// is gathering, the larger half of it first, leaving the rest to
-    /// that caller), then again while more is queued, up to this many
-    /// signatures per lead (64 at ~15 µs each in a batch of 64: ~1 ms of
+    /// is queued (its own and other callers' requests) in batches on its
+    /// own tokio worker (while another lead is free and another caller is
+    /// gathering, the larger half first: what it leaves is led by a
+    /// gatherer or taken in its next batch), again while more is queued,
+    /// up to this many signatures per lead (64 at ~15 µs each in a batch of 64: ~1 ms of
     /// its worker, less than the same requests verified inline would take;
     /// a lead spends a unit of tokio's cooperative budget per signature,
     /// so a task whose futures lead again and again yields);
