@@ -408,10 +408,20 @@ impl Policy {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
+
+    /// Rule K's policy on `threads` threads with leads of at most
+    /// `combine_max` signatures, the rest of the configuration default.
+    pub(crate) fn combining(threads: usize, combine_max: usize) -> Policy {
+        Policy::new(&KmsConfig {
+            threads,
+            combine_max,
+            ..KmsConfig::default()
+        })
+    }
 
     /// The pool rules alone (neither rule 0 nor rule C).
     fn policy() -> Policy {
@@ -529,11 +539,7 @@ mod tests {
 
     #[test]
     fn under_load_callers_lead_up_to_one_per_thread_then_join_then_publish() {
-        let p = Policy::new(&KmsConfig {
-            threads: 2,
-            combine_max: 16,
-            ..KmsConfig::default()
-        });
+        let p = combining(2, 16);
         let view = |queued, leaders, message_len| CombineView {
             queued,
             leaders,
@@ -614,11 +620,7 @@ mod tests {
 
     #[test]
     fn a_leader_verifies_at_most_combine_max_in_all() {
-        let p = Policy::new(&KmsConfig {
-            combine_max: 16,
-            threads: 2,
-            ..KmsConfig::default()
-        });
+        let p = combining(2, 16);
         // Every lead taken (2 threads, 2 leaders): no share is left.
         assert_eq!(p.combine_take(3, 0, 2, 1), 3);
         assert_eq!(p.combine_take(40, 0, 2, 1), 16);
@@ -629,11 +631,7 @@ mod tests {
 
     #[test]
     fn a_first_take_leaves_half_for_a_free_lead() {
-        let p = Policy::new(&KmsConfig {
-            combine_max: 16,
-            threads: 2,
-            ..KmsConfig::default()
-        });
+        let p = combining(2, 16);
         // One leader of two threads, one caller gathering: its first take
         // leaves the smaller half.
         assert_eq!(p.combine_take(9, 0, 1, 1), 5);
@@ -647,11 +645,7 @@ mod tests {
         assert_eq!(p.combine_take(9, 0, 1, 0), 9);
         assert_eq!(p.combine_take(9, 0, 2, 1), 9);
         // One thread: never a free lead beside its own.
-        let one = Policy::new(&KmsConfig {
-            combine_max: 16,
-            threads: 1,
-            ..KmsConfig::default()
-        });
+        let one = combining(1, 16);
         assert_eq!(one.combine_take(9, 0, 1, 1), 9);
     }
 

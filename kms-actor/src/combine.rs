@@ -307,7 +307,7 @@ mod tests {
     use kms_bus::{Bus, TopicConfig};
 
     use super::*;
-    use crate::config::KmsConfig;
+    use crate::coalesce::tests::combining;
     use crate::reply::Reply;
     use crate::request::VerifyBy;
 
@@ -340,11 +340,7 @@ mod tests {
 
     #[test]
     fn a_gatherer_is_counted_until_it_resumes_or_is_dropped() {
-        let policy = Policy::new(&KmsConfig {
-            threads: 2,
-            combine_max: 16,
-            ..KmsConfig::default()
-        });
+        let policy = combining(2, 16);
         let topic = Bus::new()
             .topic::<Request>("t", TopicConfig::default())
             .expect("topic");
