@@ -1,4 +1,4 @@
-//! Helpers of the HTTP token benchmark (`benches/http_tokens.sh`):
+//! Helpers of the HTTP token benchmark (`benches/http/tokens.sh`):
 //!
 //! * `gen --dir DIR`: an external issuer's JWK Set of `--keys` keys
 //!   (`jwks.json`, kids `ext-<k>`, `alg` `--alg`: EdDSA, the default, on
@@ -18,11 +18,11 @@
 //!   what HTTP and parsing alone cost. Both also answer `GET /auth` as the
 //!   gateway's forward auth does with `--claim-header sub=X-Auth-Subject`
 //!   (200 with no body and the `sub` as that header, else 401), for
-//!   `benches/front_cpu.sh`.
+//!   `benches/http/front_cpu.sh`.
 //! * `provider --listen ADDR --jwks FILE`: an OpenID provider's two
 //!   documents for `gateway serve --issuer`: its discovery document
 //!   (`issuer` `http://ADDR`, its `jwks_uri` `/jwks`) and the JWK Set
-//!   `FILE`, for `benches/http_issuer.sh`. Prints `listening on
+//!   `FILE`, for `benches/http/issuer.sh`. Prints `listening on
 //!   http://ADDR (ready)`.
 
 use std::collections::HashMap;
@@ -47,7 +47,7 @@ use serde_json::{json, Value};
 #[derive(Parser)]
 #[command(
     name = "token_bench",
-    about = "Token files and peer servers for benches/http_tokens.sh"
+    about = "Token files and peer servers for benches/http/tokens.sh"
 )]
 struct Cli {
     #[command(subcommand)]

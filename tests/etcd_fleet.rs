@@ -3,16 +3,13 @@
 //! have. Every wait is bounded; an etcd the test starts is killed when the
 //! test ends.
 
-#[path = "../examples/fleet/etcd_cluster.rs"]
-mod etcd_cluster;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use etcd_cluster::EtcdCluster;
 use kms::core::seal::{Keyring, SealKey};
 use kms::core::{KeyId, Keystore, KmsError};
 use kms::etcd::{EtcdConfig, EtcdStorage, Follower};
+use kms_testkit::etcd::EtcdCluster;
 
 const MASTER: [u8; 32] = [7; 32];
 

@@ -14,8 +14,8 @@ use kms::core::{KeyId, Keystore};
 use kms::etcd::{EtcdConfig, Follower};
 use tokio::runtime::Runtime;
 
-use crate::etcd_cluster::EtcdCluster;
 use crate::keyed::Keyed;
+use kms_testkit::etcd::EtcdCluster;
 
 /// How often the second node rotates one of the keys while
 /// `keystore_fleet_rotating` runs: each key in turn.

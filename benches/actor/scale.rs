@@ -1,12 +1,12 @@
-//! `actor/scale` (#38): how verification through the actor scales with
-//! the threads given to it. Not a Criterion timing.
+//! `actor/scale`: how verification through the actor scales with the
+//! threads given to it. Not a Criterion timing.
 //!
 //! For 1, 2, 4, 8 and 16 threads (those this machine has cores for), a
 //! tokio runtime of that many workers and an actor whose pool has that
 //! many threads verify `SCALE_ITEMS` signatures (distinct keys, held as
 //! bytes) sent by 1024 client tasks, one request at a time each, three
-//! ways: with the defaults (rule K on: under load callers verify batches
-//! on their own tasks), with rule K off (every request under load through
+//! ways: with the defaults (combining on: under load callers verify batches
+//! on their own tasks), with combining off (every request under load through
 //! the one actor task to the pool), and, as the peer, `verify_batch` of
 //! `SCALE_ITEMS / threads` per thread on that many threads. It prints
 //! verifies/s in all and per thread (best of three runs each). If the
@@ -72,7 +72,7 @@ struct Run {
     rate: f64,
     /// Mean requests per pool batch.
     pool_batch: f64,
-    /// Share of the requests verified by leading callers (rule K).
+    /// Share of the requests verified by leading callers (combining).
     combined: f64,
 }
 
@@ -97,9 +97,9 @@ pub(crate) fn scale() {
         let t = threads as f64;
         println!(
             "actor/scale {threads:>2} threads: defaults {:.0} k/s ({:.1} k/s per thread; {:.0} % \
-             by leaders, pool batches of {:.0}), rule K off {:.0} k/s ({:.1} per thread; pool \
+             by leaders, pool batches of {:.0}), combining off {:.0} k/s ({:.1} per thread; pool \
              batches of {:.0}), verify_batch peer {:.0} k/s ({:.1} per thread); defaults / peer \
-             {:.2}, rule K off / peer {:.2}",
+             {:.2}, combining off / peer {:.2}",
             k(combined.rate),
             k(combined.rate) / t,
             100.0 * combined.combined,

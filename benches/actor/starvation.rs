@@ -1,16 +1,16 @@
-//! `actor/starvation` (#38): whether the callers that verify batches on
-//! their own tasks under load (rule K, `KmsConfig::combine_max`) starve
-//! the other tasks of their runtime. Not a Criterion timing.
+//! `actor/starvation`: whether the callers that verify batches on their
+//! own tasks under load (combining, `KmsConfig::combine_max`) starve the
+//! other tasks of their runtime. Not a Criterion timing.
 //!
 //! For 16, 64 and 256 client tasks on the 2-worker runtime, each verifying
 //! one request at a time and yielding between requests (as a handler
 //! awaits its next request), a probe task on the same runtime is woken
 //! every 200 µs from a thread outside the runtime (as an I/O event wakes a
 //! task) and records how long after its wake it ran: its scheduling delay.
-//! The clients verify through the actor (defaults, so rule K), then, as
+//! The clients verify through the actor (defaults, so combining), then, as
 //! the comparator, each with `verify` inline on its own task. It prints
 //! the probe's p50 and p99 each way and the ratio of the p99s (median of
-//! three runs, and their spread). Target (#38): ≤ 2.
+//! three runs, and their spread). Target: ≤ 2.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

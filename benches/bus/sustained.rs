@@ -1,5 +1,5 @@
-//! `threads/4_to_1_sustained` (#38): the KMS request pattern as a new user
-//! tries it, sustained rather than in bursts. Four producer threads
+//! `threads/4_to_1_sustained`: the KMS request pattern as a new user tries
+//! it, sustained rather than in bursts. Four producer threads
 //! publish 100 000 `u64` each per iteration into one consumer thread,
 //! capacity 8192, each side with its blocking calls: ours an
 //! `Overflow::Wait` topic with `blocking_publish_wait`, and `blocking_recv`

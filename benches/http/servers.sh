@@ -1,4 +1,4 @@
-# Sourced by benches/http_tokens.sh and benches/http_issuer.sh: the
+# Sourced by benches/http/tokens.sh and benches/http/issuer.sh: the
 # servers they start (`pids`, killed when the script exits) and the
 # address each logs once serving.
 pids=()

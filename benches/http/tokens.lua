@@ -1,4 +1,4 @@
--- wrk script of benches/http_tokens.sh: GET $TARGET (default /whoami)
+-- wrk script of benches/http/tokens.sh: GET $TARGET (default /whoami)
 -- with the bearer tokens
 -- of $TOKENS (one per line) in turn, and a check of every answer against
 -- $KINDS ("f" forged / "t" valid, line by line): a 200 must carry a valid

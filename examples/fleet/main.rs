@@ -33,7 +33,6 @@
 //! Each run uses a fresh prefix (`/kms-fleet-<random>`) under a fresh
 //! master key, so runs against an existing cluster do not meet.
 
-mod etcd_cluster;
 mod node;
 mod workload;
 
@@ -42,10 +41,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use etcd_cluster::EtcdCluster;
 use kms::core::seal::{Keyring, SealKey};
 use kms::core::Attestation;
 use kms::etcd::EtcdConfig;
+use kms_testkit::etcd::EtcdCluster;
 use node::Node;
 use workload::{Rotations, Verdicts};
 

@@ -2,25 +2,27 @@
 //! requests into batches for the pool, and serves the other operations.
 //!
 //! # Lanes
-//! Two topics: the request topic carries verify requests, the priority
-//! topic (`<request_topic>.priority`) carries sign, rotate, attest and
-//! create. The actor's `select!` is biased: shutdown, then the priority
-//! lane, then finished batches, then new verify requests, then the
-//! `max_wait` timer. Priority requests are served on the actor task at
-//! once, so they never wait behind verify batches, nor for the verify
-//! topic's backlog (at most behind one short verification of rule 0,
-//! `coalesce.rs`, which runs on this task); the keystore writes, which may fsync, are handed to the
+//! Two topics: the request topic carries verify requests, the priority topic
+//! (`<request_topic>.priority`) carries sign, rotate, attest and create. The
+//! actor's `select!` is biased: shutdown, then the priority lane, then the
+//! rotation tick (`KmsConfig`'s scheduled rotations: before the verify
+//! lane, so a flood of verifies never delays a rotation that is due), then
+//! finished batches, then new verify requests, then the `max_wait` timer.
+//! Priority requests are served on the actor task at once, so they never wait
+//! behind verify batches, nor for the verify topic's backlog (at most behind
+//! one short verification of the inline path, `coalesce.rs`, which runs on
+//! this task); the keystore writes, which may fsync, are handed to the
 //! [`Writer`] (one thread of tokio's blocking pool, a bounded backlog).
 //! (Under a flood of priority requests, reading new verify requests waits;
 //! dispatching those already read does not.)
 //!
 //! # Coalescing
 //! After each wake the actor drains what is on the request topic, up to the
-//! room [`Policy::room`] leaves, then dispatches by the rules of
+//! room [`Dispatch::room`] leaves, then dispatches by the rules of
 //! [`crate::coalesce`]: at once to an idle thread, at `target_batch` behind
-//! busy ones, and never holding a request past `max_wait`. (On a quiet node
-//! a request may never reach the actor: its client verifies it, rule C,
-//! with the keystore and verifier in [`Shared`].)
+//! busy ones, and never holding a request past `max_wait`. (On a quiet node a
+//! request may never reach the actor: its client verifies it, the caller
+//! path, with the keystore and verifier in [`Shared`].)
 //!
 //! # Failure paths
 //! * A request lost to a lagging topic: its reply handle is dropped with it,
@@ -53,7 +55,7 @@ use tokio::task::JoinHandle;
 use crate::audit;
 use crate::batch::{self, Verifier};
 use crate::client::KmsClient;
-use crate::coalesce::{Policy, Reason};
+use crate::coalesce::{Dispatch, Reason};
 use crate::combine::CombineQueue;
 use crate::config::KmsConfig;
 use crate::gate::CallerGate;
@@ -76,7 +78,7 @@ pub struct KmsActor {
     /// The request topic's name, a field of every `tracing` event, so the
     /// events of several actors in one process can be told apart.
     topic: String,
-    policy: Policy,
+    dispatch: Dispatch,
     keystore: Keystore,
     requests: Subscriber<Request>,
     priority: Subscriber<Request>,
@@ -146,13 +148,14 @@ impl KmsActor {
     }
 
     /// [`KmsActor::spawn`] with the batch verifier given (the production
-    /// one, or a test's) and the policy adjusted by `tune` (tests only).
+    /// one, or a test's) and the dispatch rules adjusted by `tune` (tests
+    /// only).
     pub(crate) fn spawn_with(
         config: KmsConfig,
         keystore: Keystore,
         bus: &Bus,
         verifier: Verifier,
-        tune: impl FnOnce(Policy) -> Policy,
+        tune: impl FnOnce(Dispatch) -> Dispatch,
     ) -> Result<KmsHandle, KmsError> {
         config.validate()?;
         let trusted = TrustedKeys::load(&config.trusted_jwks, &config.request_topic)?;
@@ -188,14 +191,14 @@ impl KmsActor {
         let metrics = Metrics::new(&config.request_topic);
         let pool = VerifyPool::new(config.threads, metrics.in_flight.clone())?;
         let writer = Writer::spawn(&runtime, keystore.clone(), config.write_backlog);
-        let policy = tune(Policy::new(&config));
+        let dispatch = tune(Dispatch::new(&config));
         let shared = Arc::new(Shared {
             closing: AtomicBool::new(false),
             stop: Notify::new(),
             counters: Counters::default(),
             metrics,
             topic: config.request_topic.clone(),
-            policy,
+            dispatch,
             gate: CallerGate::default(),
             combine: CombineQueue::default(),
             keystore: RwLock::new(Some(keystore.clone())),
@@ -218,7 +221,7 @@ impl KmsActor {
         );
         let actor = KmsActor {
             topic: config.request_topic.clone(),
-            policy,
+            dispatch,
             pending: Vec::new(),
             pending_since: None,
             drained: Vec::with_capacity(config.max_batch),
@@ -267,10 +270,10 @@ impl KmsActor {
         loop {
             self.dispatch_due();
             let in_flight = self.pool.in_flight();
-            let room = self.policy.room(self.pending.len(), in_flight);
+            let room = self.dispatch.room(self.pending.len(), in_flight);
             // Armed only while requests are held: `max_wait` after the
             // oldest was read.
-            let deadline = self.pending_since.map(|t| t + self.policy.max_wait());
+            let deadline = self.pending_since.map(|t| t + self.dispatch.max_wait());
             tokio::select! {
                 biased;
                 () = self.shared.stop.notified() => break,
@@ -289,7 +292,7 @@ impl KmsActor {
                 // delays a scheduled rotation; one tick a minute costs
                 // one poll of its timer per turn.
                 _ = self.rotation_check.tick() => self.rotate_due_keys(),
-                // A batch finished: the policy may dispatch or read again.
+                // A batch finished: the rules may dispatch or read again.
                 // Only awaited when that matters (requests held, or reading
                 // stopped), so an idle actor is not woken by every finished
                 // batch, which would cost a cross-thread wake-up per request.
@@ -315,14 +318,14 @@ impl KmsActor {
         self.finish().await;
     }
 
-    /// Dispatches pending requests for as long as the policy says so.
+    /// Dispatches pending requests for as long as the rules say so.
     fn dispatch_due(&mut self) {
         // `dispatch` takes everything pending, so one decision per wake. The
         // clock is read only while something is held, and once.
         let waited = self.waited();
         let first_len = self.pending.first().map_or(0, |r| r.message.len());
         let outstanding = self.shared.gate.outstanding();
-        if let Some(reason) = self.policy.decide(
+        if let Some(reason) = self.dispatch.decide(
             self.pending.len(),
             waited,
             self.pool.in_flight(),
@@ -347,11 +350,13 @@ impl KmsActor {
         self.pending_since.map_or(Duration::ZERO, |t| t.elapsed())
     }
 
-    /// Takes what is on the request topic now, up to the room the policy
+    /// Takes what is on the request topic now, up to the room the rules
     /// leaves.
     fn drain_requests(&mut self) {
         loop {
-            let room = self.policy.room(self.pending.len(), self.pool.in_flight());
+            let room = self
+                .dispatch
+                .room(self.pending.len(), self.pool.in_flight());
             if room == 0 {
                 return;
             }
@@ -574,7 +579,7 @@ impl KmsActor {
     }
 
     /// Hands the pending verify requests to the pool as one batch, split
-    /// into one job per idle thread ([`Policy::chunks`]). `waited` is how
+    /// into one job per idle thread ([`Dispatch::chunks`]). `waited` is how
     /// long the oldest of them was held.
     fn dispatch(&mut self, reason: Reason, waited: Duration) {
         let batch = std::mem::take(&mut self.pending);
@@ -589,7 +594,7 @@ impl KmsActor {
         let chunks = if reason == Reason::Inline {
             0
         } else {
-            self.policy.chunks(batch.len(), in_flight)
+            self.dispatch.chunks(batch.len(), in_flight)
         };
         tracing::debug!(
             target: "kms_actor::coalesce",
@@ -603,13 +608,13 @@ impl KmsActor {
             "dispatch"
         );
         if reason == Reason::Inline {
-            // On this task: no pool thread to wake (rule 0).
+            // On this task: no pool thread to wake (the inline path).
             batch::run(batch, &self.keystore, &self.verifier);
             return;
         }
         debug_assert!(chunks >= 1 && chunks <= batch.len(), "no empty job");
         let mut rest = batch.into_iter();
-        for size in Policy::chunk_sizes(rest.len(), chunks) {
+        for size in Dispatch::chunk_sizes(rest.len(), chunks) {
             let chunk: Vec<VerifyRequest> = rest.by_ref().take(size).collect();
             let (keystore, verifier) = (self.keystore.clone(), Arc::clone(&self.verifier));
             self.pool
@@ -625,7 +630,7 @@ impl KmsActor {
             // Room to read first: `drain_requests` reads nothing while the
             // pool's queue is full, and an empty `pending` must mean an
             // empty topic, not a full queue.
-            self.pool.wait_below(self.policy.queue_limit()).await;
+            self.pool.wait_below(self.dispatch.queue_limit()).await;
             self.drain_requests();
             if self.pending.is_empty() {
                 break;
@@ -722,7 +727,7 @@ impl KmsHandle {
     /// none is still writing when this returns, and the actor's keystore
     /// clones are dropped), and joins the pool. Requests made after this is
     /// called get [`KmsError::ShuttingDown`]. A verify admitted before it
-    /// and queued for a combining caller (rule K, `KmsConfig::combine_max`)
+    /// and queued for a combining caller (`KmsConfig::combine_max`)
     /// is answered by that caller: verified if it leads before the actor
     /// has finished, else [`KmsError::ShuttingDown`].
     ///

@@ -1,7 +1,7 @@
-//! A verify batch, run on a pool thread (or on the actor's task, rule 0):
-//! resolve key ids, one `verify_batch`, one answer per request on its own
-//! reply channel. And [`verify_one`], the same for one request verified on
-//! its caller's task (rule C).
+//! A verify batch, run on a pool thread (or on the actor's task, the inline
+//! path): resolve key ids, one `verify_batch`, one answer per request on its
+//! own reply channel. And [`verify_one`], the same for one request verified
+//! on its caller's task (the caller path).
 //!
 //! Failure paths, in order: a request whose key id is unknown gets that
 //! error and does not enter the batch; a request whose caller has gone is
@@ -58,7 +58,7 @@ fn run_with(
 }
 
 /// Verifies one request on the calling thread with `verifier`, as a batch
-/// of one would: the caller's own answer (rule C, `coalesce.rs`).
+/// of one would: the caller's own answer (the caller path, `coalesce.rs`).
 ///
 /// # Errors
 /// The key's error ([`KmsError::UnknownKey`], [`KmsError::UnknownVersion`]),

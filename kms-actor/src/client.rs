@@ -1,17 +1,17 @@
 //! [`KmsClient`]: what other actors hold to talk to the KMS over the bus.
 //!
 //! Every call publishes one request carrying its own reply handle and waits
-//! for exactly one answer, except verifies: one made while the node is
-//! quiet is verified on its caller's task (rule C of `coalesce.rs`), and
+//! for exactly one answer, except verifies: one made while the node is quiet
+//! is verified on its caller's task (the caller path, `coalesce.rs`), and
 //! under moderate load callers combine theirs, one caller per pool thread
-//! verifying what the others queued as one batch on its own task (rule K,
-//! `combine.rs`); the rest are published. Verify requests go to the
-//! request topic, the others to the priority topic. Each answer, whatever it is, is counted in
-//! `kms_ops_total` and timed in `kms_op_duration_seconds` here, the one
-//! place every outcome passes (including `Overloaded`, which never reaches
-//! the actor). A caller never hangs: if the request is lost
-//! (lagging topic) or the actor goes away, the reply handle is dropped and
-//! the call returns an error that says why.
+//! verifying what the others queued as one batch on its own task (combining,
+//! `combine.rs`); the rest are published. Verify requests go to the request
+//! topic, the others to the priority topic. Each answer, whatever it is, is
+//! counted in `kms_ops_total` and timed in `kms_op_duration_seconds` here,
+//! the one place every outcome passes (including `Overloaded`, which never
+//! reaches the actor). A caller never hangs: if the request is lost (lagging
+//! topic) or the actor goes away, the reply handle is dropped and the call
+//! returns an error that says why.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
@@ -96,8 +96,8 @@ impl KmsClient {
     }
 
     /// Verifies a 64-byte `signature` on `message` under a raw 32-byte
-    /// Ed25519 `public_key`, with the criteria of docs/DESIGN.md §3.2: in a batch
-    /// on the pool or on a combining caller's task
+    /// Ed25519 `public_key`, with the criteria of docs/DESIGN.md §3.2: in a
+    /// batch on the pool or on a combining caller's task
     /// ([`crate::KmsConfig::combine_max`]), or alone on this task when the
     /// node is quiet ([`crate::KmsConfig::verify_on_caller_when_idle`]).
     ///
@@ -322,7 +322,7 @@ impl KmsClient {
             };
             let leader = match shared
                 .combine
-                .offer(&shared.policy, &self.requests, view, request)
+                .offer(&shared.dispatch, &self.requests, view, request)
             {
                 Ok(Offered::Lead(leader)) => Some(leader),
                 Ok(Offered::Gather(gatherer)) => {
@@ -355,7 +355,7 @@ impl KmsClient {
         answer
     }
 
-    /// Rule K (`coalesce.rs`): verifies what is queued in batches on this
+    /// Combining (`coalesce.rs`): verifies what is queued in batches on this
     /// task until `leader` has taken its share or the queue is empty, then
     /// leaves the lead (the hand-off, `combine.rs`). Synchronous, so the
     /// lead is never held across an `.await`. Returns how many requests it
@@ -423,11 +423,11 @@ impl KmsClient {
         &self.shared
     }
 
-    /// Rule C (`coalesce.rs`): `Ok(verdict)` if the node is quiet and the
-    /// request was verified here, on the caller's task.
+    /// The caller path (`coalesce.rs`): `Ok(verdict)` if the node is quiet
+    /// and the request was verified here, on the caller's task.
     ///
     /// # Errors
-    /// Why rule C refused ([`Refused`]); then rule K applies.
+    /// Why the caller path refused ([`Refused`]); then combining applies.
     fn verify_on_caller(
         &self,
         by: &VerifyBy,
@@ -435,12 +435,12 @@ impl KmsClient {
         signature: &[u8; 64],
     ) -> Result<Result<(), KmsError>, Refused> {
         let shared = &*self.shared;
-        let permit = shared.gate.try_enter(&shared.policy, message.len())?;
+        let permit = shared.gate.try_enter(&shared.dispatch, message.len())?;
         let keystore = shared
             .keystore
             .read()
             .unwrap_or_else(PoisonError::into_inner);
-        // `None`: the actor has finished; rule K then answers ShuttingDown
+        // `None`: the actor has finished; combining then answers ShuttingDown
         // or publishes, which answers it too.
         let Some(keystore_now) = keystore.as_ref() else {
             return Err(Refused::Busy);
@@ -534,7 +534,7 @@ pub(crate) fn publish(lane: &Publisher<Request>, request: Request) -> Result<(),
 }
 
 /// Spends one unit of tokio's cooperative budget per request a leader
-/// verified on this task (rule K; a signature is ~15 µs in a batch), so
+/// verified on this task (combining; a signature is ~15 µs in a batch), so
 /// that a task whose futures lead again and again (a `join_all` of many
 /// verifies) yields after about the work of 128 budget units, as it would
 /// for as many operations on tokio's own resources.

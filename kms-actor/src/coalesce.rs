@@ -1,9 +1,14 @@
-//! The coalescing policy of docs/DESIGN.md §5, as pure functions of what the actor
-//! sees: how many verify requests are pending, how long the oldest has
-//! waited, and how many batches are in flight on the pool; and of what a
-//! caller sees before it publishes a verify request.
+//! The dispatch rules of docs/DESIGN.md §5 ([`Dispatch`]), as pure
+//! functions of what the actor sees: how many verify requests are pending,
+//! how long the oldest has waited, and how many batches are in flight on
+//! the pool; and of what a caller sees before it publishes a verify
+//! request. Each path a request takes is named as the `reason` of its
+//! dispatch event ([`Reason`]): `caller`, `combined`, `inline`,
+//! `idle_thread`, `target_batch`, `max_wait`, `shutdown`. ("Rule 1-4" in
+//! this crate's docs means the verification rules of docs/DESIGN.md §3.2
+//! alone.)
 //!
-//! Rule C, at the caller ([`Policy::at_caller`], if
+//! The caller path ([`Reason::Caller`], [`Dispatch::at_caller`], if
 //! `KmsConfig::verify_on_caller_when_idle`): the caller verifies on its own
 //! task, with no hop at all, when its request is alone on a quiet node:
 //! nothing is outstanding at the actor (published and not yet answered),
@@ -20,28 +25,28 @@
 //! apart never form a run. Everything else is published and meets the
 //! actor's rules.
 //!
-//! Rule K, at the caller ([`Policy::at_combine`], if
-//! `KmsConfig::combine_max` is not 0): when rule C refuses, a caller puts
-//! its request on the combining queue (`combine.rs`) and leads, joins or
-//! publishes.
+//! Combining ([`Reason::Combined`], [`Dispatch::at_combine`], if
+//! `KmsConfig::combine_max` is not 0): when the caller path refuses, a
+//! caller puts its request on the combining queue (`combine.rs`) and
+//! leads, joins or publishes.
 //! * It leads when fewer callers lead than the pool has threads: it
 //!   verifies what is queued in batches on its own task, again while the
 //!   queue holds more, until it has verified `combine_max` signatures
-//!   ([`Policy::combine_take`]), all in one poll: a lead is never held
+//!   ([`Dispatch::combine_take`]), all in one poll: a lead is never held
 //!   across an `.await`, so no request waits on another caller's future.
 //!   While another lead is free and another caller is gathering, its
 //!   first batch is the larger half of what it may take ([`SHARE_FROM`]):
 //!   a gatherer on another worker may lead the rest at the same time, or
 //!   this leader takes it next.
-//! * It gathers instead when its call ended rule C's back-to-back run
-//!   (requests made together), when requests are already queued (another
-//!   caller is gathering: join its gathering), or when more than
-//!   [`GATHER_FACTOR`] requests per thread are outstanding: its request
-//!   queued, it lets the tasks ready on its worker run once, so that what
-//!   they ask is queued too, then leads if a lead is free and its own
-//!   request is still queued (the first to resume takes what the others
-//!   queued, or the larger half of it, as above). Otherwise it leads at
-//!   once, so that at low concurrency each worker verifies its
+//! * It gathers instead when its call ended the caller path's
+//!   back-to-back run (requests made together), when requests are already
+//!   queued (another caller is gathering: join its gathering), or when
+//!   more than [`GATHER_FACTOR`] requests per thread are outstanding: its
+//!   request queued, it lets the tasks ready on its worker run once, so
+//!   that what they ask is queued too, then leads if a lead is free and
+//!   its own request is still queued (the first to resume takes what the
+//!   others queued, or the larger half of it, as above). Otherwise it
+//!   leads at once, so that at low concurrency each worker verifies its
 //!   own callers' requests, as inline verification would.
 //! * It joins (waits for a leader's answer) when every lead is taken.
 //! * It publishes to the actor, which batches for the pool, when the
@@ -54,32 +59,32 @@
 //! The last leader to leave publishes what is left on the queue (the
 //! hand-off), so no request waits on a leader that has gone.
 //!
-//! Rules at the actor, in order (the first that holds dispatches every
-//! pending request as one batch):
-//! 0. [`Reason::Inline`] (if `KmsConfig::inline_when_idle`): one request
-//!    pending, of at most [`INLINE_MAX_MESSAGE`] bytes, nothing in flight,
-//!    and no other request outstanding (published and not yet read, or
-//!    queued for rule K: on a runtime of one worker, callers publish one
-//!    at a time between the actor's wakes, and rule 0 would verify a flood
-//!    one by one). The actor verifies it on its own task: a quiet node pays no
-//!    wake-up of a parked pool thread, and the actor's task is held for
-//!    one short verification (a priority request waits at most that).
-//!    Under load (more pending, or anything in flight) or for a longer
-//!    message the rules below apply.
-//! 1. [`Reason::IdleThread`]: fewer batches in flight than pool threads. At
-//!    low load a lone request goes out at once; nothing waits for a batch
-//!    to fill.
-//! 2. [`Reason::TargetBatch`]: `target_batch` requests are pending and
-//!    fewer than [`Policy::queue_limit`] batches are in flight, so one batch
-//!    at most waits queued behind each busy thread and a thread that frees
-//!    up starts the next batch without a round trip through the actor.
-//! 3. [`Reason::MaxWait`]: the oldest pending request has waited
-//!    `max_wait`. This dispatches even past the queue limit; that overshoot
-//!    is bounded by one batch, because the actor reads nothing while the
-//!    queue is full.
+//! The actor's paths, in order (the first that holds dispatches every
+//! pending request as one batch; [`Dispatch::decide`]):
+//! * [`Reason::Inline`] (if `KmsConfig::inline_when_idle`): one request
+//!   pending, of at most [`INLINE_MAX_MESSAGE`] bytes, nothing in flight,
+//!   and no other request outstanding (published and not yet read, or
+//!   queued for combining: on a runtime of one worker, callers publish one
+//!   at a time between the actor's wakes, and the inline path would verify
+//!   a flood one by one). The actor verifies it on its own task: a quiet
+//!   node pays no wake-up of a parked pool thread, and the actor's task is
+//!   held for one short verification (a priority request waits at most
+//!   that). Under load (more pending, or anything in flight) or for a
+//!   longer message the paths below apply.
+//! * [`Reason::IdleThread`]: fewer batches in flight than pool threads. At
+//!   low load a lone request goes out at once; nothing waits for a batch
+//!   to fill.
+//! * [`Reason::TargetBatch`]: `target_batch` requests are pending and
+//!   fewer than [`Dispatch::queue_limit`] batches are in flight, so one
+//!   batch at most waits queued behind each busy thread and a thread that
+//!   frees up starts the next batch without a round trip through the
+//!   actor.
+//! * [`Reason::MaxWait`]: the oldest pending request has waited
+//!   `max_wait`. This dispatches even past the queue limit; that overshoot
+//!   is bounded by one batch, because the actor reads nothing while the
+//!   queue is full.
 //!
-//!
-//! A dispatched batch is split into [`Policy::chunks`] jobs, one per idle
+//! A dispatched batch is split into [`Dispatch::chunks`] jobs, one per idle
 //! pool thread, each of at least [`MIN_CHUNK_ITEMS`] requests; each chunk
 //! counts as one job in flight. The actor is the one owner of
 //! parallelism: `kms_core::ed25519::verify_batch` runs on the thread that
@@ -87,7 +92,7 @@
 //! thread and "fewer jobs in flight than threads" means a thread is idle.
 //!
 //! Invariants: pending never exceeds `max_batch` (the actor reads at most
-//! the room left, [`Policy::room`]); batches in flight never exceed
+//! the room left, [`Dispatch::room`]); batches in flight never exceed
 //! `queue_limit + 1`; so the memory the actor holds is bounded by
 //! `(queue_limit + 2) · max_batch` requests plus the topic's capacity.
 
@@ -95,24 +100,24 @@ use std::time::Duration;
 
 use crate::config::KmsConfig;
 
-/// Longest message (bytes) rule 0 verifies on the actor's task: hashing it
-/// costs ~2 µs on top of the ~20 µs of the curve arithmetic, so the
-/// actor's task is held briefly; a longer message goes to the pool.
+/// Longest message (bytes) the inline path verifies on the actor's task:
+/// hashing it costs ~2 µs on top of the ~20 µs of the curve arithmetic, so
+/// the actor's task is held briefly; a longer message goes to the pool.
 pub(crate) const INLINE_MAX_MESSAGE: usize = 1024;
 
-/// How soon after a caller-side verification ended the next must start
-/// to count as back to back (rule C): calls made together reach the client
-/// within a few µs of each other; 20 µs is about one verification.
+/// How soon after a caller-side verification ended the next must start to
+/// count as back to back (the caller path): calls made together reach the
+/// client within a few µs of each other; 20 µs is about one verification.
 pub(crate) const CALLER_QUIET_GAP: Duration = Duration::from_micros(20);
 
-/// Longest run of back-to-back caller-side verifications (rule C): the
+/// Longest run of back-to-back caller-side verifications (the caller path): the
 /// next request is published. 8 bounds what a burst pays before it is
 /// batched (8 verifications, ~160 µs, one after another) while one client
 /// calling back to back still verifies 8 in 9 on its own task.
 pub(crate) const CALLER_MAX_STREAK: u32 = 8;
 
 /// What a caller sees before it publishes a verify request: the inputs of
-/// rule C ([`Policy::at_caller`]).
+/// the caller path ([`Dispatch::at_caller`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CallerView {
     /// Verify requests published to the actor and not yet answered.
@@ -129,8 +134,8 @@ pub(crate) struct CallerView {
     pub(crate) message_len: usize,
 }
 
-/// What a caller sees when rule C refused it: the inputs of rule K
-/// ([`Policy::at_combine`]).
+/// What a caller sees when the caller path refused it: the inputs of combining
+/// ([`Dispatch::at_combine`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CombineView {
     /// Requests on the combining queue, not yet taken by a leader.
@@ -140,21 +145,22 @@ pub(crate) struct CombineView {
     /// Verify requests outstanding (published or queued, not answered),
     /// this one included.
     pub(crate) outstanding: usize,
-    /// Whether rule C refused this caller only because it ended a run of
-    /// back-to-back caller-side verifications (requests made together).
+    /// Whether the caller path refused this caller only because it ended a
+    /// run of back-to-back caller-side verifications (requests made
+    /// together).
     pub(crate) run: bool,
     /// The message's length (bytes).
     pub(crate) message_len: usize,
 }
 
-/// Rule K's answer for one caller.
+/// Combining's answer for one caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Combine {
     /// Queue the request and lead now: verify what is queued on this task.
     Lead,
     /// Queue the request, let the tasks ready on this worker run once (so
     /// that what they ask is queued too), then lead if a lead is free and
-    /// something is still queued ([`Policy::lead_free`]).
+    /// something is still queued ([`Dispatch::lead_free`]).
     Gather,
     /// Queue the request; a leader verifies it.
     Join,
@@ -162,45 +168,45 @@ pub(crate) enum Combine {
     Publish,
 }
 
-/// Rule K: a leader gathers (lets the tasks ready on its worker queue
+/// Combining: a leader gathers (lets the tasks ready on its worker queue
 /// their requests first) when it ends a run of back-to-back caller-side
-/// verifications (rule C's run: requests made together), or when more
+/// verifications (the caller path's run: requests made together), or when more
 /// than this many requests per pool thread are outstanding; with fewer,
 /// a batch would gain little over
 /// verifying each alone (2 per thread: 51 k/s against 57 k/s on 2
-/// threads, `benches/actor.rs`) and would run on one worker while the
+/// threads, `benches/actor/main.rs`) and would run on one worker while the
 /// other idles.
 pub(crate) const GATHER_FACTOR: usize = 2;
 
-/// Rule K: a leader's first take of this many requests or more, while
+/// Combining: a leader's first take of this many requests or more, while
 /// another lead is free and another caller is gathering, is shared: it
 /// takes the larger half and leaves the rest to a gatherer that may be
-/// on another worker ([`Policy::combine_take`]). Otherwise the first
+/// on another worker ([`Dispatch::combine_take`]). Otherwise the first
 /// caller to resume from its gather takes what every worker's callers
 /// queued, and the other workers, their callers all waiting on that one
-/// batch, idle until it is verified. At 16 clients on 2 threads it raised
-/// `actor/concurrency`'s median ratio to the best comparator from
-/// 0.83–0.86 to 0.87–0.91 (docs/PERFORMANCE.md, "Steady state, shared
-/// first takes, and the lent machine").
+/// batch, idle until it is verified. At 16 clients on 2 threads
+/// `actor/concurrency`'s median ratio to the best comparator is
+/// 0.87–0.91 with the share and 0.83–0.86 without (docs/PERFORMANCE.md,
+/// "Actor: figures the code rests on").
 pub(crate) const SHARE_FROM: usize = 4;
 
-/// Rule K: with more than this many times `threads · combine_max` requests
+/// Combining: with more than this many times `threads · combine_max` requests
 /// outstanding, the node is flooded and the pool's larger batches cost
 /// less per signature than a leader's (512 per thread: 12.4 µs against
-/// ~15 µs at 64, `benches/actor.rs`): every request is published.
+/// ~15 µs at 64, `benches/actor/main.rs`): every request is published.
 pub(crate) const FLOOD_FACTOR: usize = 4;
 
 /// Fewest requests worth a pool thread of their own: below this the fixed
 /// cost of a second combination and of a second job outweighs the gain
 /// (the split threshold kms-core's batch verification used when it split
-/// batches itself; `benches/batch_verify.rs`).
+/// batches itself; `benches/batch_verify/main.rs`).
 pub(crate) const MIN_CHUNK_ITEMS: usize = 32;
 
 /// Why a batch was dispatched; a label on the `tracing` event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reason {
-    /// Rule C: a request on a quiet node, verified on its caller's task
-    /// (never published; a batch of one).
+    /// The caller path: a request on a quiet node, verified on its caller's
+    /// task (never published; a batch of one).
     Caller,
     /// A lone request with the pool idle, verified on the actor's task.
     Inline,
@@ -210,7 +216,7 @@ pub(crate) enum Reason {
     TargetBatch,
     /// The oldest pending request had waited `max_wait`.
     MaxWait,
-    /// Rule K: what was on the combining queue, verified on a leading
+    /// Combining: what was on the combining queue, verified on a leading
     /// caller's task (never published).
     Combined,
     /// The actor is shutting down and answers what it holds.
@@ -232,9 +238,10 @@ impl Reason {
     }
 }
 
-/// The numbers the policy needs from [`KmsConfig`].
+/// The dispatch rules (module docs), with the numbers they need from
+/// [`KmsConfig`].
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Policy {
+pub(crate) struct Dispatch {
     inline: bool,
     on_caller: bool,
     /// [`CALLER_QUIET_GAP`], except in tests that must not depend on how
@@ -247,9 +254,9 @@ pub(crate) struct Policy {
     max_wait: Duration,
 }
 
-impl Policy {
+impl Dispatch {
     pub(crate) fn new(config: &KmsConfig) -> Self {
-        Policy {
+        Dispatch {
             inline: config.inline_when_idle,
             on_caller: config.verify_on_caller_when_idle,
             quiet_gap: CALLER_QUIET_GAP,
@@ -272,7 +279,7 @@ impl Policy {
         self.threads.saturating_mul(2)
     }
 
-    /// Rule C: whether a caller verifies its request on its own task
+    /// The caller path: whether a caller verifies its request on its own task
     /// instead of publishing it (module docs).
     pub(crate) fn at_caller(&self, view: CallerView) -> bool {
         self.on_caller
@@ -283,7 +290,7 @@ impl Policy {
                 || view.since_last.is_none_or(|gap| gap >= self.quiet_gap))
     }
 
-    /// Rule K: whether a caller that rule C refused leads, joins or
+    /// Combining: whether a caller that the caller path refused leads, joins or
     /// publishes (module docs).
     pub(crate) fn at_combine(&self, view: CombineView) -> Combine {
         let share = self.threads.saturating_mul(self.combine_max);
@@ -305,13 +312,13 @@ impl Policy {
         }
     }
 
-    /// Rule K: whether a caller may lead while `leaders` callers do (fewer
+    /// Combining: whether a caller may lead while `leaders` callers do (fewer
     /// than the pool has threads).
     pub(crate) fn lead_free(&self, leaders: usize) -> bool {
         leaders < self.threads
     }
 
-    /// Rule K: how many of the `queued` requests a leader that has
+    /// Combining: how many of the `queued` requests a leader that has
     /// verified `taken` already takes next (0: it leaves), while `leaders`
     /// callers lead (this one included) and `gathering` callers are yet to
     /// resume from their gathers. Its first take, while another lead is
@@ -334,16 +341,16 @@ impl Policy {
     }
 
     /// How soon after a caller-side verification the next must start to
-    /// be back to back (rule C).
+    /// be back to back (the caller path).
     pub(crate) fn quiet_gap(&self) -> Duration {
         self.quiet_gap
     }
 
-    /// This policy with another quiet gap: tests of rule C use a wide one,
-    /// so their outcome does not depend on the machine's speed.
+    /// These rules with another quiet gap: tests of the caller path use a
+    /// wide one, so their outcome does not depend on the machine's speed.
     #[cfg(any(test, feature = "test-hooks"))]
     pub(crate) fn with_quiet_gap(self, quiet_gap: Duration) -> Self {
-        Policy { quiet_gap, ..self }
+        Dispatch { quiet_gap, ..self }
     }
 
     /// Whether to dispatch the `pending` requests now, and why.
@@ -413,19 +420,19 @@ pub(crate) mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
-    /// Rule K's policy on `threads` threads with leads of at most
+    /// The combining rules on `threads` threads with leads of at most
     /// `combine_max` signatures, the rest of the configuration default.
-    pub(crate) fn combining(threads: usize, combine_max: usize) -> Policy {
-        Policy::new(&KmsConfig {
+    pub(crate) fn combining(threads: usize, combine_max: usize) -> Dispatch {
+        Dispatch::new(&KmsConfig {
             threads,
             combine_max,
             ..KmsConfig::default()
         })
     }
 
-    /// The pool rules alone (neither rule 0 nor rule C).
-    fn policy() -> Policy {
-        Policy::new(&KmsConfig {
+    /// The pool's paths alone (neither inline nor the caller path).
+    fn dispatch() -> Dispatch {
+        Dispatch::new(&KmsConfig {
             inline_when_idle: false,
             verify_on_caller_when_idle: false,
             threads: 2,
@@ -438,7 +445,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_lone_request_on_an_idle_pool_is_verified_inline() {
-        let p = Policy::new(&KmsConfig {
+        let p = Dispatch::new(&KmsConfig {
             threads: 2,
             ..KmsConfig::default()
         });
@@ -482,7 +489,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_caller_verifies_on_its_own_task_only_when_the_node_is_quiet() {
-        let p = Policy::new(&KmsConfig::default());
+        let p = Dispatch::new(&KmsConfig::default());
         assert!(p.at_caller(quiet()));
         assert!(p.at_caller(CallerView {
             message_len: INLINE_MAX_MESSAGE,
@@ -532,7 +539,7 @@ pub(crate) mod tests {
             ..quiet()
         }));
         assert!(
-            !policy().at_caller(quiet()),
+            !dispatch().at_caller(quiet()),
             "verify_on_caller_when_idle off"
         );
     }
@@ -611,7 +618,7 @@ pub(crate) mod tests {
             Combine::Publish,
             "a flood: the pool"
         );
-        let off = Policy::new(&KmsConfig {
+        let off = Dispatch::new(&KmsConfig {
             combine_max: 0,
             ..KmsConfig::default()
         });
@@ -652,14 +659,14 @@ pub(crate) mod tests {
     #[test]
     fn chunks_differ_by_at_most_one_and_cover_the_batch() {
         assert_eq!(
-            Policy::chunk_sizes(100, 3).collect::<Vec<_>>(),
+            Dispatch::chunk_sizes(100, 3).collect::<Vec<_>>(),
             [34, 33, 33]
         );
-        assert_eq!(Policy::chunk_sizes(64, 2).collect::<Vec<_>>(), [32, 32]);
-        assert_eq!(Policy::chunk_sizes(5, 1).collect::<Vec<_>>(), [5]);
+        assert_eq!(Dispatch::chunk_sizes(64, 2).collect::<Vec<_>>(), [32, 32]);
+        assert_eq!(Dispatch::chunk_sizes(5, 1).collect::<Vec<_>>(), [5]);
         for n in 1..300 {
             for k in 1..=8.min(n) {
-                let sizes: Vec<usize> = Policy::chunk_sizes(n, k).collect();
+                let sizes: Vec<usize> = Dispatch::chunk_sizes(n, k).collect();
                 assert_eq!(sizes.iter().sum::<usize>(), n);
                 assert!(sizes.iter().all(|&s| s >= n / k && s <= n / k + 1 && s > 0));
             }
@@ -668,7 +675,7 @@ pub(crate) mod tests {
 
     #[test]
     fn an_idle_thread_takes_even_a_lone_request_at_once() {
-        let p = policy();
+        let p = dispatch();
         assert_eq!(
             p.decide(1, Duration::ZERO, 0, 0, 1),
             Some(Reason::IdleThread)
@@ -686,7 +693,7 @@ pub(crate) mod tests {
 
     #[test]
     fn while_every_thread_is_busy_a_batch_grows_to_the_target() {
-        let p = policy();
+        let p = dispatch();
         assert_eq!(p.decide(63, Duration::ZERO, 2, 0, 1), None);
         assert_eq!(
             p.decide(64, Duration::ZERO, 2, 0, 1),
@@ -705,7 +712,7 @@ pub(crate) mod tests {
 
     #[test]
     fn nothing_is_held_longer_than_max_wait() {
-        let p = policy();
+        let p = dispatch();
         assert_eq!(p.decide(1, MS, 2, 0, 1), Some(Reason::MaxWait));
         assert_eq!(p.decide(1, MS, 4, 0, 1), Some(Reason::MaxWait));
         assert_eq!(p.decide(1, MS / 2, 4, 0, 1), None);
@@ -713,14 +720,14 @@ pub(crate) mod tests {
 
     #[test]
     fn a_batch_is_split_only_for_idle_threads_and_in_worthwhile_chunks() {
-        let p = policy();
+        let p = dispatch();
         assert_eq!(p.chunks(1, 0), 1, "a lone request is one job");
         assert_eq!(p.chunks(2 * MIN_CHUNK_ITEMS - 1, 0), 1);
         assert_eq!(p.chunks(2 * MIN_CHUNK_ITEMS, 0), 2, "two idle threads");
         assert_eq!(p.chunks(256, 1), 1, "one idle thread");
         assert_eq!(p.chunks(256, 2), 1, "none idle: queued as one job");
         assert_eq!(p.chunks(256, 5), 1);
-        let wide = Policy::new(&KmsConfig {
+        let wide = Dispatch::new(&KmsConfig {
             threads: 8,
             ..KmsConfig::default()
         });
@@ -730,7 +737,7 @@ pub(crate) mod tests {
 
     #[test]
     fn reading_stops_at_max_batch_and_when_the_queue_is_full() {
-        let p = policy();
+        let p = dispatch();
         assert_eq!(p.room(0, 0), 256);
         assert_eq!(p.room(250, 3), 6);
         assert_eq!(p.room(256, 0), 0);

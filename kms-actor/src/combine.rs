@@ -1,17 +1,15 @@
-//! [`CombineQueue`]: the caller-side combining of rule K (`coalesce.rs`),
+//! [`CombineQueue`]: the caller-side combining (`coalesce.rs`),
 //! shared by every client of one actor.
 //!
-//! A caller that rule C refused offers its request here
-//! ([`CombineQueue::offer`]): it is queued and the caller leads, gathers
-//! or joins, or it is handed back to be published. A leader takes what is
-//! queued in batches ([`Leader::take`]) and verifies each on its own task;
-//! a gatherer lets the tasks ready on its worker run, then leads if its
-//! own request is still queued and a lead is free
-//! ([`Gatherer::lead`]: a gatherer whose request a leader took does not
-//! lead the few requests queued since, which would verify them one by
-//! one);
-//! a joiner waits for the answer on its request's own
-//! [`crate::reply::Reply`], as a published request does.
+//! A caller that the caller path refused offers its request here
+//! ([`CombineQueue::offer`]): it is queued and the caller leads, gathers or
+//! joins, or it is handed back to be published. A leader takes what is queued
+//! in batches ([`Leader::take`]) and verifies each on its own task; a
+//! gatherer lets the tasks ready on its worker run, then leads if its own
+//! request is still queued and a lead is free ([`Gatherer::lead`]: a gatherer
+//! whose request a leader took does not lead the few requests queued since,
+//! which would verify them one by one); a joiner waits for the answer on its
+//! request's own [`crate::reply::Reply`], as a published request does.
 //!
 //! Invariants (all kept under the one lock):
 //! * A lead is taken and left in one poll of its caller: the caller takes
@@ -29,7 +27,7 @@
 //!   error its publication got; once the actor has finished (its keystore
 //!   released), a leader answers `ShuttingDown`.
 //! * At most `threads` callers lead at once, and each takes at most
-//!   `combine_max` requests (`Policy::combine_take`; while another lead
+//!   `combine_max` requests (`Dispatch::combine_take`; while another lead
 //!   is free and another caller gathers, its first batch is the larger
 //!   half of what it may take, and what it leaves is led by a gatherer,
 //!   taken by a running leader's next batch, or handed off as above).
@@ -38,13 +36,13 @@
 //!   only steers how much a leader's first take leaves, never whether a
 //!   request is answered.
 //! * The queue holds at most `threads · combine_max` requests
-//!   (`Policy::at_combine` publishes the rest).
+//!   (`Dispatch::at_combine` publishes the rest).
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use kms_bus::Publisher;
 
-use crate::coalesce::{Combine, CombineView, Policy};
+use crate::coalesce::{Combine, CombineView, Dispatch};
 use crate::request::{Op, Request, VerifyRequest};
 
 /// See the module docs.
@@ -94,14 +92,14 @@ impl std::fmt::Debug for State {
     }
 }
 
-/// What the caller knows when it offers its request: the rest of rule K's
+/// What the caller knows when it offers its request: the rest of combining's
 /// inputs (`CombineView`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Offer {
     /// Verify requests outstanding, this one included
     /// (`CallerGate::outstanding`).
     pub(crate) outstanding: usize,
-    /// Whether rule C refused it only for ending a back-to-back run
+    /// Whether the caller path refused it only for ending a back-to-back run
     /// (`gate::Refused::Run`).
     pub(crate) run: bool,
 }
@@ -127,14 +125,14 @@ impl CombineQueue {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Rule K for `request`, whose caller rule C refused; a leader hands
-    /// what it leaves behind to `publisher` (the request topic).
+    /// Combining for `request`, whose caller the caller path refused; a
+    /// leader hands what it leaves behind to `publisher` (the request topic).
     ///
     /// # Errors
-    /// The request itself, not queued, when rule K publishes it.
+    /// The request itself, not queued, when combining publishes it.
     pub(crate) fn offer<'a>(
         &'a self,
-        policy: &'a Policy,
+        dispatch: &'a Dispatch,
         publisher: &'a Publisher<Request>,
         offer: Offer,
         request: VerifyRequest,
@@ -147,7 +145,7 @@ impl CombineQueue {
             run: offer.run,
             message_len: request.message.len(),
         };
-        match policy.at_combine(view) {
+        match dispatch.at_combine(view) {
             // Boxed: the request is ~300 bytes (a decoded key), and the
             // error stays small.
             Combine::Publish => Err(Box::new(request)),
@@ -160,7 +158,7 @@ impl CombineQueue {
                 state.gathering += 1;
                 Ok(Offered::Gather(Gatherer {
                     queue: self,
-                    policy,
+                    dispatch,
                     publisher,
                     ticket,
                     counted: true,
@@ -168,7 +166,7 @@ impl CombineQueue {
             }
             Combine::Lead => {
                 state.push(request);
-                Ok(Offered::Lead(self.enter(&mut state, policy, publisher)))
+                Ok(Offered::Lead(self.enter(&mut state, dispatch, publisher)))
             }
         }
     }
@@ -177,25 +175,25 @@ impl CombineQueue {
     fn enter<'a>(
         &'a self,
         state: &mut State,
-        policy: &'a Policy,
+        dispatch: &'a Dispatch,
         publisher: &'a Publisher<Request>,
     ) -> Leader<'a> {
         state.leaders += 1;
         Leader {
             queue: self,
-            policy,
+            dispatch,
             publisher,
             taken: 0,
         }
     }
 }
 
-/// A caller gathering (rule K): its request is queued under `ticket`, and
+/// A caller gathering (combining): its request is queued under `ticket`, and
 /// it is counted in `gathering` until it resumes ([`Gatherer::lead`]) or
 /// its future is dropped.
 pub(crate) struct Gatherer<'a> {
     queue: &'a CombineQueue,
-    policy: &'a Policy,
+    dispatch: &'a Dispatch,
     publisher: &'a Publisher<Request>,
     ticket: u64,
     /// Whether it is still counted in `gathering`.
@@ -213,10 +211,10 @@ impl<'a> Gatherer<'a> {
         // `Drop` must not decrement it again while unwinding.
         self.counted = false;
         state.gathering -= 1;
-        if self.ticket < state.first_ticket || !self.policy.lead_free(state.leaders) {
+        if self.ticket < state.first_ticket || !self.dispatch.lead_free(state.leaders) {
             return None;
         }
-        Some(self.queue.enter(&mut state, self.policy, self.publisher))
+        Some(self.queue.enter(&mut state, self.dispatch, self.publisher))
     }
 }
 
@@ -232,13 +230,13 @@ impl Drop for Gatherer<'_> {
     }
 }
 
-/// A caller leading (rule K): takes batches off the queue until it has
+/// A caller leading (combining): takes batches off the queue until it has
 /// taken `combine_max` requests or the queue is empty, all before its
 /// caller next awaits. Dropping it leaves the lead; the last leader to
 /// leave publishes what is queued.
 pub(crate) struct Leader<'a> {
     queue: &'a CombineQueue,
-    policy: &'a Policy,
+    dispatch: &'a Dispatch,
     publisher: &'a Publisher<Request>,
     /// Requests taken so far.
     taken: usize,
@@ -249,7 +247,7 @@ impl Leader<'_> {
     /// taken its `combine_max` or nothing is queued (then it is done).
     pub(crate) fn take(&mut self) -> Vec<VerifyRequest> {
         let mut state = self.queue.lock();
-        let n = self.policy.combine_take(
+        let n = self.dispatch.combine_take(
             state.queued.len(),
             self.taken,
             state.leaders,
@@ -320,7 +318,7 @@ mod tests {
         }
     }
 
-    /// An offer that rule K answers with a gather (more than 2 per thread
+    /// An offer that combining answers with a gather (more than 2 per thread
     /// outstanding).
     const BUSY: Offer = Offer {
         outstanding: 64,
@@ -329,10 +327,10 @@ mod tests {
 
     fn gatherer<'a>(
         queue: &'a CombineQueue,
-        policy: &'a Policy,
+        dispatch: &'a Dispatch,
         publisher: &'a Publisher<Request>,
     ) -> Gatherer<'a> {
-        match queue.offer(policy, publisher, BUSY, request()) {
+        match queue.offer(dispatch, publisher, BUSY, request()) {
             Ok(Offered::Gather(g)) => g,
             _ => panic!("expected a gather"),
         }
@@ -340,16 +338,16 @@ mod tests {
 
     #[test]
     fn a_gatherer_is_counted_until_it_resumes_or_is_dropped() {
-        let policy = combining(2, 16);
+        let dispatch = combining(2, 16);
         let topic = Bus::new()
             .topic::<Request>("t", TopicConfig::default())
             .expect("topic");
         let publisher = topic.publisher();
         let queue = CombineQueue::default();
-        let first = gatherer(&queue, &policy, &publisher);
-        let dropped = gatherer(&queue, &policy, &publisher);
+        let first = gatherer(&queue, &dispatch, &publisher);
+        let dropped = gatherer(&queue, &dispatch, &publisher);
         let others: Vec<_> = (0..6)
-            .map(|_| gatherer(&queue, &policy, &publisher))
+            .map(|_| gatherer(&queue, &dispatch, &publisher))
             .collect();
         assert_eq!(queue.lock().gathering, 8);
         drop(dropped);

@@ -63,16 +63,16 @@ pub struct KmsConfig {
     /// thread idle a request is dispatched at once. Default: 1 ms.
     #[cfg_attr(feature = "serde", serde(rename = "max_wait_us", with = "micros"))]
     pub max_wait: Duration,
-    /// Whether a verify request that arrives alone while every pool thread
-    /// is idle is verified on the actor's own task instead of on the pool
-    /// (rule 0 of the coalescer, `Reason::Inline`): no pool thread is woken
-    /// (an OS wake-up of a parked thread, tens of µs on a quiet host), at
-    /// the cost of one verification (~20 µs) on the actor's tokio worker.
-    /// Under load (more than one request pending, or a batch in flight)
-    /// it never applies. Default: `true`.
+    /// Whether a verify request that arrives alone while every pool thread is
+    /// idle is verified on the actor's own task instead of on the pool (the
+    /// inline path of the coalescer, `Reason::Inline`): no pool thread is
+    /// woken (an OS wake-up of a parked thread, tens of µs on a quiet host),
+    /// at the cost of one verification (~20 µs) on the actor's tokio worker.
+    /// Under load (more than one request pending, or a batch in flight) it
+    /// never applies. Default: `true`.
     pub inline_when_idle: bool,
     /// Whether a verify request made while the node is quiet is verified
-    /// on the caller's own task, with no hop at all (rule C of the
+    /// on the caller's own task, with no hop at all (the caller path of the
     /// coalescer): nothing outstanding at the actor, no other caller doing
     /// the same, a message of at most 1 KiB, and not the 9th of a run of
     /// caller-side verifications back to back (each starting within 20 µs
@@ -82,32 +82,32 @@ pub struct KmsConfig {
     /// tokio worker. Under load (anything outstanding) it never applies.
     /// Default: `true`.
     pub verify_on_caller_when_idle: bool,
-    /// Most signatures (count, 0..=[`MAX_COMBINE_LIMIT`]) a caller
-    /// verifies on its own task under load (rule K of the coalescer,
-    /// `coalesce.rs`): when rule C refuses it, a caller queues its request
-    /// and, if fewer callers lead than the pool has threads, verifies what
-    /// is queued (its own and other callers' requests) in batches on its
+    /// Most signatures (count, 0..=[`MAX_COMBINE_LIMIT`]) a caller verifies
+    /// on its own task under load (combining in the coalescer,
+    /// `coalesce.rs`): when the caller path refuses it, a caller queues its
+    /// request and, if fewer callers lead than the pool has threads, verifies
+    /// what is queued (its own and other callers' requests) in batches on its
     /// own tokio worker (while another lead is free and another caller is
-    /// gathering, the larger half first: what it leaves is led by a
-    /// gatherer or taken in its next batch), again while more is queued,
-    /// up to this many signatures per lead (64 at ~15 µs each in a batch of 64: ~1 ms of
-    /// its worker, less than the same requests verified inline would take;
-    /// a lead spends a unit of tokio's cooperative budget per signature,
-    /// so a task whose futures lead again and again yields);
-    /// what is left when the last leader is done is published to the
-    /// actor. It saves the hops through the actor and the pool at moderate
-    /// load (`benches/actor.rs`, `actor/concurrency` and
-    /// `actor/starvation`); floods (more than `4 · threads · combine_max`
-    /// outstanding) and messages over 1 KiB still go to the pool. `0`
-    /// turns it off. Default: 64.
+    /// gathering, the larger half first: what it leaves is led by a gatherer
+    /// or taken in its next batch), again while more is queued, up to this
+    /// many signatures per lead (64 at ~15 µs each in a batch of 64: ~1 ms of
+    /// its worker, less than the same requests verified inline would take; a
+    /// lead spends a unit of tokio's cooperative budget per signature, so a
+    /// task whose futures lead again and again yields); what is left when the
+    /// last leader is done is published to the actor. It saves the hops
+    /// through the actor and the pool at moderate load
+    /// (`benches/actor/main.rs`, `actor/concurrency` and `actor/starvation`);
+    /// floods (more than `4 · threads · combine_max` outstanding) and
+    /// messages over 1 KiB still go to the pool. `0` turns it off. Default:
+    /// 64.
     pub combine_max: usize,
     /// Most tokens (count) the verified-token cache holds
-    /// ([`crate::KmsClient::verify_jwt`]): a token that verified is
-    /// answered from it while the key set does not change (any key
-    /// created or imported, rotation, policy change, trim, destroy, fleet
-    /// update or trusted JWK Set reload empties it in effect), its claims
-    /// still checked against the clock and the call's `Validation`. Keyed by the token's SHA-256;
-    /// refusals are never cached. `0` turns it off. Default: 65 536.
+    /// ([`crate::KmsClient::verify_jwt`]): a token that verified is answered
+    /// from it while the key set does not change (any key created or
+    /// imported, rotation, policy change, trim, destroy, fleet update or
+    /// trusted JWK Set reload empties it in effect), its claims still checked
+    /// against the clock and the call's `Validation`. Keyed by the token's
+    /// SHA-256; refusals are never cached. `0` turns it off. Default: 65 536.
     pub token_cache: usize,
     /// Most bytes (estimated from each entry's decoded claims: 32 per JSON
     /// value plus its text, 48 per member, 256 per entry) the
@@ -115,13 +115,14 @@ pub struct KmsConfig {
     /// `token_cache_bytes / token_cache`, so both bounds hold. At least
     /// `token_cache` when the cache is on. Default: 64 MiB.
     pub token_cache_bytes: usize,
-    /// External issuers' JWK Sets whose tokens [`crate::KmsClient::verify_jwt`]
-    /// accepts, by `kid` (each key decoded and checked once, when the set
-    /// was loaded with `TrustedJwkSet::from_json`); a set bound to an
-    /// issuer (`TrustedJwkSet::bound_to`) verifies only tokens whose `iss`
-    /// is that issuer, and that issuer's tokens only under its keys. Replace them while the
-    /// actor runs with [`crate::KmsHandle::reload_trusted_jwks`]. Default:
-    /// none.
+    /// External issuers' JWK Sets whose tokens
+    /// [`crate::KmsClient::verify_jwt`] accepts, by `kid` (each key decoded
+    /// and checked once, when the set was loaded with
+    /// `TrustedJwkSet::from_json`); a set bound to an issuer
+    /// (`TrustedJwkSet::bound_to`) verifies only tokens whose `iss` is that
+    /// issuer, and that issuer's tokens only under its keys. Replace them
+    /// while the actor runs with [`crate::KmsHandle::reload_trusted_jwks`].
+    /// Default: none.
     #[cfg_attr(feature = "serde", serde(skip))]
     pub trusted_jwks: Vec<TrustedJwkSet>,
     /// The `alg` of tokens [`crate::KmsClient::sign_jwt`] issues and of the
@@ -144,17 +145,17 @@ pub struct KmsConfig {
     /// Capacity of the priority topic (messages, ≥ 1). Default: 1024.
     pub priority_capacity: usize,
     /// Most keystore writes (create, rotate, set_policy, trim, destroy,
-    /// import)
-    /// accepted and not yet done (count, ≥ 1): waiting to be written, or
-    /// being written. They are written one
-    /// at a time, in order, off the actor's task; one more is answered
-    /// [`KmsError::Overloaded`] (retryable) at once. On a durable
-    /// keystore each is one fsynced commit of a few records, whatever the
-    /// store's size, except that a trim or destroy then copies the whole
-    /// store (the purge, docs/SECURITY.md). Default: 64.
+    /// import) accepted and not yet done (count, ≥ 1): waiting to be written,
+    /// or being written. They are written one at a time, in order, off the
+    /// actor's task; one more is answered [`KmsError::Overloaded`]
+    /// (retryable) at once. On a durable keystore each is one fsynced commit
+    /// of a few records, whatever the store's size, except that a trim or
+    /// destroy then copies the whole store (the purge, docs/SECURITY.md).
+    /// Default: 64.
     pub write_backlog: usize,
-    /// What a full request or priority topic does. Default: [`Overflow::Reject`], so a
-    /// caller gets a retryable [`KmsError::Overloaded`] instead of waiting.
+    /// What a full request or priority topic does. Default:
+    /// [`Overflow::Reject`], so a caller gets a retryable
+    /// [`KmsError::Overloaded`] instead of waiting.
     pub overflow: Overflow,
     /// Ring backend of the request topic. Default: [`Backend::Soa`], the
     /// lock-free ring: the actor is the only subscriber, so every request is
@@ -204,8 +205,8 @@ impl KmsConfig {
     /// # Errors
     /// [`KmsError::InvalidConfig`], naming the field, for: zero threads; a
     /// `target_batch` of 0; a `combine_max` above [`MAX_COMBINE_LIMIT`]; a
-    /// `token_alg` other than `EdDSA`/`Ed25519`; a
-    /// `token_cache_bytes` below `token_cache` (cache on); a `max_batch` below `target_batch` or above
+    /// `token_alg` other than `EdDSA`/`Ed25519`; a `token_cache_bytes` below
+    /// `token_cache` (cache on); a `max_batch` below `target_batch` or above
     /// [`MAX_BATCH_LIMIT`]; a `max_wait` of zero or above 1 s; a request
     /// queue smaller than `max_batch`; a priority queue of 0; a
     /// `write_backlog` of 0 or above `tokio::sync::Semaphore::MAX_PERMITS`.

@@ -1,5 +1,5 @@
-//! [`CallerGate`]: the state rule C (`coalesce.rs`) reads, shared by every
-//! client of one actor.
+//! [`CallerGate`]: the state the caller path (`coalesce.rs`) reads, shared by
+//! every client of one actor.
 //!
 //! Invariants:
 //! * At most one caller verifies on its own task at a time: the one whose
@@ -7,11 +7,12 @@
 //!   when its [`Permit`] drops, whatever happened.
 //! * `last` is read and written only by that caller, so its lock is never
 //!   contended (it is a lock only because this crate has no `unsafe`).
-//! * `outstanding` counts verify requests that rule C refused (published
-//!   to the actor, or queued for rule K's leaders) whose callers are still
-//!   waiting; a caller that gives up (drops its future) stops counting its
-//!   request at once, so the count may briefly be lower than what is held,
-//!   which only lets one more caller verify on its own task.
+//! * `outstanding` counts verify requests that the caller path refused
+//!   (published to the actor, or queued for combining's leaders) whose
+//!   callers are still waiting; a caller that gives up (drops its future)
+//!   stops counting its request at once, so the count may briefly be lower
+//!   than what is held, which only lets one more caller verify on its own
+//!   task.
 //!
 //! `outstanding` and the first look at `busy` are hints that order no
 //! other memory (`Relaxed`); the compare-and-swap on `busy` (Acquire) and
@@ -22,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
-use crate::coalesce::{CallerView, Policy};
+use crate::coalesce::{CallerView, Dispatch};
 
 /// See the module docs.
 #[derive(Debug, Default)]
@@ -54,16 +55,16 @@ impl CallerGate {
         self.outstanding.load(Ordering::Relaxed)
     }
 
-    /// Rule C: `Ok` if the caller verifies its `message_len`-byte request
-    /// on its own task now; it holds the gate until the permit drops.
+    /// The caller path: `Ok` if the caller verifies its `message_len`-byte
+    /// request on its own task now; it holds the gate until the permit drops.
     ///
     /// # Errors
-    /// Why rule C refused: [`Refused::Run`] when only the run of
+    /// Why the caller path refused: [`Refused::Run`] when only the run of
     /// back-to-back caller-side verifications did, [`Refused::Busy`]
     /// otherwise.
     pub(crate) fn try_enter(
         &self,
-        policy: &Policy,
+        dispatch: &Dispatch,
         message_len: usize,
     ) -> Result<Permit<'_>, Refused> {
         let first_look = CallerView {
@@ -75,7 +76,7 @@ impl CallerGate {
         };
         // The cheap conditions first: under load callers turn back here,
         // without writing the gate's cache line.
-        if !policy.at_caller(first_look) {
+        if !dispatch.at_caller(first_look) {
             return Err(Refused::Busy);
         }
         // Acquire pairs with the Release in `Permit::drop`.
@@ -95,13 +96,13 @@ impl CallerGate {
             streak,
             ..first_look
         };
-        if !policy.at_caller(view) {
+        if !dispatch.at_caller(view) {
             // Refused: nothing ran, so `last` stays. Release: as in
             // `Permit::drop`.
             self.busy.store(false, Ordering::Release);
             return Err(Refused::Run);
         }
-        let back_to_back = since_last.is_some_and(|gap| gap < policy.quiet_gap());
+        let back_to_back = since_last.is_some_and(|gap| gap < dispatch.quiet_gap());
         Ok(Permit {
             gate: self,
             streak: if back_to_back { streak + 1 } else { 1 },
@@ -109,14 +110,14 @@ impl CallerGate {
     }
 }
 
-/// Why rule C refused a caller ([`CallerGate::try_enter`]).
+/// Why the caller path refused a caller ([`CallerGate::try_enter`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refused {
     /// Something is outstanding, another caller verifies on its task, or
     /// the message is too long.
     Busy,
     /// The node is quiet but this call ends a run of back-to-back
-    /// caller-side verifications: requests made together, which rule K
+    /// caller-side verifications: requests made together, which combining
     /// gathers into one batch.
     Run,
 }
@@ -130,7 +131,7 @@ pub(crate) struct Outstanding<'a> {
 
 impl Outstanding<'_> {
     /// Verify requests outstanding when this one was counted, itself
-    /// included: rule K's input, from the increment itself rather than a
+    /// included: combining's input, from the increment itself rather than a
     /// second look at the shared counter.
     pub(crate) fn outstanding(&self) -> usize {
         self.at_start

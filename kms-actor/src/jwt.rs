@@ -14,25 +14,27 @@
 //! key's type decides the algorithm (RFC 8725 §3.1, `kms_jose::PublicKey`).
 //!
 //! An Ed25519 signature is then verified on the same path as
-//! [`KmsClient::verify`] (rule C on a quiet node, else a batch on a
-//! combining caller's task or the pool). An RSA or ECDSA signature (a
-//! trusted key of those types, feature `rsa-ecdsa` of kms-jose) cannot
-//! join a batch: it is verified alone, on the caller's task, as a
-//! per-request verifier would (some tens of µs; it spends one unit of
-//! tokio's cooperative budget and counts as a `verify` op). The claims
-//! are validated only after the signature verified, the header's `typ`
-//! first (`Validation::typ`); the answer says which key signed
-//! ([`JwtSigner`]).
-//! With the verified-token cache on (`crate::token_cache`), a token that
-//! verified before, at the current key-set generation, is answered from it:
-//! no parse, no signature (so no `kms_ops_total{op="verify"}` count), its
-//! signer, `typ` and claims checked again.
+//! [`KmsClient::verify`] (the caller path on a quiet node, else a batch on a
+//! combining caller's task or the pool). An RSA or ECDSA signature (a trusted
+//! key of those types, feature `rsa-ecdsa` of kms-jose) cannot join a batch:
+//! it is verified alone, on the caller's task, as a per-request verifier
+//! would (some tens of µs; it spends one unit of tokio's cooperative budget
+//! and counts as a `verify` op): a hop to the pool would add a hand-off to
+//! each 20–50 µs verification, and on the caller's task it runs at or
+//! above a per-request jsonwebtoken server (`benches/http/issuer.sh`). The claims are validated only after the
+//! signature verified, the header's `typ` first (`Validation::typ`); the
+//! answer says which key signed ([`JwtSigner`]). With the verified-token
+//! cache on (`crate::token_cache`), a token that verified before, at the
+//! current key-set generation, is answered from it: no parse, no signature
+//! (so no `kms_ops_total{op="verify"}` count), its signer, `typ` and claims
+//! checked again.
 //!
-//! Every refusal of the token itself is [`KmsError::InvalidToken`] with
-//! the reason's stable code, counted in `kms_token_refusals_total{code}`
-//! and told at debug level (target `kms_actor::jwt`, the reason escaped); the KMS's own errors (`Overloaded`,
-//! `ShuttingDown`, `Dropped`, `Internal`) pass through unchanged, so an
-//! HTTP layer can answer 401 for the first and 503 for the others.
+//! Every refusal of the token itself is [`KmsError::InvalidToken`] with the
+//! reason's stable code, counted in `kms_token_refusals_total{code}` and told
+//! at debug level (target `kms_actor::jwt`, the reason escaped); the KMS's
+//! own errors (`Overloaded`, `ShuttingDown`, `Dropped`, `Internal`) pass
+//! through unchanged, so an HTTP layer can answer 401 for the first and 503
+//! for the others.
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -483,10 +485,9 @@ impl KmsClient {
 
     /// The JWK Set of `key`'s key: every version that verifies (from the
     /// key's `min_verify_version` to its head; none once it is destroyed),
-    /// `kid` its
-    /// `KeyId` text form, `alg` the actor's `token_alg` (so changing
-    /// `token_alg` relabels every version: verifiers that enforce a JWK's
-    /// `alg` then refuse tokens issued under the old one until they
+    /// `kid` its `KeyId` text form, `alg` the actor's `token_alg` (so
+    /// changing `token_alg` relabels every version: verifiers that enforce a
+    /// JWK's `alg` then refuse tokens issued under the old one until they
     /// expire).
     ///
     /// # Errors

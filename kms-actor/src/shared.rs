@@ -10,7 +10,7 @@ use kms_core::Keystore;
 use tokio::sync::Notify;
 
 use crate::batch::Verifier;
-use crate::coalesce::Policy;
+use crate::coalesce::Dispatch;
 use crate::combine::CombineQueue;
 use crate::gate::CallerGate;
 use crate::metrics::Metrics;
@@ -31,13 +31,13 @@ pub(crate) struct Shared {
     pub(crate) metrics: Metrics,
     /// The request topic's name (the `topic` field of `tracing` events).
     pub(crate) topic: String,
-    /// The coalescing rules; clients apply rule C.
-    pub(crate) policy: Policy,
-    /// What rule C reads ([`CallerGate`]).
+    /// The coalescing rules; clients apply the caller path.
+    pub(crate) dispatch: Dispatch,
+    /// What the caller path reads ([`CallerGate`]).
     pub(crate) gate: CallerGate,
-    /// Rule K's queue ([`CombineQueue`]).
+    /// Combining's queue ([`CombineQueue`]).
     pub(crate) combine: CombineQueue,
-    /// The keystore and verifier a caller uses under rule C. The keystore
+    /// The keystore and verifier a caller uses on the caller path. The keystore
     /// is taken out when the actor finishes, so that after `shutdown` no
     /// clone of it outlives the actor (a durable store's lock is released)
     /// however long clients live; a caller then finds `None` and publishes,
@@ -63,10 +63,10 @@ pub(crate) struct Shared {
 
 /// Takes the keystore out of the state clients share when dropped (with the
 /// [`crate::KmsActor`], on every path): from then on no caller verifies
-/// under rule C, and a durable store's lock is released with the actor's
+/// on the caller path, and a durable store's lock is released with the actor's
 /// own clones. `write` waits for the caller-side verifications in
-/// progress: one under rule C (~20 µs for a message of at most 1 KiB), or
-/// a batch of at most `combine_max` under rule K per leader.
+/// progress: one on the caller path (~20 µs for a message of at most 1 KiB), or
+/// a batch of at most `combine_max` when combining per leader.
 pub(crate) struct ReleaseKeystore(pub(crate) Arc<Shared>);
 
 impl Drop for ReleaseKeystore {

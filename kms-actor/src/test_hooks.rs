@@ -1,7 +1,7 @@
 //! The one test hook: start an actor whose batch verifier is the caller's
 //! (one that blocks until a test opens a gate, or panics on cue) and whose
-//! caller-side quiet gap (rule C, `coalesce.rs`) is the caller's, so a busy
-//! pool, a panicking batch and a caller that leaves mid-flight happen
+//! caller-side quiet gap (the caller path, `coalesce.rs`) is the caller's, so
+//! a busy pool, a panicking batch and a caller that leaves mid-flight happen
 //! deterministically in `tests/faults.rs`. Everything else (bus, coalescer,
 //! pool, replies) is the production code.
 //!
@@ -19,7 +19,7 @@ use kms_core::{Keystore, KmsError};
 use crate::{KmsActor, KmsConfig, KmsHandle};
 
 /// How many caller-side verifications in a row, each within the quiet gap
-/// of the last, rule C allows before the next request is published
+/// of the last, the caller path allows before the next request is published
 /// (count; `coalesce.rs`).
 pub const CALLER_MAX_STREAK: u32 = crate::coalesce::CALLER_MAX_STREAK;
 
@@ -29,9 +29,9 @@ pub type BatchVerifier =
     Arc<dyn Fn(&[BatchItem<'_>]) -> Vec<Result<(), SignatureError>> + Send + Sync>;
 
 /// [`KmsActor::spawn`] with `verifier` in place of
-/// `kms_core::ed25519::verify_batch` (on the pool, on the actor's task
-/// under rule 0 and on callers' tasks under rule C), and rule C's quiet gap
-/// set to `quiet_gap` when given (default 20 µs).
+/// `kms_core::ed25519::verify_batch` (on the pool, on the actor's task on the
+/// inline path and on callers' tasks on the caller path), and the caller
+/// path's quiet gap set to `quiet_gap` when given (default 20 µs).
 ///
 /// # Errors
 /// As [`KmsActor::spawn`].
@@ -42,8 +42,14 @@ pub fn spawn_with_verifier(
     verifier: BatchVerifier,
     quiet_gap: Option<Duration>,
 ) -> Result<KmsHandle, KmsError> {
-    KmsActor::spawn_with(config, keystore, bus, verifier, |policy| match quiet_gap {
-        Some(gap) => policy.with_quiet_gap(gap),
-        None => policy,
-    })
+    KmsActor::spawn_with(
+        config,
+        keystore,
+        bus,
+        verifier,
+        |dispatch| match quiet_gap {
+            Some(gap) => dispatch.with_quiet_gap(gap),
+            None => dispatch,
+        },
+    )
 }

@@ -115,9 +115,9 @@ type Published = std::pin::Pin<
 >;
 
 /// One pool thread, small batches, the injected verifier, and a key with a
-/// valid signature on `b"m"`. Without rules 0, C and K: a gated verifier
-/// on the actor's own task would hold the actor itself, and on a caller's
-/// task that caller.
+/// valid signature on `b"m"`. Without inline, the caller path and combining:
+/// a gated verifier on the actor's own task would hold the actor itself, and
+/// on a caller's task that caller.
 fn fixture(config: KmsConfig) -> Fixture {
     fixture_as_given(
         config
@@ -132,7 +132,7 @@ fn fixture_as_given(config: KmsConfig) -> Fixture {
     fixture_tuned(config, None)
 }
 
-/// [`fixture_as_given`] with rule C's quiet gap set, if given.
+/// [`fixture_as_given`] with the caller path's quiet gap set, if given.
 fn fixture_tuned(config: KmsConfig, quiet_gap: Option<Duration>) -> Fixture {
     let ks = Keystore::new();
     let key = ks.create_ed25519("acme", "tokens").expect("create");
@@ -557,8 +557,8 @@ async fn on_a_quiet_node_a_caller_verifies_on_its_own_task_and_a_panic_there_is_
     );
     f.gate.open();
     let (kms, key, signature) = (f.handle.client(), f.key.clone(), f.signature);
-    // One task calling back to back, fewer calls than a run: rule C every
-    // time.
+    // One task calling back to back, fewer calls than a run: the caller path
+    // every time.
     let verdicts = tokio::spawn(async move {
         let mut verdicts = Vec::new();
         for message in [&b"m"[..], b"m", b"boom", b"m", b"forged"] {
@@ -609,9 +609,9 @@ async fn a_wave_of_tasks_ready_at_once_is_batched_not_verified_one_by_one_on_the
         assert_eq!(call.await.expect("task"), Ok(()));
     }
     let stats = f.handle.stats();
-    // The first CALLER_MAX_STREAK on their callers, back to back (rule C);
-    // the next ends the run, so it leads and gathers (rule K): the rest
-    // find it leading and join its batch.
+    // The first CALLER_MAX_STREAK on their callers, back to back (the caller
+    // path); the next ends the run, so it leads and gathers (combining): the
+    // rest find it leading and join its batch.
     assert_eq!(
         (stats.caller_verified, stats.combined_requests),
         (
@@ -669,10 +669,11 @@ async fn a_panic_in_a_leaders_batch_is_answered_internal_to_each_request_in_it()
     f.handle.shutdown().await;
 }
 
-/// Rules 0 and C off, rule K on with leads of at most `combine_max`; one
-/// thread (so more than 2 outstanding makes a caller gather), and three
-/// requests over 1 KiB published (rule K leaves long messages to the pool)
-/// and held on the pool by the closed gate: 3 outstanding.
+/// Inline and the caller path off, combining on with leads of at most
+/// `combine_max`; one thread (so more than 2 outstanding makes a caller
+/// gather), and three requests over 1 KiB published (combining leaves long
+/// messages to the pool) and held on the pool by the closed gate: 3
+/// outstanding.
 async fn gathering(combine_max: usize) -> (Fixture, Published) {
     let f = fixture_as_given(
         KmsConfig::default()

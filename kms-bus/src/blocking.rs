@@ -13,8 +13,8 @@
 //! context switch on both sides. Across threads on two cores that was most
 //! of the time: with four producers and one consumer, parking at once made
 //! 0.7–1.4 million context switches per benchmark run, backing off first
-//! 28–72 thousand (`docs/PERFORMANCE.md`, "Bus across threads after the
-//! cross-thread work").
+//! 28–72 thousand (`docs/PERFORMANCE.md`, "Bus: figures the code rests
+//! on").
 //!
 //! # Adaptive start (`blocking_recv`)
 //!
@@ -39,8 +39,8 @@
 //! spin hints and takes most messages in drains of 64 to 255 (47–54 µs per
 //! 4096), while a request and reply between two threads keeps looking
 //! again after one hint, and its round trips are unchanged.
-//! `docs/PERFORMANCE.md`, "Bus across threads: the consumer's adaptive
-//! back-off", has the figures.
+//! `docs/PERFORMANCE.md`, "Bus: figures the code rests on", has the
+//! figures.
 //!
 //! # Waiting for a run (`blocking_recv` after a drain that caught up)
 //!

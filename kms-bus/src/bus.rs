@@ -62,7 +62,8 @@ impl Bus {
     /// with `config` if the name is new.
     ///
     /// Opening a name again with the same `T` and an equal `config` returns
-    /// a handle to the same topic.
+    /// a handle to the same topic. `T: Send + Sync`: the Soa backend's
+    /// readers clone one payload through `&T` at once.
     ///
     /// # Errors
     ///

@@ -81,9 +81,9 @@ pub enum Backend {
     #[default]
     Classic,
     /// Slots of a sequence stamp, a per-subscriber bitmask and the payload
-    /// side by side (named for its first layout, a structure of arrays),
-    /// lock-free on the publish and read paths. The last reader of
-    /// a message moves it out instead of cloning it, a parked subscriber is
+    /// side by side, one struct per slot (despite the name, not a structure
+    /// of arrays), lock-free on the publish and read paths. The last reader
+    /// of a message moves it out instead of cloning it, a parked subscriber is
     /// woken once per burst, and [`Publisher::publish_batch`](crate::Publisher::publish_batch)
     /// reserves the whole batch at once. At most
     /// [`SOA_MAX_SUBSCRIBERS`](crate::SOA_MAX_SUBSCRIBERS) (56) subscribers

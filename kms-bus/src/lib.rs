@@ -153,8 +153,8 @@
 //! [`Backend::Classic`] is a bounded ring behind one mutex, the baseline.
 //! [`Backend::Soa`] keeps each slot's stamp, per-subscriber bitmask and
 //! payload side by side and is lock-free on the publish and read paths; its
-//! algorithm and invariants are in the `soa` module's docs (see
-//! `docs/ARCHITECTURE.md`). Soa wakes a parked subscriber once per burst and
+//! algorithm and invariants are in the `soa` module's docs
+//! (`kms-bus/src/soa.rs`). Soa wakes a parked subscriber once per burst and
 //! takes at most 56 subscribers per topic.
 //!
 //! # Threads

@@ -9,7 +9,7 @@
 //!
 //! Handles are taken when the topic is created, from the recorder installed
 //! then. A `metrics` handle call is not inlined across crates (~1 ns), which
-//! per message cost the bus 8–10 % (`benches/bus.rs`). So the published
+//! per message cost the bus 8–10 % (`benches/bus/main.rs`). So the published
 //! count is not incremented per message: the ring's sequence count already
 //! is that number, and it is pushed with `absolute` every
 //! [`PUBLISHED_STRIDE`] messages, after every batch, and whenever a

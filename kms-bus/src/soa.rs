@@ -34,16 +34,16 @@
 //! | `mask` | `u64` | bits 0..56: bit `b` set means the subscriber with bit `b` has not read it yet; bits 56..64: `Lag` readers inside a read |
 //! | `payload` | `MaybeUninit<T>` | the message, initialised exactly while `mask` has a subscriber bit |
 //!
-//! The backend is named for its first layout, a structure of arrays
-//! (`stamps[i]`, `masks[i]`, `payloads[i]`). Across threads that made a
-//! publish and a read pull three cache lines per message from the other
-//! core where a slot struct pulls one, or two when a slot straddles a line
-//! (a 24-byte slot of a `u64` payload does for 2 slots in 8);
-//! crossbeam-channel keeps its stamp beside the value for the same reason.
-//! Side by side with every other part of the code equal, four producer
-//! threads into one consumer took 213–577 µs per 4096 messages with the
-//! arrays and 78–192 µs with the struct (`docs/PERFORMANCE.md`, "Bus across
-//! threads after the cross-thread work").
+//! Despite the backend's name (a structure of arrays), the three fields sit
+//! in one slot struct, not in arrays (`stamps[i]`, `masks[i]`,
+//! `payloads[i]`). Across threads the arrays would make a publish and a
+//! read pull three cache lines per message from the other core where a
+//! slot struct pulls one, or two when a slot straddles a line (a 24-byte
+//! slot of a `u64` payload does for 2 slots in 8); crossbeam-channel keeps
+//! its stamp beside the value for the same reason. Side by side with every
+//! other part of the code equal, four producer threads into one consumer
+//! took 78–192 µs per 4096 messages with the struct and 213–577 µs with
+//! the arrays (`docs/PERFORMANCE.md`, "Bus: figures the code rests on").
 //!
 //! A stamp is `(x + capacity) << 1 | 1` once message `x` is written
 //! ("ready") and `(x + capacity) << 1` while a `Lag` publish is overwriting
@@ -113,10 +113,10 @@
 //!      compare-and-swap (Acquire) that reads that mask or a later value of
 //!      its release sequence. The writing stamp precedes the new mask in the
 //!      publisher's program order, so the reader's re-check sees at least
-//!      the writing stamp and undoes the claim. (This store was once
-//!      `Relaxed`, which heads no release sequence: the re-check could read
-//!      the old ready stamp and clone the payload being written. The `Lag`
-//!      loom models report that as a causality violation.)
+//!      the writing stamp and undoes the claim. (A `Relaxed` store there
+//!      would head no release sequence: the re-check could read the old
+//!      ready stamp and clone the payload being written. The `Lag` loom
+//!      models report that as a causality violation.)
 //!    * When `make_room` finds mask 0 it stores no writing stamp: every
 //!      subscriber at `x` still has its bit in `x`'s mask (invariant 2), so
 //!      a mask of 0 means nobody will read `x` and no reader can claim on
@@ -1205,7 +1205,7 @@ impl Drop for Counted<'_> {
 
 /// A pause of `hints` CPU spin hints: a delay, not a wait for another
 /// thread, so it is the CPU's hint itself in both builds (under loom no
-/// scheduling point: the models' branches stay as they were). The one
+/// scheduling point: it adds no branch to the models). The one
 /// spin hint in the crate not taken from `sync.rs` (see there).
 #[inline]
 fn delay(hints: u32) {

@@ -20,7 +20,8 @@
 //!   export and import ([`Keystore::export_sealed`],
 //!   [`Keystore::import_sealed`]).
 //!
-//! Not supported: algorithms other than Ed25519, Ed25519ph and Ed25519ctx.
+//! Ed25519 only (RFC 8032 §5.1, "pure" Ed25519): not Ed25519ph, not
+//! Ed25519ctx, and no other signature algorithm.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]

@@ -16,7 +16,9 @@
 //! * Private keys reach etcd only sealed under the master key every node
 //!   holds (XChaCha20-Poly1305, `kms_core::seal`), bound to their record's
 //!   name and per-key sequence; ordering and rollback protection come from
-//!   that sequence, checked on every load and every change applied.
+//!   that sequence, checked on every load and every change applied (not
+//!   from envelope counters: a master key's counter is per process, and
+//!   the nodes seal with random nonces).
 //! * A node whose master key does not open the records refuses to start
 //!   ([`kms_core::KmsError::Seal`]) and writes nothing.
 //! * Each change is one etcd transaction: all of it lands or none.

@@ -13,38 +13,40 @@
 //! `serve --etcd`); `cargo run --release -p kms-gateway` runs the main job
 //! from the repository.
 //!
-//! With no command, the main job (`job.rs`): a bus and a KMS actor over an
+//! With no command, the main job (`job/`): a bus and a KMS actor over an
 //! in-memory keystore, metrics as Prometheus text at
 //! `http://127.0.0.1:9600/metrics` while it runs, `--keys` signing keys
 //! created through the actor, and `--clients` concurrent client tasks that
 //! verify through the actor
 //! * first, every vector of the repository's `testdata/` (sign.input,
 //!   Wycheproof, RFC 8032, speccheck, CCTV, ZIP-215), embedded in the
-//!   binary (`vectors.rs`), with the verdict `expected_verdicts.tsv`
-//!   requires, by raw public key (`workload.rs`), and
+//!   binary (`job/vectors.rs`), with the verdict `expected_verdicts.tsv`
+//!   requires, by raw public key (`job/workload.rs`), and
 //! * then, for `--duration` seconds, tokens signed by the keystore and
 //!   verified by key id (half of the keys are rotated after signing, so
 //!   those tokens verify under a version that is no longer the head), of
 //!   which a share `--invalid-share` is forged and must be rejected.
 //!
 //! A live line shows throughput, p99 latency and mean batch size over the
-//! last half second. It reports (`report.rs`) (requests, verdicts against expectation,
+//! last half second. It reports (`job/report.rs`) (requests, verdicts against expectation,
 //! throughput, latency p50/p99, mean batch size, requests verified on their
-//! caller's task), then runs the HTTP phase (`http_phase.rs`): the public
+//! caller's task), then runs the HTTP phase (`job/http_phase.rs`): the public
 //! face of `gateway serve` on an ephemeral loopback port, `--clients`
 //! keep-alive HTTP/1.1 connections sending real tokens of eight kinds for
 //! `--duration` seconds, every status checked, and a second report. It
 //! exits 1 if any verdict or status differs from its expectation.
 //! Defaults: 256 clients, 3 s, 5 % forged, 8 keys; nothing to set up.
 //!
-//! `serve` (`serve.rs`) serves HTTP until SIGINT or SIGTERM: a public face
-//! (`public.rs`: JWKS, `/whoami` behind the bearer layer, `/healthz`) and
+//! `serve` (`serve/`) serves HTTP until SIGINT or SIGTERM: a public face
+//! (`serve/public.rs`: JWKS, `/whoami` behind the bearer layer, `/healthz`) and
 //! an admin face (token issuance, rotation, key policy, metrics), over
-//! keys in memory, in a durable store or on etcd (`store.rs`), with its
-//! secrets read from files (`secrets.rs`).
+//! keys in memory, in a durable store or on etcd (`serve/store.rs`), with
+//! its secrets read from files (`serve/secrets.rs`).
 //!
-//! The command line (`cli.rs`) is a contract (docs/DESIGN.md §5c): every
-//! subcommand, flag, route and exit code keeps its name and meaning.
+//! The command line (`args/`, the one place that sees clap) is a contract
+//! (docs/DESIGN.md §5c): every subcommand, flag, route and exit code keeps
+//! its name and meaning. It becomes a typed configuration (`config.rs`),
+//! built and checked once, whose pieces go each to its subsystem.
 //!
 //! Events go to stderr through a `tracing` subscriber filtered by
 //! `RUST_LOG` (default `warn`; `logging.rs`); metrics are Prometheus text
@@ -55,26 +57,12 @@
 
 #![forbid(unsafe_code)]
 
-mod claim_headers;
-mod cli;
-mod config_file;
-mod forward_auth;
-mod http_phase;
-mod idle_body;
+mod args;
+mod config;
 mod job;
-mod listener;
 mod logging;
-mod proxy;
-mod public;
-mod report;
-mod secrets;
 mod serve;
-mod signals;
-mod store;
 mod telemetry;
-mod tls;
-mod vectors;
-mod workload;
 
 use std::process::ExitCode;
 
@@ -84,20 +72,19 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use cli::{Cli, Command};
+use args::Program;
 
 fn main() -> ExitCode {
-    // Usage errors exit 2 and `--help` 0, both by clap.
-    let cli = cli::parse();
-    if let Some(Command::Serve(args)) = &cli.command {
-        if let Err(message) = serve::check_build(args) {
-            // A usage error: exit 2, as clap's own.
-            <Cli as clap::CommandFactory>::command()
-                .error(clap::error::ErrorKind::ArgumentConflict, message)
-                .exit();
+    // Usage errors exit 2 and `--help` 0, both by clap; the two checks of
+    // the flags alone that exit 1 come back here.
+    let program = match args::configure() {
+        Ok(program) => program,
+        Err(message) => {
+            eprintln!("gateway serve: {message}");
+            return ExitCode::from(1);
         }
-    }
-    logging::install(matches!(cli.command, Some(Command::Serve(_))));
+    };
+    logging::install(matches!(program, Program::Serve(_)));
     // The process's one rustls crypto provider, explicitly (the faces'
     // TLS, TLS to etcd; an error means one is installed already, which can
     // only be this).
@@ -109,29 +96,21 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match cli.command {
-        Some(Command::Serve(args)) => match runtime.block_on(serve::run(args)) {
+    match program {
+        Program::Serve(config) => match runtime.block_on(serve::run(*config)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("gateway serve: {e}");
                 ExitCode::from(1)
             }
         },
-        None => {
-            let options = cli.job.options();
-            let both = async {
-                let verdicts = job::run(&options).await?;
-                let statuses = http_phase::run(&options).await?;
-                Ok::<bool, String>(verdicts && statuses)
-            };
-            match runtime.block_on(both) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::from(1),
-                Err(e) => {
-                    eprintln!("gateway: {e}");
-                    ExitCode::from(1)
-                }
+        Program::Job(config) => match runtime.block_on(job::run(&config)) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(e) => {
+                eprintln!("gateway: {e}");
+                ExitCode::from(1)
             }
-        }
+        },
     }
 }

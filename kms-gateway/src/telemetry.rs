@@ -11,9 +11,6 @@ use kms::actor::metrics::{
 };
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
-/// Where the gateway serves its metrics unless told otherwise.
-pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9600";
-
 /// Installs the Prometheus exporter as the global `metrics` recorder,
 /// listening on `addr` (call inside a tokio runtime, before spawning the
 /// actor, which takes its metric handles at spawn).
@@ -113,9 +110,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_endpoint_serves_every_design_metric() {
-        let default: SocketAddr = DEFAULT_METRICS_ADDR
-            .parse()
-            .expect("the gateway's default address parses");
+        let default = crate::config::METRICS_ADDR;
         assert!(default.ip().is_loopback() && default.port() == 9600);
         let addr = free_addr();
         install(addr).expect("install the exporter");

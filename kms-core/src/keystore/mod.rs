@@ -295,9 +295,9 @@ impl Keystore {
     /// ones. Each later `create_ed25519`, `rotate` and `import_sealed` is
     /// on disk before it returns.
     ///
-    /// A store of the earlier one-file format (`keystore.kms`) is migrated
-    /// into the database on open, in one commit, and the old file is then
-    /// removed; a crash at any point leaves a store that opens.
+    /// A store in format 1, one file (`keystore.kms`), is migrated into the
+    /// database on open, in one commit, and the old file is then removed; a
+    /// crash at any point leaves a store that opens.
     ///
     /// One writer at a time: the store is held, with an exclusive lock on
     /// a lock file in `dir`, until the returned keystore and all its

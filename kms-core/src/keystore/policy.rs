@@ -19,7 +19,7 @@ pub const MIN_AUTO_ROTATE: Duration = Duration::from_secs(1);
 
 /// A key's policy, read with [`crate::Keystore::policy`] and written with
 /// [`crate::Keystore::set_policy`]: read it, change a field, write it back.
-/// The default is what a key created now gets.
+/// The default is what a newly created key gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -34,9 +34,9 @@ pub struct KeyPolicy {
     /// and (if `exportable`) exports, as in Vault: to keep a suspect key
     /// from leaving, leave `exportable` off, or trim or destroy it.
     pub enabled: bool,
-    /// Whether `export_sealed` may export it (default off for keys created
-    /// from now on; keys of stores written before policies existed load
-    /// with it on, as they were). Once on it cannot be turned off.
+    /// Whether `export_sealed` may export it (default off; on for a key
+    /// whose stored head carries no policy, as in format 1). Once on it
+    /// cannot be turned off.
     pub exportable: bool,
     /// Rotate the key when its head is older than this (default never); the
     /// KMS actor checks at start and at least once a minute. At least
@@ -56,9 +56,9 @@ impl Default for KeyPolicy {
 }
 
 impl KeyPolicy {
-    /// The policy of a key loaded from a store written before policies
-    /// existed: as those keys behaved (every version verifies, signs,
-    /// exports).
+    /// The policy of a key whose stored head carries none (format 1, or a
+    /// head without the state): what a key without a policy may do, so
+    /// every version verifies, signs and exports.
     pub(crate) fn legacy() -> Self {
         KeyPolicy {
             exportable: true,

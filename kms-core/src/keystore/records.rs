@@ -21,7 +21,7 @@
 //!               8 auto-rotates) ‖ u32 min_verify_version ‖
 //!               u32 min_available_version ‖ u64 seconds ‖ u32 nanoseconds
 //!               (auto_rotate_after; zeros when it does not).
-//!               A head without the state (written before key policies)
+//!               A head without the state (ending after the ordinal)
 //!               reads as `KeyPolicy::legacy()`, nothing trimmed.
 //! version N     (name "keys/<tenant>/<purpose>/<uuid>/v<N>";
 //!                seq = the key's sequence when it was written; only for
@@ -107,7 +107,7 @@ pub(crate) struct KeyState {
 }
 
 impl KeyState {
-    /// The state of a key created now.
+    /// The state of a newly created key.
     pub(crate) fn new() -> Self {
         KeyState {
             policy: KeyPolicy::default(),

@@ -1,6 +1,6 @@
 //! The envelope's byte format and its parser. Every field is checked before
 //! anything is decrypted; the parser never panics (fuzzed, and a proptest
-//! property in `tests/seal.rs`).
+//! property in `tests/core/seal.rs`).
 //!
 //! ```text
 //! offset        size  field

@@ -1,6 +1,8 @@
 //! [`RedbStorage`]: the embedded default [`super::Storage`], one
 //! [redb](https://docs.rs/redb) database file, [`STORE_FILE`], in the
-//! store's directory.
+//! store's directory. redb rather than SQLite (rusqlite, bundled): pure
+//! Rust (no C build in CI or in the loom build), crash-safe commits with
+//! checksummed pages, and the store needs only a sorted map.
 //!
 //! * **Atomic and durable commits** come from redb: each commit is one
 //!   write transaction with `Durability::Immediate` (fsynced before it

@@ -1,0 +1,515 @@
+//! `serve`'s flags, in one group per subsystem, and the [`ServeConfig`]
+//! they make: [`ServeArgs::config`] holds every cross-flag check, each
+//! with its exit code ([`ConfigError`]).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use axum::http::uri::Authority;
+use clap::Args;
+use ipnet::IpNet;
+use kms::jose::Algorithm;
+
+use super::Seconds;
+use crate::config::{
+    self, AdminSettings, CertFiles, ConfigError, FaceSettings, Limits, ProxySettings, ServeConfig,
+    StoreSettings, TlsSettings, TokenSettings, Upstream,
+};
+use crate::serve::claim_headers::{self, ClaimHeader, ClaimHeaders};
+use crate::serve::{forward_auth, proxy};
+
+/// `gateway serve`'s flags (a contract: add, never rename), one group
+/// per subsystem.
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    /// A TOML file of these flags (key: the long name without --; a
+    /// repeatable flag's key is an array); the command line wins.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Accept secret files readable by their group (never writable by it),
+    /// as Kubernetes mounts secrets; by default only their owner may.
+    #[arg(long)]
+    allow_group_readable_secrets: bool,
+    #[command(flatten)]
+    face: FaceArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
+    #[command(flatten)]
+    admin: AdminArgs,
+    #[command(flatten)]
+    token: TokenArgs,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    proxy: ProxyArgs,
+}
+
+/// The faces' addresses and connection limits.
+#[derive(Args)]
+#[command(next_help_heading = "Faces and limits")]
+struct FaceArgs {
+    /// The public face's address (port 0: any free port).
+    #[arg(long, default_value_t = config::LISTEN)]
+    listen: SocketAddr,
+    /// The admin face's address; not loopback only with --admin-token-file.
+    #[arg(long, default_value_t = config::ADMIN_LISTEN)]
+    admin_listen: SocketAddr,
+    /// Serve `GET /metrics` alone, without the admin secret, on this
+    /// address (for Prometheus); off by default.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
+    /// Seconds a request's head may take to arrive (from accept for the
+    /// first, from its first byte for later ones); then the connection is
+    /// closed.
+    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::HEADER_TIMEOUT), value_parser = super::timeout)]
+    header_timeout: Seconds,
+    /// Seconds a keep-alive connection may wait for its next request.
+    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::IDLE_TIMEOUT), value_parser = super::timeout)]
+    idle_timeout: Seconds,
+    /// Seconds the gateway's own routes may take to start answering; then
+    /// 503.
+    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::REQUEST_TIMEOUT), value_parser = super::timeout)]
+    request_timeout: Seconds,
+    /// Connections open at once on each face; more wait in the backlog.
+    #[arg(long, value_name = "N", default_value_t = config::MAX_CONNECTIONS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+}
+
+/// The faces' certificates.
+#[derive(Args)]
+#[command(next_help_heading = "TLS")]
+struct TlsArgs {
+    /// The public face's TLS certificate chain (PEM, leaf first): HTTPS
+    /// (needs --tls-key); reloaded when it changes and on SIGHUP.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The public face's TLS private key (PEM), a secret file.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// The admin face's TLS certificate chain (PEM; needs
+    /// --admin-tls-key).
+    #[arg(long, value_name = "FILE", requires = "admin_tls_key")]
+    admin_tls_cert: Option<PathBuf>,
+    /// The admin face's TLS private key (PEM), a secret file.
+    #[arg(long, value_name = "FILE", requires = "admin_tls_cert")]
+    admin_tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) the admin face's clients must present a
+    /// certificate from (mutual TLS; needs --admin-tls-cert); it stands in
+    /// for the admin secret, which is then needed only if
+    /// --admin-token-file is given.
+    #[arg(long, value_name = "FILE", requires = "admin_tls_cert")]
+    admin_client_ca: Option<PathBuf>,
+}
+
+/// The admin face: its secret, its names, what it mints.
+#[derive(Args)]
+#[command(next_help_heading = "Admin face")]
+struct AdminArgs {
+    /// A file holding the bearer secret every admin request must carry
+    /// (without it, on loopback, one is generated at every start).
+    #[arg(long)]
+    admin_token_file: Option<PathBuf>,
+    /// A name clients give the admin face in `Host` (repeatable); its own
+    /// address and localhost:PORT are always accepted.
+    #[arg(long, value_name = "NAME")]
+    admin_host: Vec<String>,
+    /// The longest lifetime (seconds) of a token the admin face mints; a
+    /// later `exp` is refused, not clamped.
+    #[arg(long, value_name = "SECS", default_value_t = config::MINT_MAX_LIFETIME_SECS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    mint_max_lifetime: u64,
+    /// `iss` of every token the admin face mints (callers cannot set it).
+    #[arg(long, value_name = "URL")]
+    token_issuer: Option<String>,
+    /// `aud` of every token the admin face mints (callers cannot set it);
+    /// `/whoami` then accepts this audience.
+    #[arg(long, value_name = "AUD")]
+    token_audience: Option<String>,
+}
+
+/// The signing key, and which tokens verify under which keys.
+#[derive(Args)]
+#[command(next_help_heading = "Tokens and issuers")]
+struct TokenArgs {
+    /// The signing key, TENANT:PURPOSE; created if the store has none.
+    #[arg(long, default_value = config::KEY)]
+    key: String,
+    /// The alg of issued tokens and of the JWKS entries.
+    #[arg(long, default_value_t = config::ALG, value_parser = alg)]
+    alg: Algorithm,
+    /// Seconds verifiers and proxies may cache the JWK Set
+    /// (`Cache-Control: public, max-age=`); whole seconds.
+    #[arg(long, value_name = "SECS", default_value_t = config::JWKS_MAX_AGE_SECS)]
+    jwks_max_age: u64,
+    /// An external issuer's JWK Set whose tokens verify by kid
+    /// (repeatable), whatever their `iss`: unbound (see
+    /// --trust-jwks-issuer).
+    #[arg(long)]
+    trust_jwks: Vec<PathBuf>,
+    /// A JWK Set bound to an issuer, ISSUER=FILE (repeatable; split at the
+    /// first `=`): its keys verify only tokens whose `iss` is exactly
+    /// ISSUER, and that issuer's tokens verify only under its keys.
+    #[arg(long, value_name = "ISSUER=FILE", value_parser = issuer_file)]
+    trust_jwks_issuer: Vec<(String, PathBuf)>,
+    /// An accepted audience (repeatable): when given, every token must name
+    /// one of them in `aud`. Without it a token that carries an `aud` is
+    /// refused (RFC 7519 §4.1.3), unless it is --token-audience.
+    #[arg(long, value_name = "AUD")]
+    audience: Vec<String>,
+    /// Seconds of clock skew allowed when `exp`, `nbf` and `iat` are
+    /// checked.
+    #[arg(long, value_name = "SECS", default_value_t = config::LEEWAY_SECS,
+          value_parser = clap::value_parser!(u64).range(..=3600))]
+    leeway: u64,
+    /// The longest lifetime (`exp` − `iat`, seconds) of a token accepted;
+    /// tokens must then carry both claims. Default: unset (any).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    max_token_lifetime: Option<u64>,
+    /// Most tokens the verified-token cache holds: a token presented
+    /// again is answered without verifying its signature, while the keys
+    /// do not change (its claims are still checked); 0 turns it off.
+    #[arg(long, value_name = "ENTRIES", default_value_t = config::TOKEN_CACHE)]
+    token_cache: usize,
+    /// Most bytes (estimated) the verified-token cache holds, at least
+    /// --token-cache.
+    #[arg(long, value_name = "BYTES", default_value_t = config::TOKEN_CACHE_BYTES)]
+    token_cache_bytes: usize,
+    /// An OpenID provider (repeatable): its keys come from
+    /// URL/.well-known/openid-configuration, whose `issuer` must be URL
+    /// exactly, and its `jwks_uri`; tokens whose `iss` is URL verify only
+    /// under them. https, or http to loopback.
+    #[arg(long, value_name = "URL")]
+    issuer: Vec<String>,
+    /// A CA certificate (PEM) for the providers' TLS, beside the
+    /// platform's roots (repeatable).
+    #[arg(long, value_name = "FILE")]
+    issuer_ca: Vec<PathBuf>,
+    /// Seconds between two fetches of a provider's keys asked for by
+    /// tokens under unknown kids (from its last fetch).
+    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::JWKS_REFETCH_COOLDOWN), value_parser = super::timeout)]
+    jwks_refetch_cooldown: Seconds,
+    /// Seconds a provider's last good keys stay in use after its last
+    /// successful fetch while it fails; then its tokens are refused.
+    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::JWKS_MAX_STALE), value_parser = super::timeout)]
+    jwks_max_stale: Seconds,
+    /// Seconds one fetch of a provider's document may take; also how long
+    /// a token under an unknown kid waits for the refetch.
+    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::JWKS_FETCH_TIMEOUT), value_parser = super::timeout)]
+    jwks_fetch_timeout: Seconds,
+}
+
+/// Where the keys are kept: memory, a directory, or a fleet on etcd.
+#[derive(Args)]
+#[command(next_help_heading = "Store and fleet")]
+struct StoreArgs {
+    /// The durable keystore's directory (needs --master-key-file).
+    #[arg(long, group = "keys_backend", requires = "master_key_file")]
+    store: Option<PathBuf>,
+    /// A fleet's shared keystore on etcd: its client URLs, comma-separated
+    /// (needs --master-key-file, the fleet's; a build with --features etcd).
+    #[arg(
+        long,
+        group = "keys_backend",
+        requires = "master_key_file",
+        value_name = "URL[,URL...]"
+    )]
+    etcd: Option<String>,
+    /// The etcd key prefix of the fleet's records.
+    #[arg(long, requires = "etcd", default_value = config::ETCD_PREFIX)]
+    etcd_prefix: String,
+    /// The CA certificate (PEM) etcd's members' certificates chain to:
+    /// TLS to etcd (the --etcd URLs then https://).
+    #[arg(long, requires = "etcd", value_name = "FILE")]
+    etcd_ca: Option<PathBuf>,
+    /// This node's client certificate for etcd (PEM; needs --etcd-key and
+    /// --etcd-ca).
+    #[arg(long, requires_all = ["etcd_key", "etcd_ca"], value_name = "FILE")]
+    etcd_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM), a secret file.
+    #[arg(long, requires = "etcd_cert", value_name = "FILE")]
+    etcd_key: Option<PathBuf>,
+    /// The etcd user this node authenticates as (needs
+    /// --etcd-password-file).
+    #[arg(long, requires_all = ["etcd", "etcd_password_file"], value_name = "NAME")]
+    etcd_user: Option<String>,
+    /// A file holding the etcd user's password, a secret file.
+    #[arg(long, requires = "etcd_user", value_name = "FILE")]
+    etcd_password_file: Option<PathBuf>,
+    /// Start a store under --etcd-prefix if it holds none (the fleet's
+    /// first start); without it an empty prefix is refused.
+    #[arg(long, requires = "etcd")]
+    etcd_create: bool,
+    /// After a trim or destroy, compact etcd's history past the removal
+    /// (cluster-wide; defragmenting the members is the operator's).
+    #[arg(long, requires = "etcd")]
+    etcd_compact: bool,
+    /// The master key: 32 bytes as 64 hex characters, not world-readable.
+    #[arg(long, requires = "keys_backend")]
+    master_key_file: Option<PathBuf>,
+}
+
+/// The proxy mode and forward auth.
+#[derive(Args)]
+#[command(next_help_heading = "Proxy and forward auth")]
+struct ProxyArgs {
+    /// The proxy mode: every request to a path that is not the public
+    /// face's own passes the bearer layer and goes to this upstream,
+    /// http://HOST or http://HOST:PORT (then forward auth is served only with
+    /// --forward-auth-path).
+    #[arg(long, value_name = "URL", value_parser = proxy::upstream)]
+    upstream: Option<Authority>,
+    /// Seconds the upstream may take to send its response headers once
+    /// the request's body is sent whole; then 504.
+    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::UPSTREAM_TIMEOUT), requires = "upstream",
+          value_parser = super::timeout)]
+    upstream_timeout: Seconds,
+    /// A proxy in front of this gateway, a CIDR or an address
+    /// (repeatable): its X-Forwarded-For and Forwarded are appended to,
+    /// its X-Forwarded-Proto and -Host kept; any other peer's are replaced.
+    #[arg(long, value_name = "CIDR", requires = "upstream", value_parser = proxy::cidr)]
+    trusted_proxy: Vec<IpNet>,
+    /// Do not pass the client's Authorization header upstream.
+    #[arg(long, requires = "upstream")]
+    strip_authorization: bool,
+    /// The public face's forward-auth route: this path and every path
+    /// under it, any method, 200 with the --claim-header headers for a
+    /// valid bearer token, else 401 [default: /auth].
+    #[arg(long, value_name = "PATH", value_parser = forward_auth::path)]
+    forward_auth_path: Option<String>,
+    /// A verified claim passed on as a header, CLAIM=HEADER (repeatable),
+    /// e.g. sub=X-Auth-Subject; a client's own copies are removed.
+    #[arg(long, value_name = "CLAIM=HEADER", value_parser = claim_headers::parse)]
+    claim_header: Vec<ClaimHeader>,
+}
+impl ServeArgs {
+    /// The configuration these flags make, checked.
+    ///
+    /// # Errors
+    /// [`ConfigError::Usage`] (exit 2): one header named by two
+    /// `--claim-header`s, an `--issuer` that is not https (or http to
+    /// loopback) or also given to `--trust-jwks-issuer`, a
+    /// `--token-audience` that is not one of the `--audience`s, a
+    /// `--token-cache-bytes` below `--token-cache`, `--etcd` in a build
+    /// without the `etcd` feature (saying how to build one), a `--key`
+    /// without `:`. [`ConfigError::Start`] (exit 1): a non-loopback
+    /// `--admin-listen` without `--admin-token-file` or
+    /// `--admin-client-ca`, a wildcard `--admin-listen` without
+    /// `--admin-host`.
+    pub(crate) fn config(self) -> Result<ServeConfig, ConfigError> {
+        let ServeArgs {
+            config: _,
+            allow_group_readable_secrets: allow_group,
+            face,
+            tls,
+            admin,
+            token,
+            store,
+            proxy,
+        } = self;
+        let proxy = proxy.settings().map_err(ConfigError::Usage)?;
+        let tokens = token
+            .settings(admin.token_audience.as_deref())
+            .map_err(ConfigError::Usage)?;
+        let store = store.settings(allow_group).map_err(ConfigError::Usage)?;
+        // Client certificates (mutual TLS) stand in for the secret.
+        if admin.admin_token_file.is_none()
+            && !face.admin_listen.ip().is_loopback()
+            && tls.admin_client_ca.is_none()
+        {
+            return Err(ConfigError::Start(format!(
+                "--admin-listen {} is not a loopback address: the admin face issues tokens and \
+                 rotates keys, so it needs --admin-token-file (or client certificates: \
+                 --admin-tls-cert, --admin-tls-key and --admin-client-ca) there",
+                face.admin_listen
+            )));
+        }
+        if face.admin_listen.ip().is_unspecified() && admin.admin_host.is_empty() {
+            return Err(ConfigError::Start(format!(
+                "--admin-listen {} listens on every address, and the admin face answers only a \
+                 Host that names it: give the names clients use with --admin-host",
+                face.admin_listen
+            )));
+        }
+        Ok(ServeConfig {
+            admin: AdminSettings {
+                token_file: admin.admin_token_file,
+                client_certificates: tls.admin_client_ca.is_some(),
+                hosts: admin.admin_host,
+                mint_max_lifetime: Duration::from_secs(admin.mint_max_lifetime),
+                token_issuer: admin.token_issuer,
+                token_audience: admin.token_audience,
+                allow_group,
+            },
+            tls: TlsSettings {
+                public: cert_files(tls.tls_cert, tls.tls_key),
+                admin: cert_files(tls.admin_tls_cert, tls.admin_tls_key),
+                admin_client_ca: tls.admin_client_ca,
+                allow_group,
+            },
+            faces: FaceSettings {
+                listen: face.listen,
+                admin_listen: face.admin_listen,
+                metrics_listen: face.metrics_listen,
+                limits: Limits {
+                    header_timeout: face.header_timeout.0,
+                    idle_timeout: face.idle_timeout.0,
+                    max_connections: usize::try_from(face.max_connections).unwrap_or(usize::MAX),
+                },
+                request_timeout: face.request_timeout.0,
+            },
+            tokens,
+            store,
+            proxy,
+        })
+    }
+}
+
+impl TokenArgs {
+    /// The token settings; `token_audience` is the admin face's
+    /// `--token-audience`, which `/whoami` accepts.
+    fn settings(self, token_audience: Option<&str>) -> Result<TokenSettings, String> {
+        for issuer in &self.issuer {
+            kms::oidc::check_url(issuer).map_err(|e| format!("--issuer {issuer}: {e}"))?;
+            if self
+                .trust_jwks_issuer
+                .iter()
+                .any(|(bound, _)| bound == issuer)
+            {
+                return Err(format!(
+                    "--issuer {issuer} and --trust-jwks-issuer {issuer}=...: one source of keys per issuer"
+                ));
+            }
+        }
+        if let Some(own) = token_audience {
+            if !self.audience.is_empty() && !self.audience.iter().any(|a| a == own) {
+                return Err(format!(
+                    "--token-audience {own} is not one of the --audience values: the gateway's own tokens would be refused"
+                ));
+            }
+        }
+        if self.token_cache > 0 && self.token_cache_bytes < self.token_cache {
+            return Err(format!(
+                "--token-cache-bytes {} is below --token-cache {}: each entry takes at least a byte",
+                self.token_cache_bytes, self.token_cache
+            ));
+        }
+        let (tenant, purpose) = self
+            .key
+            .split_once(':')
+            .ok_or_else(|| format!("--key {}: expected TENANT:PURPOSE", self.key))?;
+        let jwks_files = self
+            .trust_jwks
+            .into_iter()
+            .map(|path| (None, path))
+            .chain(
+                self.trust_jwks_issuer
+                    .into_iter()
+                    .map(|(issuer, path)| (Some(issuer), path)),
+            )
+            .collect();
+        Ok(TokenSettings {
+            tenant: tenant.to_owned(),
+            purpose: purpose.to_owned(),
+            alg: self.alg,
+            jwks_max_age: Duration::from_secs(self.jwks_max_age),
+            jwks_files,
+            validation: config::validation(
+                &self.audience,
+                token_audience,
+                self.leeway,
+                self.max_token_lifetime,
+            ),
+            token_cache: self.token_cache,
+            token_cache_bytes: self.token_cache_bytes,
+            issuers: self.issuer,
+            issuer_ca: self.issuer_ca,
+            refetch_cooldown: self.jwks_refetch_cooldown.0,
+            max_stale: self.jwks_max_stale.0,
+            fetch_timeout: self.jwks_fetch_timeout.0,
+        })
+    }
+}
+
+impl StoreArgs {
+    /// Where the keys are kept (clap has checked that `--store` and
+    /// `--etcd` exclude each other and need `--master-key-file`).
+    fn settings(self, allow_group: bool) -> Result<StoreSettings, String> {
+        match (self.store, self.etcd, self.master_key_file) {
+            (Some(dir), _, Some(master_key_file)) => Ok(StoreSettings::Durable {
+                dir,
+                master_key_file,
+                allow_group,
+            }),
+            #[cfg(feature = "etcd")]
+            (None, Some(endpoints), Some(master_key_file)) => {
+                Ok(StoreSettings::Fleet(config::FleetSettings {
+                    endpoints,
+                    prefix: self.etcd_prefix,
+                    ca: self.etcd_ca,
+                    client: cert_files(self.etcd_cert, self.etcd_key),
+                    user: self.etcd_user.zip(self.etcd_password_file),
+                    create: self.etcd_create,
+                    compact: self.etcd_compact,
+                    master_key_file,
+                    allow_group,
+                }))
+            }
+            #[cfg(not(feature = "etcd"))]
+            (None, Some(_), _) => Err(
+                "--etcd needs a build with the etcd feature: cargo install --path kms-gateway --features etcd, then kms-gateway serve --etcd URL ..."
+                    .to_owned(),
+            ),
+            _ => Ok(StoreSettings::Memory),
+        }
+    }
+}
+
+impl ProxyArgs {
+    /// The proxy mode and forward auth.
+    fn settings(self) -> Result<ProxySettings, String> {
+        let claim_headers = ClaimHeaders::new(self.claim_header)?;
+        let upstream = self.upstream.map(|authority| Upstream {
+            authority,
+            timeout: self.upstream_timeout.0,
+            trusted: self.trusted_proxy,
+            strip_authorization: self.strip_authorization,
+        });
+        // With a proxy, the forward-auth route only when asked for.
+        let forward_auth_path = match (self.forward_auth_path, &upstream) {
+            (Some(path), _) => Some(path),
+            (None, None) => Some(config::FORWARD_AUTH_PATH.to_owned()),
+            (None, Some(_)) => None,
+        };
+        Ok(ProxySettings {
+            upstream,
+            forward_auth_path,
+            claim_headers,
+        })
+    }
+}
+
+/// A certificate and its key, when both are given (clap requires each
+/// with the other).
+fn cert_files(cert: Option<PathBuf>, key: Option<PathBuf>) -> Option<CertFiles> {
+    cert.zip(key).map(|(cert, key)| CertFiles { cert, key })
+}
+
+/// `ISSUER=FILE`, split at the first `=`.
+fn issuer_file(text: &str) -> Result<(String, PathBuf), String> {
+    match text.split_once('=') {
+        Some((issuer, file)) if !issuer.is_empty() && !file.is_empty() => {
+            Ok((issuer.to_owned(), PathBuf::from(file)))
+        }
+        _ => Err("expected ISSUER=FILE".to_owned()),
+    }
+}
+
+fn alg(text: &str) -> Result<Algorithm, String> {
+    // Tokens are signed with Ed25519 only, whatever this build verifies.
+    Algorithm::parse(text)
+        .ok()
+        .filter(|alg| alg.is_ed25519())
+        .ok_or_else(|| "must be EdDSA or Ed25519".to_owned())
+}

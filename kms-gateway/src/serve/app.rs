@@ -1,0 +1,314 @@
+//! `serve` built, then run. [`App::build`] opens the store, spawns the
+//! actor, starts the issuers, loads the certificates and binds the faces:
+//! every error there is a start-up error (a message, exit 1), and the
+//! faces listen only once the signing key is loaded. [`App::run`] serves
+//! until SIGINT or SIGTERM, reloading the trusted JWK Sets and the
+//! certificates on SIGHUP, then drains (module docs of `serve`).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use kms::actor::{KmsActor, KmsConfig, KmsHandle};
+use kms::bus::Bus;
+use kms::http::{admin_router, AdminConfig};
+use kms::oidc::Issuers;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use super::secrets::{self, AdminSecret};
+use super::signals::{Signal, Signals};
+use super::{listener, public, store, tls, trust};
+use crate::config::{CertFiles, Limits, ServeConfig};
+use crate::telemetry;
+
+/// How long the listeners may take to answer what is in flight at a stop.
+const DRAIN: Duration = Duration::from_secs(30);
+
+/// How often the metrics recorder's upkeep runs (histogram rotation).
+const METRICS_UPKEEP: Duration = Duration::from_secs(5);
+
+/// The gateway, built and bound, not yet serving.
+pub(crate) struct App {
+    handle: KmsHandle,
+    faces: Vec<Face>,
+    limits: Limits,
+    /// Each face's certificates, reloaded on SIGHUP.
+    certificates: Vec<Arc<tls::Certificates>>,
+    /// The static JWK Set files, reloaded on SIGHUP.
+    jwks_files: Vec<(Option<String>, PathBuf)>,
+    /// The line that says the gateway serves.
+    readiness: String,
+    /// Held while serving: each provider's keys kept current in the
+    /// background.
+    _issuers: Option<Issuers>,
+    /// Held while serving: a generated secret's directory goes with it.
+    _admin_secret: Option<AdminSecret>,
+    /// Held while serving: it applies the other fleet nodes' changes.
+    _follower: Option<store::Follower>,
+}
+
+/// One face: its socket, its routes and its TLS.
+struct Face {
+    name: &'static str,
+    socket: TcpListener,
+    router: Router,
+    tls: Option<TlsAcceptor>,
+}
+
+impl App {
+    /// Builds the gateway from its configuration (module docs).
+    ///
+    /// # Errors
+    /// A start-up error, as a message naming the flag and file at fault.
+    pub(crate) async fn build(config: ServeConfig) -> Result<App, String> {
+        // Not fatal: the faces still serve, up to the lower limit.
+        match listener::raise_open_files_limit() {
+            Ok(limit) => tracing::debug!(?limit, "open-files limit"),
+            Err(e) => eprintln!("gateway serve: warning: {e}"),
+        }
+        let admin_token = secrets::admin_token_file(&config.admin)?;
+        let trusted = trust::load(&config.tokens.jwks_files)?;
+        for (issuer, path) in &config.tokens.jwks_files {
+            if issuer.is_none() {
+                eprintln!(
+                    "gateway serve: {} is unbound: its keys verify tokens of any iss (bind it with --trust-jwks-issuer ISSUER=FILE)",
+                    path.display()
+                );
+            }
+        }
+        let (keystore, follower) = store::open(&config.store).await?;
+        let tokens = &config.tokens;
+        // The key its signing pointer names: on a fleet, one for all nodes.
+        let key = keystore
+            .signing_key(&tokens.tenant, &tokens.purpose)
+            .map_err(|e| format!("{}: {e}", tokens.key_flag()))?;
+        // Before the actor, which takes its metric handles at spawn.
+        let metrics = telemetry::install_handle()?;
+        let upkeep = metrics.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(METRICS_UPKEEP).await;
+                upkeep.run_upkeep();
+            }
+        });
+        let actor = KmsConfig::default()
+            .with_trusted_jwks(trusted)
+            .with_token_alg(tokens.alg)
+            .with_token_purposes(vec![tokens.purpose.clone()])
+            .with_token_cache(tokens.token_cache)
+            .with_token_cache_bytes(tokens.token_cache_bytes);
+        let handle = KmsActor::spawn(actor, keystore, &Bus::new()).map_err(|e| e.to_string())?;
+        // A provider that is down does not hold the start.
+        let issuers = trust::issuers(tokens, &handle)?;
+        // After the store opened: a start that fails there leaves no file.
+        // With client certificates, those authenticate instead.
+        let admin_secret = match admin_token {
+            Some(secret) => Some(secret),
+            None if config.admin.client_certificates => None,
+            None => Some(secrets::generate()?),
+        };
+        let allow_group = config.tls.allow_group;
+        let public_tls = face_tls(config.tls.public.as_ref(), "--tls-cert", None, allow_group)?;
+        let admin_tls = face_tls(
+            config.tls.admin.as_ref(),
+            "--admin-tls-cert",
+            config.tls.admin_client_ca.as_deref(),
+            allow_group,
+        )?;
+        let faces = &config.faces;
+        let public_listener = bind(faces.listen, "--listen").await?;
+        let admin_listener = bind(faces.admin_listen, "--admin-listen").await?;
+        let metrics_listener = match faces.metrics_listen {
+            Some(addr) => Some(bind(addr, "--metrics-listen").await?),
+            None => None,
+        };
+        let admin_addr = local(&admin_listener)?;
+        let render = metrics.clone();
+        let admin = &config.admin;
+        // The admin face's requests are audited (target `kms::audit`) under
+        // this principal.
+        let admin_routes = admin_router(
+            handle.client().with_principal("gateway-admin"),
+            AdminConfig {
+                admin_token: admin_secret.as_ref().map(|s| Arc::clone(&s.token)),
+                metrics: Some(Arc::new(move || render.render())),
+                allowed_hosts: admin_hosts(admin_addr, &admin.hosts),
+                max_lifetime: admin.mint_max_lifetime,
+                issuer: admin.token_issuer.clone(),
+                audience: admin.token_audience.clone(),
+                ..AdminConfig::new(key.clone())
+            },
+        );
+        if let Some(path) = admin_secret.as_ref().and_then(|s| s.generated.as_ref()) {
+            eprintln!("gateway serve: admin secret in {}", path.display());
+        }
+        let scheme = |tls: &Option<FaceTls>| if tls.is_some() { "https" } else { "http" };
+        let readiness = format!(
+            "gateway serve: public face on {}://{}, admin face on {}://{admin_addr}, signing key {key}",
+            scheme(&public_tls),
+            local(&public_listener)?,
+            scheme(&admin_tls),
+        );
+        // Each face's certificates follow their files (and SIGHUP).
+        let certificates: Vec<Arc<tls::Certificates>> = [&public_tls, &admin_tls]
+            .into_iter()
+            .flatten()
+            .map(|face| Arc::clone(&face.certificates))
+            .collect();
+        for watched in &certificates {
+            tokio::spawn(tls::watch(Arc::clone(watched)));
+        }
+        let public_options = public::Options::new(
+            tokens,
+            &config.proxy,
+            faces,
+            public_tls.is_some(),
+            handle.client().topic(),
+        );
+        let mut all = vec![
+            Face {
+                name: "public",
+                socket: public_listener,
+                router: public::router(&handle, &key, public_options),
+                tls: public_tls.map(|face| face.acceptor),
+            },
+            Face {
+                name: "admin",
+                socket: admin_listener,
+                router: listener::guarded(admin_routes, faces.request_timeout),
+                tls: admin_tls.map(|face| face.acceptor),
+            },
+        ];
+        if let Some(socket) = metrics_listener {
+            eprintln!(
+                "gateway serve: metrics on http://{}/metrics",
+                local(&socket)?
+            );
+            all.push(Face {
+                name: "metrics",
+                socket,
+                router: listener::guarded(telemetry::router(metrics), faces.request_timeout),
+                tls: None,
+            });
+        }
+        Ok(App {
+            handle,
+            faces: all,
+            limits: faces.limits,
+            certificates,
+            jwks_files: config.tokens.jwks_files,
+            readiness,
+            _issuers: issuers,
+            _admin_secret: admin_secret,
+            _follower: follower,
+        })
+    }
+
+    /// Serves until SIGINT or SIGTERM (SIGHUP reloads), then stops
+    /// accepting, drains what is in flight for at most [`DRAIN`] and shuts
+    /// the actor down (the store is closed).
+    pub(crate) async fn run(self, mut signals: Signals) {
+        eprintln!("{}", self.readiness);
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let servers: Vec<_> = self
+            .faces
+            .into_iter()
+            .map(|face| {
+                let server = listener::serve(
+                    face.socket,
+                    face.router,
+                    self.limits,
+                    face.tls,
+                    stop_rx.clone(),
+                );
+                (face.name, tokio::spawn(server))
+            })
+            .collect();
+        while signals.next().await == Signal::Reload {
+            trust::reload(&self.handle, &self.jwks_files);
+            for certificates in &self.certificates {
+                tls::report(certificates, "SIGHUP", certificates.reload());
+            }
+        }
+        eprintln!("gateway serve: stopping");
+        let _ = stop_tx.send(true);
+        // One deadline for every face together: a connection that never
+        // finishes its request must not keep the store open forever.
+        let drained_by = tokio::time::Instant::now() + DRAIN;
+        for (name, server) in servers {
+            let abort = server.abort_handle();
+            match tokio::time::timeout_at(drained_by, server).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => eprintln!("gateway serve: the {name} face's task failed: {e}"),
+                Err(_) => {
+                    abort.abort();
+                    eprintln!(
+                        "gateway serve: the {name} face did not drain in {} s; closing anyway",
+                        DRAIN.as_secs()
+                    );
+                }
+            }
+        }
+        self.handle.shutdown().await;
+        eprintln!("gateway serve: stopped");
+    }
+}
+
+/// A face's TLS: its certificates (reloaded) and its acceptor.
+struct FaceTls {
+    certificates: Arc<tls::Certificates>,
+    acceptor: TlsAcceptor,
+}
+
+/// The TLS of a face given its certificate and key files, if any.
+///
+/// # Errors
+/// The files' or the CA file's refusals (`tls.rs`).
+fn face_tls(
+    files: Option<&CertFiles>,
+    flag: &'static str,
+    client_ca: Option<&Path>,
+    allow_group: bool,
+) -> Result<Option<FaceTls>, String> {
+    let Some(files) = files else {
+        return Ok(None);
+    };
+    let certificates =
+        tls::Certificates::load(files.cert.clone(), files.key.clone(), flag, allow_group)?;
+    let acceptor = tls::acceptor(Arc::clone(&certificates), client_ca)?;
+    Ok(Some(FaceTls {
+        certificates,
+        acceptor,
+    }))
+}
+
+/// The `Host` values the admin face answers: its bound address, localhost
+/// on its port, and each `--admin-host` name, bare and with the port.
+fn admin_hosts(bound: SocketAddr, names: &[String]) -> Vec<String> {
+    let port = bound.port();
+    let mut hosts = vec![bound.to_string(), format!("localhost:{port}")];
+    for name in names {
+        // An IPv6 address is written in brackets in `Host` (RFC 3986
+        // §3.2.2).
+        let name = match name.parse::<std::net::Ipv6Addr>() {
+            Ok(ip) => format!("[{ip}]"),
+            Err(_) => name.clone(),
+        };
+        hosts.push(format!("{name}:{port}"));
+        hosts.push(name);
+    }
+    hosts
+}
+
+async fn bind(addr: SocketAddr, flag: &str) -> Result<TcpListener, String> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("{flag} {addr}: {e}"))
+}
+
+fn local(listener: &TcpListener) -> Result<SocketAddr, String> {
+    listener.local_addr().map_err(|e| e.to_string())
+}

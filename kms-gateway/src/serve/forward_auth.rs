@@ -1,0 +1,133 @@
+//! Forward authentication on the public face (`--forward-auth-path`,
+//! default `/auth`): the route a reverse proxy asks before it forwards a
+//! request (NGINX `auth_request`, Caddy `forward_auth`, Traefik
+//! `ForwardAuth`, Envoy's HTTP `ext_authz`).
+//!
+//! The path and every path under it (Envoy's `ext_authz` appends the
+//! original path to its prefix), with any method, sit behind the same
+//! `BearerLayer` as `/whoami`; past it, the answer is 200 with no body and
+//! the chosen claims as headers (`claim_headers.rs`). A claim that cannot
+//! be a header value refuses the request with the layer's own 401
+//! (`kms::http::invalid_token_response`), counted in
+//! `kms_token_refusals_total{code="http.unwritable_claim"}`.
+
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use axum::Router;
+use kms::http::{error_response, VerifiedClaims};
+
+use super::claim_headers::{refuse_unwritable, ClaimHeaders};
+
+/// The public face's own routes, which a forward-auth path may neither be
+/// nor lie under or above.
+const OWN_ROUTES: [&str; 3] = ["/healthz", "/whoami", kms::http::JWKS_PATH];
+
+/// Checks a `--forward-auth-path` (clap's value parser: an error is a
+/// usage error, exit 2): `/` then one or more segments of visible ASCII
+/// without `?`, `#`, `{`, `}` or `*`, no empty segment, no trailing `/`,
+/// and not one of the face's own routes nor a prefix of one or under one.
+///
+/// # Errors
+/// Which of these the text breaks.
+pub(crate) fn path(text: &str) -> Result<String, String> {
+    let Some(rest) = text.strip_prefix('/') else {
+        return Err("must start with /".to_owned());
+    };
+    if rest.is_empty() || rest.split('/').any(str::is_empty) {
+        return Err("must be /SEGMENT[/SEGMENT...], no empty segment or trailing /".to_owned());
+    }
+    if !text
+        .bytes()
+        .all(|b| b.is_ascii_graphic() && !b"?#{}*%".contains(&b))
+    {
+        return Err("may hold visible ASCII but ? # { } * %".to_owned());
+    }
+    let under = |outer: &str, inner: &str| {
+        inner == outer
+            || inner
+                .strip_prefix(outer)
+                .is_some_and(|r| r.starts_with('/'))
+    };
+    if let Some(own) = OWN_ROUTES
+        .iter()
+        .find(|own| under(own, text) || under(text, own))
+    {
+        return Err(format!("overlaps the public face's own route {own}"));
+    }
+    Ok(text.to_owned())
+}
+
+/// The forward-auth routes at `path` and under it, for any method; to be
+/// put behind the bearer layer, which sets [`VerifiedClaims`].
+pub(crate) fn routes(path: &str, headers: Arc<ClaimHeaders>, topic: String) -> Router {
+    let answer = Arc::new(Answer { headers, topic });
+    // One reference count per request.
+    let handler = move |request: Request| Arc::clone(&answer).answer(request);
+    Router::new()
+        .route(path, any(handler.clone()))
+        .route(&format!("{path}/"), any(handler.clone()))
+        .route(&format!("{path}/{{*rest}}"), any(handler))
+}
+
+/// What every forward-auth answer needs.
+struct Answer {
+    headers: Arc<ClaimHeaders>,
+    /// The KMS client's topic, for the refusal counter.
+    topic: String,
+}
+
+impl Answer {
+    /// 200 with no body and the claim headers, or the bearer layer's 401.
+    async fn answer(self: Arc<Self>, mut request: Request) -> Response {
+        let Some(VerifiedClaims(claims)) = request.extensions_mut().remove::<VerifiedClaims>()
+        else {
+            // Only behind the layer, which always sets them.
+            return error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "http.internal",
+                "no verified claims",
+            );
+        };
+        let mut response = StatusCode::OK.into_response();
+        match self.headers.write(&claims, response.headers_mut()) {
+            Ok(()) => response,
+            Err(unwritable) => refuse_unwritable(&self.topic, &unwritable.claim),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forward_auth_path_is_a_plain_path_apart_from_the_own_routes() {
+        for ok in ["/auth", "/auth/v1", "/_gw/check", "/whoamI", "/auth.x"] {
+            assert_eq!(path(ok).as_deref(), Ok(ok));
+        }
+        for bad in [
+            "",
+            "/",
+            "auth",
+            "/auth/",
+            "//auth",
+            "/a//b",
+            "/{x}",
+            "/a*",
+            "/a?b",
+            "/a b",
+            "/a%20b",
+            "/whoami",
+            "/whoami/x",
+            "/.well-known",
+            "/.well-known/jwks.json",
+            "/healthz",
+        ] {
+            assert!(path(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,475 @@
+//! The proxy mode (`serve --upstream URL`): every request that is not one
+//! of the public face's own routes passes the bearer layer and goes to the
+//! upstream, path and query byte for byte, over HTTP/1.1 keep-alive
+//! (hyper-util's pooled client), bodies streamed both ways (never
+//! buffered whole).
+//!
+//! What the upstream receives (the invariants):
+//! * the `--claim-header` headers from the verified claims, and none of
+//!   the client's own copies (a claim that cannot be a header value
+//!   refuses the request with the bearer layer's 401, as forward auth
+//!   does);
+//! * no hop-by-hop header (RFC 9110 §7.6.1: `Connection` and the headers
+//!   it names, `Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`,
+//!   `Transfer-Encoding`, `Upgrade`, and `Proxy-Authenticate` /
+//!   `Proxy-Authorization`, which belong to a proxy's own hop);
+//! * `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` and
+//!   `Forwarded` (RFC 7239) describing the client: from a peer outside
+//!   every `--trusted-proxy` CIDR, the client's own values are replaced;
+//!   from a trusted proxy, `X-Forwarded-For` and `Forwarded` are appended
+//!   to and its `X-Forwarded-Proto` and `-Host` kept (they describe the
+//!   original request), or set where it sent none;
+//! * `Host` as the client sent it (as Caddy and Traefik do);
+//! * `Authorization` as the client sent it, or none with
+//!   `--strip-authorization`.
+//!
+//! The answer: the upstream's, without its hop-by-hop headers; 502
+//! `proxy.upstream_unavailable` when it cannot be reached or breaks the
+//! exchange, 504 `proxy.upstream_timeout` when its response headers come
+//! later than `--upstream-timeout` after the request's body was sent
+//! whole. Both bodies stream; either one that stalls for longer than
+//! `--idle-timeout` between two chunks ends the exchange (`idle_body.rs`).
+//! CONNECT and TRACE are 405, never forwarded.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request};
+use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use axum::http::uri::{Authority, PathAndQuery, Scheme, Uri};
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use ipnet::{IpNet, Ipv4Net};
+use kms::http::{error_response, VerifiedClaims};
+use tokio::sync::oneshot;
+
+use super::claim_headers::{refuse_unwritable, ClaimHeaders, FORWARDING};
+use super::idle_body::IdleBody;
+
+/// How long an idle pooled connection to the upstream is kept.
+const POOL_IDLE: Duration = Duration::from_secs(90);
+
+/// TCP keep-alive on connections to the upstream: the idle time before
+/// the first probe.
+const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
+
+/// Parses `--upstream URL` (clap's value parser: an error is a usage
+/// error, exit 2): `http://HOST[:PORT]` with no path but `/`, no query,
+/// no user information.
+///
+/// # Errors
+/// Another scheme (`https` included: TLS to the upstream is not built),
+/// a path, a query or user information.
+pub(crate) fn upstream(text: &str) -> Result<Authority, String> {
+    let uri: Uri = text.parse().map_err(|e| format!("{e}"))?;
+    if uri.scheme() != Some(&Scheme::HTTP) {
+        return Err("must be http://HOST[:PORT] (TLS to the upstream is not supported)".to_owned());
+    }
+    let authority = uri
+        .authority()
+        .ok_or_else(|| "must name a host".to_owned())?;
+    if authority.as_str().contains('@') {
+        return Err("must not hold user information".to_owned());
+    }
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        return Err(
+            "must have no path or query: requests keep their own, byte for byte".to_owned(),
+        );
+    }
+    Ok(authority.clone())
+}
+
+/// Parses a `--trusted-proxy` value: a CIDR (`10.0.0.0/8`, `fd00::/8`)
+/// or a single address.
+///
+/// # Errors
+/// Neither.
+pub(crate) fn cidr(text: &str) -> Result<IpNet, String> {
+    let net = text
+        .parse::<IpNet>()
+        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| "expected a CIDR (10.0.0.0/8, fd00::/8) or an address".to_owned())?;
+    // Peers are compared in their canonical form (an IPv4-mapped IPv6
+    // address as IPv4): so is an IPv4-mapped network.
+    match net {
+        IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.addr().to_ipv4_mapped() {
+            Some(v4) => Ipv4Net::new(v4, v6.prefix_len() - 96)
+                .map(IpNet::V4)
+                .map_err(|e| e.to_string()),
+            None => Ok(net),
+        },
+        _ => Ok(net),
+    }
+}
+
+/// What the proxy needs, shared by every request.
+#[derive(Debug)]
+pub(crate) struct Proxy {
+    client: Client<HttpConnector, Body>,
+    upstream: Authority,
+    timeout: Duration,
+    idle: Duration,
+    trusted: Vec<IpNet>,
+    strip_authorization: bool,
+    claim_headers: Arc<ClaimHeaders>,
+    /// `X-Forwarded-Proto`'s value: the public face's scheme.
+    proto: &'static str,
+    /// The KMS client's topic, for the refusal counter.
+    topic: String,
+}
+
+/// The proxy mode's settings, from `serve`'s flags.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// `--upstream`.
+    pub(crate) upstream: Authority,
+    /// `--upstream-timeout`.
+    pub(crate) timeout: Duration,
+    /// `--trusted-proxy`.
+    pub(crate) trusted: Vec<IpNet>,
+    /// `--strip-authorization`.
+    pub(crate) strip_authorization: bool,
+    /// `--idle-timeout`: the longest a body, either way, may stall.
+    pub(crate) idle: Duration,
+}
+
+impl Proxy {
+    /// A proxy to `settings.upstream`; `tls` says whether the public face
+    /// is HTTPS (`X-Forwarded-Proto`).
+    pub(crate) fn new(
+        settings: Settings,
+        claim_headers: Arc<ClaimHeaders>,
+        tls: bool,
+        topic: String,
+    ) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        // A dead upstream host is noticed on a pooled connection too.
+        connector.set_keepalive(Some(TCP_KEEPALIVE));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE)
+            .build(connector);
+        Proxy {
+            client,
+            upstream: settings.upstream,
+            timeout: settings.timeout,
+            idle: settings.idle,
+            trusted: settings.trusted,
+            strip_authorization: settings.strip_authorization,
+            claim_headers,
+            proto: if tls { "https" } else { "http" },
+            topic,
+        }
+    }
+
+    /// Forwards one request that passed the bearer layer (module docs).
+    pub(crate) async fn forward(self: Arc<Self>, request: Request) -> Response {
+        let (mut parts, body) = request.into_parts();
+        // CONNECT would ask the upstream for a tunnel, TRACE echo the
+        // request's headers (the claim headers included) back.
+        if matches!(parts.method, Method::CONNECT | Method::TRACE) {
+            return error_response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "proxy.method_not_allowed",
+                "CONNECT and TRACE are not forwarded",
+            );
+        }
+        let Some(VerifiedClaims(claims)) = parts.extensions.remove::<VerifiedClaims>() else {
+            return error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "http.internal",
+                "no verified claims",
+            );
+        };
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(peer)| peer.ip().to_canonical());
+        let headers = &mut parts.headers;
+        remove_hop_by_hop(headers);
+        if let Err(unwritable) = self.claim_headers.write(&claims, headers) {
+            return refuse_unwritable(&self.topic, &unwritable.claim);
+        }
+        if self.strip_authorization {
+            headers.remove(header::AUTHORIZATION);
+        }
+        self.set_forwarded(headers, peer);
+        let path = parts
+            .uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        let uri = Uri::builder()
+            .scheme(Scheme::HTTP)
+            .authority(self.upstream.clone())
+            .path_and_query(path);
+        parts.uri = match uri.build() {
+            Ok(uri) => uri,
+            Err(_) => {
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    "http.invalid_request",
+                    "the request's target cannot be forwarded",
+                )
+            }
+        };
+        // HTTP/1.1 to the upstream, whatever the client spoke.
+        parts.version = axum::http::Version::HTTP_11;
+        let (sent, was_sent) = oneshot::channel();
+        let body = Body::new(IdleBody::new(body, self.idle, Some(sent)));
+        let response = self.client.request(Request::from_parts(parts, body));
+        // The upstream timeout runs from the end of the request's body
+        // (an upload takes as long as it keeps moving: the idle timeout
+        // bounds its stalls) to the response's headers.
+        let timeout = async {
+            let _ = was_sent.await;
+            tokio::time::sleep(self.timeout).await;
+        };
+        let answered = tokio::select! {
+            biased;
+            answered = response => Ok(answered),
+            () = timeout => Err(()),
+        };
+        match answered {
+            Ok(Ok(response)) => {
+                let (mut parts, body) = response.into_parts();
+                remove_hop_by_hop(&mut parts.headers);
+                Response::from_parts(parts, Body::new(IdleBody::new(body, self.idle, None)))
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, upstream = %self.upstream, "upstream failed");
+                error_response(
+                    StatusCode::BAD_GATEWAY,
+                    "proxy.upstream_unavailable",
+                    "the upstream cannot be reached or broke the exchange",
+                )
+            }
+            Err(_) => {
+                tracing::warn!(upstream = %self.upstream, "upstream timed out");
+                error_response(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "proxy.upstream_timeout",
+                    "the upstream did not answer within the upstream timeout",
+                )
+            }
+        }
+    }
+
+    /// Sets the forwarding headers for a request from `peer` (module
+    /// docs).
+    fn set_forwarded(&self, headers: &mut HeaderMap, peer: Option<IpAddr>) {
+        let trusted = peer.is_some_and(|ip| self.trusted.iter().any(|net| net.contains(&ip)));
+        let host = headers.get(header::HOST).cloned();
+        let joined = |name: &HeaderName, headers: &HeaderMap| -> Option<String> {
+            let values: Vec<&str> = headers
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .collect();
+            (!values.is_empty()).then(|| values.join(", "))
+        };
+        let [forwarded, xff, xfp, xfh] = &FORWARDING;
+        let before = |name: &HeaderName| if trusted { joined(name, headers) } else { None };
+        let (old_xff, old_forwarded) = (before(xff), before(forwarded));
+        let keep_proto = trusted && headers.contains_key(xfp);
+        let keep_host = trusted && headers.contains_key(xfh);
+        let peer_text = peer.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
+        let append = |old: Option<String>, new: String| match old {
+            Some(old) => format!("{old}, {new}"),
+            None => new,
+        };
+        set(headers, xff, append(old_xff, peer_text));
+        if !keep_proto {
+            headers.insert(xfp, HeaderValue::from_static(self.proto));
+        }
+        if !keep_host {
+            match &host {
+                Some(host) => headers.insert(xfh, host.clone()),
+                None => headers.remove(xfh),
+            };
+        }
+        // RFC 7239 §4: an IPv6 node in brackets and quoted; a host
+        // quoted (it may hold `:`).
+        let node = match peer {
+            Some(IpAddr::V6(ip)) => format!("\"[{ip}]\""),
+            Some(IpAddr::V4(ip)) => ip.to_string(),
+            None => "unknown".to_owned(),
+        };
+        let mut element = format!("for={node};proto={}", self.proto);
+        if let Some(host) = host.as_ref().and_then(|h| h.to_str().ok()) {
+            let quoted = host.replace('\\', "\\\\").replace('"', "\\\"");
+            element += &format!(";host=\"{quoted}\"");
+        }
+        set(headers, forwarded, append(old_forwarded, element));
+    }
+}
+
+/// Replaces every value of `name` with `value` (`HeaderMap::insert`
+/// drops them all; a text that cannot be a header value, which the texts
+/// built here never are, removes the header).
+fn set(headers: &mut HeaderMap, name: &HeaderName, value: String) {
+    match HeaderValue::from_str(&value) {
+        Ok(value) => headers.insert(name, value),
+        Err(_) => headers.remove(name),
+    };
+}
+
+/// The hop-by-hop headers of RFC 9110 §7.6.1 (and those proxies still
+/// treat so), besides the ones `Connection` names.
+const HOP_BY_HOP: [HeaderName; 9] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+/// Removes the hop-by-hop headers, the ones `Connection` names first (but
+/// `Host` and the [`FORWARDING`] headers: the request's routing and the
+/// forwarding chain, which the gateway itself answers for).
+fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .filter(|name| *name != header::HOST && !FORWARDING.contains(name))
+        .collect();
+    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+        headers.remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upstream_is_a_plain_http_origin() {
+        assert_eq!(upstream("http://127.0.0.1:9000").unwrap(), "127.0.0.1:9000");
+        assert_eq!(upstream("http://app.internal/").unwrap(), "app.internal");
+        for bad in [
+            "https://app:443",
+            "app:80",
+            "http://app/base",
+            "http://app/?q",
+            "http://user:pw@app",
+            "ftp://app",
+            "",
+        ] {
+            assert!(upstream(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn trusted_proxies_are_cidrs_or_addresses() {
+        assert!(cidr("10.0.0.0/8")
+            .unwrap()
+            .contains(&"10.2.3.4".parse::<IpAddr>().unwrap()));
+        assert!(cidr("::1")
+            .unwrap()
+            .contains(&"::1".parse::<IpAddr>().unwrap()));
+        assert!(cidr("10.0.0.0/33").is_err());
+        let mapped = cidr("::ffff:10.0.0.0/104").unwrap();
+        assert_eq!(mapped, cidr("10.0.0.0/8").unwrap());
+        assert!(mapped.contains(&"10.1.2.3".parse::<IpAddr>().unwrap()));
+        assert!(cidr("example.com").is_err());
+    }
+
+    #[test]
+    fn hop_by_hop_headers_and_those_connection_names_go() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            (
+                "connection",
+                "keep-alive, X-Secret-Hop, host, x-forwarded-for",
+            ),
+            ("host", "api.example"),
+            ("x-forwarded-for", "10.0.0.1"),
+            ("x-secret-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("te", "trailers"),
+            ("upgrade", "websocket"),
+            ("proxy-authorization", "Basic x"),
+            ("x-kept", "1"),
+        ] {
+            headers.append(
+                HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            );
+        }
+        remove_hop_by_hop(&mut headers);
+        assert_eq!(headers.len(), 3, "{headers:?}");
+        assert_eq!(headers["x-kept"], "1");
+        // `Connection` cannot take the routing or the forwarding chain away.
+        assert_eq!(headers["host"], "api.example");
+        assert_eq!(headers["x-forwarded-for"], "10.0.0.1");
+    }
+
+    fn proxy(trusted: &[&str]) -> Proxy {
+        Proxy::new(
+            Settings {
+                upstream: upstream("http://127.0.0.1:1").unwrap(),
+                timeout: Duration::from_secs(1),
+                trusted: trusted.iter().map(|t| cidr(t).unwrap()).collect(),
+                strip_authorization: false,
+                idle: Duration::from_secs(1),
+            },
+            Arc::default(),
+            false,
+            "kms".to_owned(),
+        )
+    }
+
+    fn client_headers() -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_static("api.example:8443"));
+        headers.insert("x-forwarded-for", HeaderValue::from_static("1.2.3.4"));
+        headers.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        headers.insert("x-forwarded-host", HeaderValue::from_static("evil.example"));
+        headers.insert("forwarded", HeaderValue::from_static("for=1.2.3.4"));
+        headers
+    }
+
+    #[tokio::test]
+    async fn an_untrusted_clients_forwarding_headers_are_replaced() {
+        let mut headers = client_headers();
+        proxy(&["10.0.0.0/8"]).set_forwarded(&mut headers, Some("192.0.2.7".parse().unwrap()));
+        assert_eq!(headers["x-forwarded-for"], "192.0.2.7");
+        assert_eq!(headers["x-forwarded-proto"], "http");
+        assert_eq!(headers["x-forwarded-host"], "api.example:8443");
+        assert_eq!(
+            headers["forwarded"],
+            "for=192.0.2.7;proto=http;host=\"api.example:8443\""
+        );
+    }
+
+    #[tokio::test]
+    async fn a_trusted_proxys_forwarding_headers_are_appended_to() {
+        let mut headers = client_headers();
+        proxy(&["10.0.0.0/8", "::1"])
+            .set_forwarded(&mut headers, Some("10.1.1.1".parse().unwrap()));
+        assert_eq!(headers["x-forwarded-for"], "1.2.3.4, 10.1.1.1");
+        assert_eq!(headers["x-forwarded-proto"], "https");
+        assert_eq!(headers["x-forwarded-host"], "evil.example");
+        assert_eq!(
+            headers["forwarded"],
+            "for=1.2.3.4, for=10.1.1.1;proto=http;host=\"api.example:8443\""
+        );
+        let mut headers = HeaderMap::new();
+        proxy(&["::1"]).set_forwarded(&mut headers, Some("::1".parse().unwrap()));
+        assert_eq!(headers["x-forwarded-for"], "::1");
+        assert_eq!(headers["forwarded"], "for=\"[::1]\";proto=http");
+        assert!(!headers.contains_key("x-forwarded-host"));
+    }
+}

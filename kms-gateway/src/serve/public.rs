@@ -1,0 +1,145 @@
+//! `serve`'s public face: `GET /.well-known/jwks.json` (a snapshot per
+//! key-set change, `Cache-Control: public, max-age=--jwks-max-age`,
+//! `ETag`, 304), `GET /whoami`
+//! behind `kms::http::BearerLayer` (200 with the verified claims, else the
+//! RFC 6750 challenge), `GET /healthz`, and the forward-auth routes
+//! (`forward_auth.rs`, behind the same layer). Nothing here issues tokens
+//! or changes keys; any other path is 404. Every answer has a
+//! `Content-Type` (but forward auth's empty 200) and
+//! `X-Content-Type-Options: nosniff`. The main job's HTTP phase serves the
+//! same router.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use kms::actor::TokenKeys;
+use kms::core::KeyId;
+use kms::http::{error_response, jwks_router_with, BearerLayer, JwksConfig, VerifiedClaims};
+use kms::jose::Validation;
+use serde_json::{json, Value};
+
+use super::claim_headers::ClaimHeaders;
+use super::proxy::{self, Proxy};
+use super::{forward_auth, listener};
+use crate::config::{FaceSettings, ProxySettings, TokenSettings};
+
+/// What the public face serves, from `serve`'s configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    /// How the JWK Set is served (`--jwks-max-age`).
+    pub(crate) jwks: JwksConfig,
+    /// What `/whoami` and forward auth check of a token's claims.
+    pub(crate) validation: Validation,
+    /// The forward-auth prefix (`--forward-auth-path`), if served.
+    pub(crate) forward_auth: Option<String>,
+    /// The claims written as headers (`--claim-header`).
+    pub(crate) claim_headers: Arc<ClaimHeaders>,
+    /// `--request-timeout`, on the face's own routes.
+    pub(crate) request_timeout: Duration,
+    /// The proxy mode (`--upstream`): every other path goes upstream.
+    pub(crate) proxy: Option<Arc<Proxy>>,
+}
+
+impl Options {
+    /// The public face's options from the pieces of the configuration it
+    /// reads; `tls` says whether the face is HTTPS (the proxy's
+    /// `X-Forwarded-Proto`), `topic` is the KMS client's (refusals are
+    /// counted under it).
+    pub(crate) fn new(
+        tokens: &TokenSettings,
+        proxy: &ProxySettings,
+        faces: &FaceSettings,
+        tls: bool,
+        topic: &str,
+    ) -> Self {
+        let claim_headers = Arc::new(proxy.claim_headers.clone());
+        let upstream = proxy.upstream.as_ref().map(|upstream| {
+            Arc::new(Proxy::new(
+                proxy::Settings {
+                    upstream: upstream.authority.clone(),
+                    timeout: upstream.timeout,
+                    trusted: upstream.trusted.clone(),
+                    strip_authorization: upstream.strip_authorization,
+                    idle: faces.limits.idle_timeout,
+                },
+                Arc::clone(&claim_headers),
+                tls,
+                topic.to_owned(),
+            ))
+        });
+        Options {
+            jwks: JwksConfig::default().with_max_age(tokens.jwks_max_age),
+            validation: tokens.validation.clone(),
+            forward_auth: proxy.forward_auth_path.clone(),
+            claim_headers,
+            request_timeout: faces.request_timeout,
+            proxy: upstream,
+        }
+    }
+}
+
+/// The public face: JWKS, `/whoami` and forward auth behind the bearer
+/// layer, `/healthz`; with a proxy, every other path behind the same
+/// layer to the upstream, else 404. The request timeout and `nosniff`
+/// cover the face's own routes, not the upstream's answers.
+pub(crate) fn router(handle: &kms::actor::KmsHandle, key: &KeyId, options: Options) -> Router {
+    // Of its keystore, only its own key's tokens (a shared store holds
+    // other tenants' token keys too).
+    let bearer = BearerLayer::new(handle.client(), TokenKeys::of(key), options.validation);
+    let mut verified = Router::new().route(
+        "/whoami",
+        get(|mut request: Request| async move {
+            // Taken out of the request, not cloned as `Extension`
+            // would: the claims are written back as they came.
+            match request.extensions_mut().remove::<VerifiedClaims>() {
+                Some(VerifiedClaims(claims)) => {
+                    Json(Value::Object(claims.into_map())).into_response()
+                }
+                // Only behind the layer, which always sets them.
+                None => error_response(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "http.internal",
+                    "no verified claims",
+                ),
+            }
+        }),
+    );
+    if let Some(path) = &options.forward_auth {
+        verified = verified.merge(forward_auth::routes(
+            path,
+            Arc::clone(&options.claim_headers),
+            handle.client().topic().to_owned(),
+        ));
+    }
+    let own = Router::new()
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .merge(verified.layer(bearer.clone()))
+        .merge(jwks_router_with(handle.client(), key.clone(), options.jwks))
+        .method_not_allowed_fallback(|| async {
+            error_response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "http.method_not_allowed",
+                "this route does not take that method",
+            )
+        });
+    let timeout = options.request_timeout;
+    match options.proxy {
+        None => listener::guarded(
+            own.fallback(|| async {
+                error_response(StatusCode::NOT_FOUND, "http.not_found", "no such route")
+            }),
+            timeout,
+        ),
+        // Set after the layer, so that it does not wrap it.
+        Some(proxy) => listener::guarded(own, timeout).fallback_service(
+            Router::new()
+                .fallback(move |request: Request| Arc::clone(&proxy).forward(request))
+                .layer(bearer),
+        ),
+    }
+}

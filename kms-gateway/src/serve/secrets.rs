@@ -1,0 +1,213 @@
+//! `serve`'s secrets: the admin face's bearer secret (`--admin-token-file`,
+//! or one generated at every start) and the master key
+//! (`--master-key-file`). Every secret file is checked once opened
+//! ([`read_secret`]: owner, permissions) and read into a buffer sized once
+//! and wiped on drop; the admin secret stays in one.
+//!
+//! Invariant: the admin face always authenticates its clients: by a
+//! secret, or by their certificates (`--admin-client-ca`, mutual TLS). Without
+//! `--admin-token-file` or `--admin-client-ca` (allowed on a loopback address only), [`generate`]
+//! makes 32 random bytes, written as 64 hex characters to a new file
+//! (mode 0600) in a new private directory (mode 0700) under the system's
+//! temporary directory, which is removed when `serve` stops.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kms::core::seal::SealKey;
+use zeroize::Zeroizing;
+
+use crate::config::AdminSettings;
+
+/// Random bytes in a generated admin secret (256 bits).
+const GENERATED_BYTES: usize = 32;
+
+/// The shortest admin secret `--admin-token-file` may hold (bytes).
+pub(crate) const MIN_ADMIN_SECRET: usize = 32;
+
+/// The largest secret file read (bytes).
+const MAX_SECRET_FILE: usize = 64 * 1024;
+
+/// The admin face's bearer secret, and the private directory of a
+/// generated one (removed with it).
+pub(crate) struct AdminSecret {
+    /// Wiped when the last reference goes.
+    pub(crate) token: Arc<Zeroizing<Vec<u8>>>,
+    /// Where a generated secret was written; `None` for a secret from
+    /// `--admin-token-file`.
+    pub(crate) generated: Option<PathBuf>,
+    /// Kept to the end of `serve`: dropping it removes the directory.
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// Reads `--admin-token-file` when given ([`read_secret`]); `Ok(None)`
+/// when the secret is to be generated ([`generate`], after the store is
+/// opened) or client certificates stand in for it (the configuration
+/// allows either only on a loopback `--admin-listen` or with
+/// `--admin-client-ca`).
+///
+/// # Errors
+/// The file's refusals ([`read_secret`]); a secret that is not visible
+/// ASCII or is shorter than [`MIN_ADMIN_SECRET`] bytes once surrounding
+/// whitespace is trimmed.
+pub(crate) fn admin_token_file(admin: &AdminSettings) -> Result<Option<AdminSecret>, String> {
+    let Some(path) = &admin.token_file else {
+        return Ok(None);
+    };
+    let text = read_secret(path, "--admin-token-file", admin.allow_group)?;
+    let token = text.trim_ascii();
+    if token.is_empty() {
+        return Err(format!("--admin-token-file {} is empty", path.display()));
+    }
+    // It travels in an Authorization header: visible ASCII only.
+    if !token.iter().all(|b| (0x21..=0x7e).contains(b)) {
+        return Err(format!(
+            "--admin-token-file {}: the secret must be visible ASCII (no spaces or binary \
+             bytes): it is sent as a bearer token",
+            path.display()
+        ));
+    }
+    if token.len() < MIN_ADMIN_SECRET {
+        return Err(format!(
+            "--admin-token-file {}: the secret is {} bytes; at least {MIN_ADMIN_SECRET} are \
+             needed (e.g. head -c 32 /dev/urandom | xxd -p -c 64)",
+            path.display(),
+            token.len()
+        ));
+    }
+    Ok(Some(AdminSecret {
+        token: Arc::new(Zeroizing::new(token.to_vec())),
+        generated: None,
+        _dir: None,
+    }))
+}
+
+/// Generates the admin secret (module docs) and writes it to
+/// `<tmp>/kms-gateway-XXXXXX/admin-secret`.
+///
+/// # Errors
+/// The system's entropy source or the file system failing, as text.
+pub(crate) fn generate() -> Result<AdminSecret, String> {
+    let what = |e: &dyn std::fmt::Display| format!("generating the admin secret: {e}");
+    let mut bytes = Zeroizing::new([0u8; GENERATED_BYTES]);
+    getrandom::fill(bytes.as_mut_slice()).map_err(|e| what(&e))?;
+    let mut text = Zeroizing::new([0u8; 2 * GENERATED_BYTES]);
+    hex::encode_to_slice(bytes.as_slice(), text.as_mut_slice()).map_err(|e| what(&e))?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("kms-gateway-");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o700));
+    }
+    let dir = builder.tempdir().map_err(|e| what(&e))?;
+    let path = dir.path().join("admin-secret");
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(&path).map_err(|e| what(&e))?;
+    file.write_all(text.as_slice())
+        .and_then(|()| file.write_all(b"\n"))
+        .map_err(|e| what(&e))?;
+    Ok(AdminSecret {
+        token: Arc::new(Zeroizing::new(text.to_vec())),
+        generated: Some(path),
+        _dir: Some(dir),
+    })
+}
+
+/// Reads the master key file ([`read_secret`]): 64 hex characters (a
+/// trailing newline is fine).
+///
+/// # Errors
+/// The file's refusals; anything but 64 hex characters (the message never
+/// repeats the file's text).
+pub(crate) fn master_key(path: &Path, allow_group: bool) -> Result<SealKey, String> {
+    let what = |e: &dyn std::fmt::Display| format!("--master-key-file {}: {e}", path.display());
+    let text = read_secret(path, "--master-key-file", allow_group)?;
+    let hex_text = text.trim_ascii_end();
+    let mut bytes = Zeroizing::new([0u8; 32]);
+    // hex's error names the offending character: a byte of the secret.
+    hex::decode_to_slice(hex_text, bytes.as_mut_slice())
+        .map_err(|_| what(&"expected 64 hex characters"))?;
+    SealKey::from_bytes("gateway-master", 1, &bytes).map_err(|e| what(&e))
+}
+
+/// Reads a secret file whole into a buffer sized once and wiped on drop,
+/// after checking the opened file (`fstat`, so a swap between the check
+/// and the read cannot pass): a regular file of at most
+/// [`MAX_SECRET_FILE`] bytes, owned by this process's effective user or
+/// root, with no permission for other users, never writable by its group,
+/// and readable by its group only when `allow_group` (for Kubernetes,
+/// whose secret volumes are group-readable root-owned files behind
+/// symbolic links, which are followed).
+///
+/// # Errors
+/// A message naming `flag`, the path and what is wrong (with the `chmod`
+/// that fixes it); the I/O errors.
+pub(crate) fn read_secret(
+    path: &Path,
+    flag: &str,
+    allow_group: bool,
+) -> Result<Zeroizing<Vec<u8>>, String> {
+    let what = |e: &dyn std::fmt::Display| format!("{flag} {}: {e}", path.display());
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    // Not blocking in open: a FIFO without a writer would hang the start
+    // before the regular-file check below refuses it.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        rustix::fs::OFlags::NONBLOCK.bits() as i32,
+    );
+    let mut file = options.open(path).map_err(|e| what(&e))?;
+    let metadata = file.metadata().map_err(|e| what(&e))?;
+    if !metadata.is_file() {
+        return Err(what(&"is not a regular file"));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let (owner, me) = (metadata.uid(), rustix::process::geteuid().as_raw());
+        if owner != me && owner != 0 {
+            return Err(what(&format!(
+                "is owned by uid {owner}, neither this user (uid {me}) nor root"
+            )));
+        }
+        let mode = metadata.mode() & 0o777;
+        if mode & 0o007 != 0 {
+            return Err(what(&format!(
+                "has permissions for every user (mode {mode:04o}); chmod o-rwx it"
+            )));
+        }
+        if mode & 0o020 != 0 {
+            return Err(what(&format!(
+                "is writable by its group (mode {mode:04o}); chmod g-w it"
+            )));
+        }
+        if mode & 0o070 != 0 && !allow_group {
+            return Err(what(&format!(
+                "is readable by its group (mode {mode:04o}); chmod g-rwx it, or pass \
+                 --allow-group-readable-secrets"
+            )));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = allow_group;
+    let len = usize::try_from(metadata.len()).unwrap_or(usize::MAX);
+    if len > MAX_SECRET_FILE {
+        return Err(what(&format!("is over {MAX_SECRET_FILE} bytes")));
+    }
+    let mut text = Zeroizing::new(vec![0u8; len]);
+    file.read_exact(&mut text).map_err(|e| what(&e))?;
+    let mut more = [0u8; 1];
+    if file.read(&mut more).map_err(|e| what(&e))? != 0 {
+        return Err(what(&"changed while it was read"));
+    }
+    Ok(text)
+}

@@ -1,0 +1,133 @@
+//! `serve`'s keys backend: a durable keystore in a directory (`--store`)
+//! or a fleet's keystore shared through etcd (`--etcd`, a build with the
+//! `etcd` feature). Without either, `serve` keeps its keys in memory.
+
+use std::path::Path;
+
+use kms::core::seal::SealKey;
+use kms::core::{Keystore, KmsError};
+
+use super::secrets;
+use crate::config::StoreSettings;
+
+/// What keeps a fleet node's keystore following the others' changes,
+/// held while serving.
+#[cfg(feature = "etcd")]
+pub(crate) type Follower = kms::etcd::Follower;
+
+/// A build without the `etcd` feature has no fleet to follow.
+#[cfg(not(feature = "etcd"))]
+#[derive(Debug)]
+pub(crate) enum Follower {}
+
+/// The keystore `settings` name, and on a fleet what follows it.
+///
+/// # Errors
+/// The master key's file refused, the store's refusals ([`open_store`],
+/// [`open_fleet`]), as a message naming the flag.
+pub(crate) async fn open(settings: &StoreSettings) -> Result<(Keystore, Option<Follower>), String> {
+    match settings {
+        StoreSettings::Memory => Ok((Keystore::new(), None)),
+        StoreSettings::Durable {
+            dir,
+            master_key_file,
+            allow_group,
+        } => {
+            let keystore = open_store(dir, || secrets::master_key(master_key_file, *allow_group))?;
+            Ok((keystore, None))
+        }
+        #[cfg(feature = "etcd")]
+        StoreSettings::Fleet(fleet) => {
+            let (keystore, follower) = open_fleet(fleet).await?;
+            Ok((keystore, Some(follower)))
+        }
+    }
+}
+
+/// Opens the store in `dir`, or creates one in an absent or empty
+/// directory; a non-empty directory without a store is an error. `master`
+/// reads the master key (once per attempt: a `SealKey` is not `Clone`).
+fn open_store(
+    dir: &Path,
+    master: impl Fn() -> Result<SealKey, String>,
+) -> Result<Keystore, String> {
+    let what = |e: &dyn std::fmt::Display| format!("--store {}: {e}", dir.display());
+    match Keystore::open(dir, master()?) {
+        Ok(ks) => Ok(ks),
+        Err(KmsError::StoreNotFound { .. }) => {
+            let empty = match std::fs::read_dir(dir) {
+                Ok(mut entries) => entries.next().is_none(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+                Err(e) => return Err(what(&e)),
+            };
+            if !empty {
+                return Err(what(
+                    &"is not empty and holds no keystore; refusing to create one there",
+                ));
+            }
+            Keystore::create(dir, master()?).map_err(|e| what(&e))
+        }
+        Err(e) => Err(what(&e)),
+    }
+}
+
+/// Joins the fleet on the etcd cluster of `--etcd` (comma-separated
+/// URLs), records under `--etcd-prefix`, with the fleet's master key, over
+/// TLS with `--etcd-ca` (and a client certificate with `--etcd-cert` and
+/// `--etcd-key`), as `--etcd-user` with `--etcd-password-file`; starting a
+/// store only with `--etcd-create`, compacting after removals with
+/// `--etcd-compact`. Every secret file is read as `secrets::read_secret`
+/// reads them.
+///
+/// # Errors
+/// A file that cannot be read or is refused; kms-etcd's errors, named
+/// (an empty prefix without `--etcd-create` says to pass it).
+#[cfg(feature = "etcd")]
+async fn open_fleet(
+    fleet: &crate::config::FleetSettings,
+) -> Result<(Keystore, kms::etcd::Follower), String> {
+    use kms::etcd::{EtcdConfig, EtcdTls, EtcdUser};
+    use secrets::{master_key, read_secret};
+    let endpoints = fleet.endpoints.as_str();
+    let allow_group = fleet.allow_group;
+    let what = |e: &dyn std::fmt::Display| format!("--etcd {endpoints}: {e}");
+    let mut config = EtcdConfig::new(endpoints.split(',').map(str::trim))
+        .with_prefix(fleet.prefix.clone())
+        .with_create(fleet.create)
+        .with_compact(fleet.compact);
+    if let Some(ca) = &fleet.ca {
+        let ca_pem = std::fs::read(ca).map_err(|e| format!("--etcd-ca {}: {e}", ca.display()))?;
+        let client = match &fleet.client {
+            Some(files) => Some((
+                std::fs::read(&files.cert)
+                    .map_err(|e| format!("--etcd-cert {}: {e}", files.cert.display()))?,
+                read_secret(&files.key, "--etcd-key", allow_group)?,
+            )),
+            None => None,
+        };
+        config = config.with_tls(EtcdTls { ca_pem, client });
+    }
+    if let Some((name, file)) = &fleet.user {
+        let text = read_secret(file, "--etcd-password-file", allow_group)?;
+        let password = std::str::from_utf8(text.trim_ascii_end())
+            .map_err(|_| format!("--etcd-password-file {}: not UTF-8", file.display()))?;
+        config = config.with_user(EtcdUser {
+            name: name.clone(),
+            password: zeroize::Zeroizing::new(password.to_owned()),
+        });
+    }
+    let keyring = kms::core::seal::Keyring::from(master_key(&fleet.master_key_file, allow_group)?);
+    // Blocking calls (it waits for etcd): off the runtime's workers.
+    let opened = tokio::task::spawn_blocking(move || kms::etcd::open(config, keyring))
+        .await
+        .map_err(|e| what(&e))?;
+    match opened {
+        Ok(fleet) => Ok(fleet),
+        Err(KmsError::StoreNotFound { .. }) => Err(what(&format!(
+            "the prefix {} holds no store; pass --etcd-create to start one (the fleet's \
+             first start)",
+            fleet.prefix
+        ))),
+        Err(e) => Err(what(&e)),
+    }
+}

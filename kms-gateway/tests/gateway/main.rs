@@ -1,0 +1,33 @@
+//! kms-gateway's integration tests, in one binary: the `kms-gateway`
+//! binary as a user runs it (the main job, `serve` and its refusals), on
+//! loopback ports it picks, driven over real sockets. Deadlines only catch
+//! hangs.
+//!
+//! The modules that need what a plain machine lacks are built with a
+//! feature each: `etcd` (etcd's processes, protoc for the build),
+//! `proxy-tests` (NGINX and Caddy), `oidc-tests` (Node's oidc-provider,
+//! after `npm ci` in `tests/oidc`). `.ci/run` runs them as
+//! `cargo test -p kms-gateway --features etcd,proxy-tests,oidc-tests
+//! --test gateway -- fleet proxies:: oidc_provider::`.
+#![cfg(unix)]
+
+mod support;
+
+mod config;
+mod forward_auth;
+mod issuers;
+mod limits;
+mod proxy;
+mod serve;
+mod tls;
+mod token_cache;
+mod trust;
+
+#[cfg(feature = "etcd")]
+mod fleet;
+#[cfg(feature = "etcd")]
+mod fleet_secure;
+#[cfg(feature = "oidc-tests")]
+mod oidc_provider;
+#[cfg(feature = "proxy-tests")]
+mod proxies;
