@@ -6,9 +6,9 @@
 //! The modules that need what a plain machine lacks are built with a
 //! feature each: `etcd` (etcd's processes, protoc for the build),
 //! `proxy-tests` (NGINX and Caddy), `oidc-tests` (Node's oidc-provider,
-//! after `npm ci` in `tests/oidc`). `.ci/run` runs them as
-//! `cargo test -p kms-gateway --features etcd,proxy-tests,oidc-tests
-//! --test gateway -- fleet proxies:: oidc_provider::`.
+//! after `npm ci` in `tests/oidc`). `.ci/run` runs them all with every
+//! feature on; one at a time, e.g. `cargo test -p kms-gateway --features
+//! proxy-tests --test gateway proxies::`.
 #![cfg(unix)]
 
 mod support;
