@@ -33,8 +33,9 @@ use axum::response::Response;
 use kms_core::KeyPolicy;
 use serde_json::{json, Map, Value};
 
-use crate::admin::{empty_object, json_object, Admin};
+use crate::admin_state::Admin;
 use crate::error_body::{error_response, json_answer, kms_error_response};
+use crate::json_body::{empty_object, json_object};
 
 /// `GET /keys/policy`.
 pub(crate) async fn policy(State(admin): State<Admin>) -> Response {

@@ -28,13 +28,16 @@
 
 mod admin;
 mod admin_guard;
+mod admin_state;
 mod bearer;
 mod error_body;
+mod json_body;
 mod jwks;
 mod key_admin;
 mod mint;
 
-pub use admin::{admin_router, AdminConfig};
+pub use admin::admin_router;
+pub use admin_state::AdminConfig;
 pub use bearer::{invalid_token_response, BearerLayer, BearerService, VerifiedClaims};
 pub use error_body::error_response;
 pub use jwks::{jwks_router, jwks_router_with, JwksConfig, JWKS_PATH};

@@ -42,8 +42,9 @@ use axum::Json;
 use kms_jose::{CompactJws, MAX_TOKEN_BYTES};
 use serde_json::{json, Map, Value};
 
-use crate::admin::{json_object, Admin};
+use crate::admin_state::Admin;
 use crate::error_body::{error_response, kms_error_response};
+use crate::json_body::json_object;
 
 /// Claims only the server sets.
 const RESERVED: [&str; 4] = ["iat", "jti", "iss", "aud"];

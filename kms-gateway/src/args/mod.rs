@@ -9,12 +9,11 @@
 
 mod config_file;
 pub(crate) mod job;
+mod seconds;
 pub(crate) mod serve;
 
 use std::ffi::OsString;
-use std::fmt;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -146,29 +145,63 @@ fn config_of(matches: &clap::ArgMatches) -> Option<(&PathBuf, &clap::ArgMatches)
     }
 }
 
-/// The longest timeout a flag takes (a day): deadlines past it are no
-/// limit at all, and far larger ones would overflow the clock.
-const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// A duration given in seconds, fractions allowed. Its `Display` is what
-/// `--help` shows as a default, and what clap parses back.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Seconds(pub(crate) Duration);
-
-impl fmt::Display for Seconds {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0.as_secs_f64())
+    /// `serve`'s flags as given, configured.
+    fn serve(flags: &[&str]) -> Result<ServeConfig, ConfigError> {
+        let argv = ["kms-gateway", "serve"].iter().chain(flags);
+        match Cli::try_parse_from(argv).expect("the flags parse").command {
+            Some(Command::Serve(args)) => args.config(),
+            None => panic!("not serve"),
+        }
     }
-}
 
-/// A timeout flag's value: seconds, fractions allowed, more than 0 and at
-/// most a day.
-fn timeout(text: &str) -> Result<Seconds, String> {
-    let secs: f64 = text.parse().map_err(|e| format!("{e}"))?;
-    match Duration::try_from_secs_f64(secs) {
-        Ok(d) if d.is_zero() => Err("must be more than 0".to_owned()),
-        Ok(d) if d > MAX_TIMEOUT => Err("must be at most 86400 (a day)".to_owned()),
-        Ok(d) => Ok(Seconds(d)),
-        Err(e) => Err(e.to_string()),
+    #[test]
+    fn serve_with_no_flags_is_the_default_configuration() {
+        // The main job's HTTP phase serves `ServeConfig::default()`: it must
+        // be what `kms-gateway serve` runs with.
+        let parsed = serve(&[]).expect("the defaults pass every check");
+        assert_eq!(
+            format!("{parsed:?}"),
+            format!("{:?}", ServeConfig::default())
+        );
+    }
+
+    #[test]
+    fn each_check_of_the_flags_alone_declares_its_exit_code() {
+        let usage = |flags: &[&str], says: &str| match serve(flags) {
+            Err(ConfigError::Usage(message)) => assert!(message.contains(says), "{message}"),
+            other => panic!("{flags:?}: {other:?}"),
+        };
+        usage(&["--key", "gateway"], "expected TENANT:PURPOSE");
+        usage(
+            &["--token-cache", "10", "--token-cache-bytes", "9"],
+            "--token-cache-bytes 9",
+        );
+        usage(&["--audience", "a", "--token-audience", "b"], "--audience");
+        usage(&["--issuer", "http://idp.example"], "--issuer");
+        usage(
+            &["--claim-header", "sub=X-A", "--claim-header", "iss=X-A"],
+            "x-a",
+        );
+        let start = |flags: &[&str], says: &str| match serve(flags) {
+            Err(ConfigError::Start(message)) => assert!(message.contains(says), "{message}"),
+            other => panic!("{flags:?}: {other:?}"),
+        };
+        start(
+            &["--admin-listen", "192.0.2.1:8081"],
+            "not a loopback address",
+        );
+        start(
+            &[
+                "--admin-listen",
+                "0.0.0.0:8081",
+                "--admin-token-file",
+                "/nonexistent",
+            ],
+            "--admin-host",
+        );
     }
 }

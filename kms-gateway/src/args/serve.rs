@@ -11,7 +11,7 @@ use clap::Args;
 use ipnet::IpNet;
 use kms::jose::Algorithm;
 
-use super::Seconds;
+use super::seconds::{timeout, Seconds};
 use crate::config::{
     self, AdminSettings, CertFiles, ConfigError, FaceSettings, Limits, ProxySettings, ServeConfig,
     StoreSettings, TlsSettings, TokenSettings, Upstream,
@@ -62,14 +62,14 @@ struct FaceArgs {
     /// Seconds a request's head may take to arrive (from accept for the
     /// first, from its first byte for later ones); then the connection is
     /// closed.
-    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::HEADER_TIMEOUT), value_parser = super::timeout)]
+    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::HEADER_TIMEOUT), value_parser = timeout)]
     header_timeout: Seconds,
     /// Seconds a keep-alive connection may wait for its next request.
-    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::IDLE_TIMEOUT), value_parser = super::timeout)]
+    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::IDLE_TIMEOUT), value_parser = timeout)]
     idle_timeout: Seconds,
     /// Seconds the gateway's own routes may take to start answering; then
     /// 503.
-    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::REQUEST_TIMEOUT), value_parser = super::timeout)]
+    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::REQUEST_TIMEOUT), value_parser = timeout)]
     request_timeout: Seconds,
     /// Connections open at once on each face; more wait in the backlog.
     #[arg(long, value_name = "N", default_value_t = config::MAX_CONNECTIONS,
@@ -188,15 +188,15 @@ struct TokenArgs {
     issuer_ca: Vec<PathBuf>,
     /// Seconds between two fetches of a provider's keys asked for by
     /// tokens under unknown kids (from its last fetch).
-    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::JWKS_REFETCH_COOLDOWN), value_parser = super::timeout)]
+    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::JWKS_REFETCH_COOLDOWN), value_parser = timeout)]
     jwks_refetch_cooldown: Seconds,
     /// Seconds a provider's last good keys stay in use after its last
     /// successful fetch while it fails; then its tokens are refused.
-    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::JWKS_MAX_STALE), value_parser = super::timeout)]
+    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::JWKS_MAX_STALE), value_parser = timeout)]
     jwks_max_stale: Seconds,
     /// Seconds one fetch of a provider's document may take; also how long
     /// a token under an unknown kid waits for the refetch.
-    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::JWKS_FETCH_TIMEOUT), value_parser = super::timeout)]
+    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::JWKS_FETCH_TIMEOUT), value_parser = timeout)]
     jwks_fetch_timeout: Seconds,
 }
 
@@ -263,7 +263,7 @@ struct ProxyArgs {
     /// Seconds the upstream may take to send its response headers once
     /// the request's body is sent whole; then 504.
     #[arg(long, value_name = "SECS", default_value_t = Seconds(config::UPSTREAM_TIMEOUT), requires = "upstream",
-          value_parser = super::timeout)]
+          value_parser = timeout)]
     upstream_timeout: Seconds,
     /// A proxy in front of this gateway, a CIDR or an address
     /// (repeatable): its X-Forwarded-For and Forwarded are appended to,
@@ -287,9 +287,9 @@ impl ServeArgs {
     /// The configuration these flags make, checked.
     ///
     /// # Errors
-    /// [`ConfigError::Usage`] (exit 2): one header named by two
-    /// `--claim-header`s, an `--issuer` that is not https (or http to
-    /// loopback) or also given to `--trust-jwks-issuer`, a
+    /// [`ConfigError::Usage`] (exit 2), the first in this order: one header
+    /// named by two `--claim-header`s, an `--issuer` that is not https (or
+    /// http to loopback) or also given to `--trust-jwks-issuer`, a
     /// `--token-audience` that is not one of the `--audience`s, a
     /// `--token-cache-bytes` below `--token-cache`, `--etcd` in a build
     /// without the `etcd` feature (saying how to build one), a `--key`
@@ -309,10 +309,16 @@ impl ServeArgs {
             proxy,
         } = self;
         let proxy = proxy.settings().map_err(ConfigError::Usage)?;
-        let tokens = token
+        let key = token.key.clone();
+        let mut tokens = token
             .settings(admin.token_audience.as_deref())
             .map_err(ConfigError::Usage)?;
         let store = store.settings(allow_group).map_err(ConfigError::Usage)?;
+        let (tenant, purpose) = key
+            .split_once(':')
+            .ok_or_else(|| ConfigError::Usage(format!("--key {key}: expected TENANT:PURPOSE")))?;
+        tenant.clone_into(&mut tokens.tenant);
+        purpose.clone_into(&mut tokens.purpose);
         // Client certificates (mutual TLS) stand in for the secret.
         if admin.admin_token_file.is_none()
             && !face.admin_listen.ip().is_loopback()
@@ -367,8 +373,10 @@ impl ServeArgs {
 }
 
 impl TokenArgs {
-    /// The token settings; `token_audience` is the admin face's
-    /// `--token-audience`, which `/whoami` accepts.
+    /// The token settings, but the signing key's tenant and purpose, which
+    /// [`ServeArgs::config`] splits out of `--key` after the store's checks;
+    /// `token_audience` is the admin face's `--token-audience`, which
+    /// `/whoami` accepts.
     fn settings(self, token_audience: Option<&str>) -> Result<TokenSettings, String> {
         for issuer in &self.issuer {
             kms::oidc::check_url(issuer).map_err(|e| format!("--issuer {issuer}: {e}"))?;
@@ -395,10 +403,6 @@ impl TokenArgs {
                 self.token_cache_bytes, self.token_cache
             ));
         }
-        let (tenant, purpose) = self
-            .key
-            .split_once(':')
-            .ok_or_else(|| format!("--key {}: expected TENANT:PURPOSE", self.key))?;
         let jwks_files = self
             .trust_jwks
             .into_iter()
@@ -410,8 +414,8 @@ impl TokenArgs {
             )
             .collect();
         Ok(TokenSettings {
-            tenant: tenant.to_owned(),
-            purpose: purpose.to_owned(),
+            tenant: String::new(),
+            purpose: String::new(),
             alg: self.alg,
             jwks_max_age: Duration::from_secs(self.jwks_max_age),
             jwks_files,

@@ -23,8 +23,8 @@ pub(crate) enum Follower {}
 /// The keystore `settings` name, and on a fleet what follows it.
 ///
 /// # Errors
-/// The master key's file refused, the store's refusals ([`open_store`],
-/// [`open_fleet`]), as a message naming the flag.
+/// The master key's file refused, the store's refusals (`open_store`,
+/// `open_fleet`), as a message naming the flag.
 pub(crate) async fn open(settings: &StoreSettings) -> Result<(Keystore, Option<Follower>), String> {
     match settings {
         StoreSettings::Memory => Ok((Keystore::new(), None)),
