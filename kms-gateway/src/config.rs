@@ -197,8 +197,6 @@ pub(crate) struct AdminSettings {
     /// The bearer secret's file (`--admin-token-file`); without it, and
     /// without client certificates, one is generated at every start.
     pub(crate) token_file: Option<PathBuf>,
-    /// Whether clients authenticate by certificate (`--admin-client-ca`).
-    pub(crate) client_certificates: bool,
     /// The names clients give it in `Host` (`--admin-host`).
     pub(crate) hosts: Vec<String>,
     /// The longest lifetime of a token it mints (`--mint-max-lifetime`).
@@ -215,7 +213,6 @@ impl Default for AdminSettings {
     fn default() -> Self {
         AdminSettings {
             token_file: None,
-            client_certificates: false,
             hosts: Vec::new(),
             mint_max_lifetime: Duration::from_secs(MINT_MAX_LIFETIME_SECS),
             token_issuer: None,

@@ -171,37 +171,48 @@ mod tests {
 
     #[test]
     fn each_check_of_the_flags_alone_declares_its_exit_code() {
-        let usage = |flags: &[&str], says: &str| match serve(flags) {
-            Err(ConfigError::Usage(message)) => assert!(message.contains(says), "{message}"),
-            other => panic!("{flags:?}: {other:?}"),
-        };
-        usage(&["--key", "gateway"], "expected TENANT:PURPOSE");
-        usage(
-            &["--token-cache", "10", "--token-cache-bytes", "9"],
-            "--token-cache-bytes 9",
-        );
-        usage(&["--audience", "a", "--token-audience", "b"], "--audience");
-        usage(&["--issuer", "http://idp.example"], "--issuer");
-        usage(
-            &["--claim-header", "sub=X-A", "--claim-header", "iss=X-A"],
-            "x-a",
-        );
-        let start = |flags: &[&str], says: &str| match serve(flags) {
-            Err(ConfigError::Start(message)) => assert!(message.contains(says), "{message}"),
-            other => panic!("{flags:?}: {other:?}"),
-        };
-        start(
-            &["--admin-listen", "192.0.2.1:8081"],
-            "not a loopback address",
-        );
-        start(
-            &[
-                "--admin-listen",
-                "0.0.0.0:8081",
-                "--admin-token-file",
-                "/nonexistent",
-            ],
-            "--admin-host",
-        );
+        let (usage, start): (fn(String) -> ConfigError, fn(String) -> ConfigError) =
+            (ConfigError::Usage, ConfigError::Start);
+        for (flags, exit, says) in [
+            (&["--key", "gateway"][..], usage, "expected TENANT:PURPOSE"),
+            (
+                &["--token-cache", "10", "--token-cache-bytes", "9"],
+                usage,
+                "--token-cache-bytes 9",
+            ),
+            (
+                &["--audience", "a", "--token-audience", "b"],
+                usage,
+                "--audience",
+            ),
+            (&["--issuer", "http://idp.example"], usage, "--issuer"),
+            (
+                &["--claim-header", "sub=X-A", "--claim-header", "iss=X-A"],
+                usage,
+                "x-a",
+            ),
+            (
+                &["--admin-listen", "192.0.2.1:8081"],
+                start,
+                "not a loopback address",
+            ),
+            (
+                &[
+                    "--admin-listen",
+                    "0.0.0.0:8081",
+                    "--admin-token-file",
+                    "/nonexistent",
+                ],
+                start,
+                "--admin-host",
+            ),
+        ] {
+            let refused = serve(flags).expect_err("refused");
+            let message = match &refused {
+                ConfigError::Usage(m) | ConfigError::Start(m) => m.clone(),
+            };
+            assert_eq!(refused, exit(message.clone()), "{flags:?}");
+            assert!(message.contains(says), "{flags:?}: {message}");
+        }
     }
 }

@@ -309,16 +309,10 @@ impl ServeArgs {
             proxy,
         } = self;
         let proxy = proxy.settings().map_err(ConfigError::Usage)?;
-        let key = token.key.clone();
-        let mut tokens = token
-            .settings(admin.token_audience.as_deref())
-            .map_err(ConfigError::Usage)?;
+        let token_audience = admin.token_audience.as_deref();
+        token.check(token_audience).map_err(ConfigError::Usage)?;
         let store = store.settings(allow_group).map_err(ConfigError::Usage)?;
-        let (tenant, purpose) = key
-            .split_once(':')
-            .ok_or_else(|| ConfigError::Usage(format!("--key {key}: expected TENANT:PURPOSE")))?;
-        tenant.clone_into(&mut tokens.tenant);
-        purpose.clone_into(&mut tokens.purpose);
+        let tokens = token.settings(token_audience).map_err(ConfigError::Usage)?;
         // Client certificates (mutual TLS) stand in for the secret.
         if admin.admin_token_file.is_none()
             && !face.admin_listen.ip().is_loopback()
@@ -341,7 +335,6 @@ impl ServeArgs {
         Ok(ServeConfig {
             admin: AdminSettings {
                 token_file: admin.admin_token_file,
-                client_certificates: tls.admin_client_ca.is_some(),
                 hosts: admin.admin_host,
                 mint_max_lifetime: Duration::from_secs(admin.mint_max_lifetime),
                 token_issuer: admin.token_issuer,
@@ -373,11 +366,10 @@ impl ServeArgs {
 }
 
 impl TokenArgs {
-    /// The token settings, but the signing key's tenant and purpose, which
-    /// [`ServeArgs::config`] splits out of `--key` after the store's checks;
-    /// `token_audience` is the admin face's `--token-audience`, which
-    /// `/whoami` accepts.
-    fn settings(self, token_audience: Option<&str>) -> Result<TokenSettings, String> {
+    /// The checks of the token flags but `--key`'s (which
+    /// [`ServeArgs::config`] makes after the store's); `token_audience` is
+    /// the admin face's `--token-audience`, which `/whoami` accepts.
+    fn check(&self, token_audience: Option<&str>) -> Result<(), String> {
         for issuer in &self.issuer {
             kms::oidc::check_url(issuer).map_err(|e| format!("--issuer {issuer}: {e}"))?;
             if self
@@ -403,6 +395,18 @@ impl TokenArgs {
                 self.token_cache_bytes, self.token_cache
             ));
         }
+        Ok(())
+    }
+
+    /// The token settings, once [`TokenArgs::check`] passed.
+    ///
+    /// # Errors
+    /// A `--key` without `:`.
+    fn settings(self, token_audience: Option<&str>) -> Result<TokenSettings, String> {
+        let (tenant, purpose) = self
+            .key
+            .split_once(':')
+            .ok_or_else(|| format!("--key {}: expected TENANT:PURPOSE", self.key))?;
         let jwks_files = self
             .trust_jwks
             .into_iter()
@@ -414,8 +418,8 @@ impl TokenArgs {
             )
             .collect();
         Ok(TokenSettings {
-            tenant: String::new(),
-            purpose: String::new(),
+            tenant: tenant.to_owned(),
+            purpose: purpose.to_owned(),
             alg: self.alg,
             jwks_max_age: Duration::from_secs(self.jwks_max_age),
             jwks_files,

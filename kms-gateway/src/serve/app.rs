@@ -107,7 +107,7 @@ impl App {
         // With client certificates, those authenticate instead.
         let admin_secret = match admin_token {
             Some(secret) => Some(secret),
-            None if config.admin.client_certificates => None,
+            None if config.tls.admin_client_ca.is_some() => None,
             None => Some(secrets::generate()?),
         };
         let allow_group = config.tls.allow_group;

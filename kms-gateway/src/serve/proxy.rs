@@ -50,6 +50,7 @@ use tokio::sync::oneshot;
 
 use super::claim_headers::{refuse_unwritable, ClaimHeaders, FORWARDING};
 use super::idle_body::IdleBody;
+use crate::config::Upstream;
 
 /// How long an idle pooled connection to the upstream is kept.
 const POOL_IDLE: Duration = Duration::from_secs(90);
@@ -111,11 +112,10 @@ pub(crate) fn cidr(text: &str) -> Result<IpNet, String> {
 #[derive(Debug)]
 pub(crate) struct Proxy {
     client: Client<HttpConnector, Body>,
-    upstream: Authority,
-    timeout: Duration,
+    /// `--upstream` and its settings.
+    upstream: Upstream,
+    /// `--idle-timeout`: the longest a body, either way, may stall.
     idle: Duration,
-    trusted: Vec<IpNet>,
-    strip_authorization: bool,
     claim_headers: Arc<ClaimHeaders>,
     /// `X-Forwarded-Proto`'s value: the public face's scheme.
     proto: &'static str,
@@ -123,26 +123,12 @@ pub(crate) struct Proxy {
     topic: String,
 }
 
-/// The proxy mode's settings, from `serve`'s flags.
-#[derive(Debug, Clone)]
-pub(crate) struct Settings {
-    /// `--upstream`.
-    pub(crate) upstream: Authority,
-    /// `--upstream-timeout`.
-    pub(crate) timeout: Duration,
-    /// `--trusted-proxy`.
-    pub(crate) trusted: Vec<IpNet>,
-    /// `--strip-authorization`.
-    pub(crate) strip_authorization: bool,
-    /// `--idle-timeout`: the longest a body, either way, may stall.
-    pub(crate) idle: Duration,
-}
-
 impl Proxy {
-    /// A proxy to `settings.upstream`; `tls` says whether the public face
-    /// is HTTPS (`X-Forwarded-Proto`).
+    /// A proxy to `upstream`, whose bodies may stall for `idle`; `tls` says
+    /// whether the public face is HTTPS (`X-Forwarded-Proto`).
     pub(crate) fn new(
-        settings: Settings,
+        upstream: Upstream,
+        idle: Duration,
         claim_headers: Arc<ClaimHeaders>,
         tls: bool,
         topic: String,
@@ -156,11 +142,8 @@ impl Proxy {
             .build(connector);
         Proxy {
             client,
-            upstream: settings.upstream,
-            timeout: settings.timeout,
-            idle: settings.idle,
-            trusted: settings.trusted,
-            strip_authorization: settings.strip_authorization,
+            upstream,
+            idle,
             claim_headers,
             proto: if tls { "https" } else { "http" },
             topic,
@@ -195,7 +178,7 @@ impl Proxy {
         if let Err(unwritable) = self.claim_headers.write(&claims, headers) {
             return refuse_unwritable(&self.topic, &unwritable.claim);
         }
-        if self.strip_authorization {
+        if self.upstream.strip_authorization {
             headers.remove(header::AUTHORIZATION);
         }
         self.set_forwarded(headers, peer);
@@ -206,7 +189,7 @@ impl Proxy {
             .unwrap_or_else(|| PathAndQuery::from_static("/"));
         let uri = Uri::builder()
             .scheme(Scheme::HTTP)
-            .authority(self.upstream.clone())
+            .authority(self.upstream.authority.clone())
             .path_and_query(path);
         parts.uri = match uri.build() {
             Ok(uri) => uri,
@@ -228,7 +211,7 @@ impl Proxy {
         // bounds its stalls) to the response's headers.
         let timeout = async {
             let _ = was_sent.await;
-            tokio::time::sleep(self.timeout).await;
+            tokio::time::sleep(self.upstream.timeout).await;
         };
         let answered = tokio::select! {
             biased;
@@ -242,7 +225,7 @@ impl Proxy {
                 Response::from_parts(parts, Body::new(IdleBody::new(body, self.idle, None)))
             }
             Ok(Err(e)) => {
-                tracing::warn!(error = %e, upstream = %self.upstream, "upstream failed");
+                tracing::warn!(error = %e, upstream = %self.upstream.authority, "upstream failed");
                 error_response(
                     StatusCode::BAD_GATEWAY,
                     "proxy.upstream_unavailable",
@@ -250,7 +233,7 @@ impl Proxy {
                 )
             }
             Err(_) => {
-                tracing::warn!(upstream = %self.upstream, "upstream timed out");
+                tracing::warn!(upstream = %self.upstream.authority, "upstream timed out");
                 error_response(
                     StatusCode::GATEWAY_TIMEOUT,
                     "proxy.upstream_timeout",
@@ -263,7 +246,8 @@ impl Proxy {
     /// Sets the forwarding headers for a request from `peer` (module
     /// docs).
     fn set_forwarded(&self, headers: &mut HeaderMap, peer: Option<IpAddr>) {
-        let trusted = peer.is_some_and(|ip| self.trusted.iter().any(|net| net.contains(&ip)));
+        let trusted =
+            peer.is_some_and(|ip| self.upstream.trusted.iter().any(|net| net.contains(&ip)));
         let host = headers.get(header::HOST).cloned();
         let joined = |name: &HeaderName, headers: &HeaderMap| -> Option<String> {
             let values: Vec<&str> = headers
@@ -418,13 +402,13 @@ mod tests {
 
     fn proxy(trusted: &[&str]) -> Proxy {
         Proxy::new(
-            Settings {
-                upstream: upstream("http://127.0.0.1:1").unwrap(),
+            Upstream {
+                authority: upstream("http://127.0.0.1:1").unwrap(),
                 timeout: Duration::from_secs(1),
                 trusted: trusted.iter().map(|t| cidr(t).unwrap()).collect(),
                 strip_authorization: false,
-                idle: Duration::from_secs(1),
             },
+            Duration::from_secs(1),
             Arc::default(),
             false,
             "kms".to_owned(),

@@ -24,7 +24,7 @@ use kms::jose::Validation;
 use serde_json::{json, Value};
 
 use super::claim_headers::ClaimHeaders;
-use super::proxy::{self, Proxy};
+use super::proxy::Proxy;
 use super::{forward_auth, listener};
 use crate::config::{FaceSettings, ProxySettings, TokenSettings};
 
@@ -60,13 +60,8 @@ impl Options {
         let claim_headers = Arc::new(proxy.claim_headers.clone());
         let upstream = proxy.upstream.as_ref().map(|upstream| {
             Arc::new(Proxy::new(
-                proxy::Settings {
-                    upstream: upstream.authority.clone(),
-                    timeout: upstream.timeout,
-                    trusted: upstream.trusted.clone(),
-                    strip_authorization: upstream.strip_authorization,
-                    idle: faces.limits.idle_timeout,
-                },
+                upstream.clone(),
+                faces.limits.idle_timeout,
                 Arc::clone(&claim_headers),
                 tls,
                 topic.to_owned(),
