@@ -171,8 +171,9 @@ mod tests {
 
     #[test]
     fn each_check_of_the_flags_alone_declares_its_exit_code() {
-        let (usage, start): (fn(String) -> ConfigError, fn(String) -> ConfigError) =
-            (ConfigError::Usage, ConfigError::Start);
+        // The exit a refusal must take: its variant of `ConfigError`.
+        type Exit = fn(String) -> ConfigError;
+        let (usage, start): (Exit, Exit) = (ConfigError::Usage, ConfigError::Start);
         for (flags, exit, says) in [
             (&["--key", "gateway"][..], usage, "expected TENANT:PURPOSE"),
             (
