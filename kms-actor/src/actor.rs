@@ -19,7 +19,7 @@
 //! # Coalescing
 //! After each wake the actor drains what is on the request topic, up to the
 //! room [`Dispatch::room`] leaves, then dispatches by the rules of
-//! [`crate::coalesce`]: at once to an idle thread, at `target_batch` behind
+//! [`crate::dispatch::coalesce`]: at once to an idle thread, at `target_batch` behind
 //! busy ones, and never holding a request past `max_wait`. (On a quiet node a
 //! request may never reach the actor: its client verifies it, the caller
 //! path, with the keystore and verifier in [`Shared`].)
@@ -44,29 +44,28 @@
 //!   once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use kms_bus::{Bus, RecvError, Subscriber, Topic, TopicConfig, TryRecvError};
 use kms_core::{Keystore, KmsError};
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 
 use crate::audit;
-use crate::batch::{self, Verifier};
 use crate::client::KmsClient;
-use crate::coalesce::{Dispatch, Reason};
-use crate::combine::CombineQueue;
 use crate::config::KmsConfig;
-use crate::gate::CallerGate;
-use crate::jwt;
+use crate::dispatch::batch::{self, Verifier};
+use crate::dispatch::caller::CallerSide;
+use crate::dispatch::coalesce::{Dispatch, Reason};
+use crate::dispatch::pending::Pending;
+use crate::dispatch::pool::VerifyPool;
+use crate::dispatch::request::{Op, Request};
+use crate::handle::KmsHandle;
 use crate::metrics::Metrics;
-use crate::pool::VerifyPool;
-use crate::request::{Op, Request, VerifyRequest};
+use crate::ops;
 use crate::shared::{ReleaseKeystore, Shared};
-use crate::stats::{Counters, KmsStats};
-use crate::token_cache::TokenCache;
-use crate::trusted_keys::TrustedKeys;
+use crate::stats::Counters;
+use crate::token::tokens::Tokens;
 use crate::writer::Writer;
 
 /// Most priority requests served per wake before the actor looks at its
@@ -78,19 +77,15 @@ pub struct KmsActor {
     /// The request topic's name, a field of every `tracing` event, so the
     /// events of several actors in one process can be told apart.
     topic: String,
-    dispatch: Dispatch,
     keystore: Keystore,
     requests: Subscriber<Request>,
     priority: Subscriber<Request>,
-    pool: VerifyPool,
+    /// Verify requests read and not yet dispatched, the rules that
+    /// dispatch them and the pool they go to ([`Pending`]).
+    pending: Pending,
     /// Runs the keystore writes, one at a time, off this task.
     writer: Writer,
-    verifier: Verifier,
     shared: Arc<Shared>,
-    /// Verify requests read and not yet dispatched; at most `max_batch`.
-    pending: Vec<VerifyRequest>,
-    /// When the oldest request in `pending` was read; `None` iff empty.
-    pending_since: Option<Instant>,
     /// Scratch for draining a topic; empty between wakes.
     drained: Vec<Request>,
     /// Ticks every `auto_rotate_check`, the first at once.
@@ -104,26 +99,11 @@ pub struct KmsActor {
     _release: ReleaseKeystore,
 }
 
-/// Owns a running actor: hands out clients and shuts it down.
-pub struct KmsHandle {
-    client: KmsClient,
-    shared: Arc<Shared>,
-    task: JoinHandle<()>,
-}
-
 impl std::fmt::Debug for KmsActor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KmsActor")
             .field("topic", &self.topic)
-            .field("pending", &self.pending.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Debug for KmsHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KmsHandle")
-            .field("topic", &self.shared.topic)
+            .field("pending", &self.pending)
             .finish_non_exhaustive()
     }
 }
@@ -158,7 +138,7 @@ impl KmsActor {
         tune: impl FnOnce(Dispatch) -> Dispatch,
     ) -> Result<KmsHandle, KmsError> {
         config.validate()?;
-        let trusted = TrustedKeys::load(&config.trusted_jwks, &config.request_topic)?;
+        let tokens = Arc::new(Tokens::new(&config, keystore.key_set_generation())?);
         let runtime = tokio::runtime::Handle::try_current().map_err(|e| KmsError::Internal {
             reason: format!("KmsActor::spawn needs a tokio runtime: {e}"),
         })?;
@@ -198,32 +178,29 @@ impl KmsActor {
             counters: Counters::default(),
             metrics,
             topic: config.request_topic.clone(),
-            dispatch,
-            gate: CallerGate::default(),
-            combine: CombineQueue::default(),
-            keystore: RwLock::new(Some(keystore.clone())),
-            verifier: Arc::clone(&verifier),
-            trusted: RwLock::new(Arc::new(trusted)),
-            refetch: RwLock::new(None),
-            generation: keystore.key_set_generation(),
-            token_cache: TokenCache::new(
-                config.token_cache,
-                config.token_cache_bytes,
+            caller: CallerSide::new(
+                dispatch,
+                keystore.clone(),
+                Arc::clone(&verifier),
                 &config.request_topic,
             ),
-            token_alg: config.token_alg,
-            token_purposes: config.token_purposes.clone(),
+            generation: keystore.key_set_generation(),
         });
         let client = KmsClient::new(
             verify_topic.publisher(),
             priority_topic.publisher(),
             Arc::clone(&shared),
+            tokens,
         );
         let actor = KmsActor {
             topic: config.request_topic.clone(),
-            dispatch,
-            pending: Vec::new(),
-            pending_since: None,
+            pending: Pending::new(
+                dispatch,
+                pool,
+                keystore.clone(),
+                verifier,
+                &config.request_topic,
+            ),
             drained: Vec::with_capacity(config.max_batch),
             rotation_check: {
                 let mut check = tokio::time::interval(config.auto_rotate_check);
@@ -234,9 +211,7 @@ impl KmsActor {
             keystore,
             requests,
             priority,
-            pool,
             writer,
-            verifier,
             shared: Arc::clone(&shared),
             _release: ReleaseKeystore(Arc::clone(&shared)),
         };
@@ -259,21 +234,17 @@ impl KmsActor {
             );
         }
         let task = runtime.spawn(actor.run());
-        Ok(KmsHandle {
-            client,
-            shared,
-            task,
-        })
+        Ok(KmsHandle::new(client, shared, task))
     }
 
     async fn run(mut self) {
         loop {
             self.dispatch_due();
-            let in_flight = self.pool.in_flight();
-            let room = self.dispatch.room(self.pending.len(), in_flight);
+            let in_flight = self.pending.in_flight();
+            let room = self.pending.room();
             // Armed only while requests are held: `max_wait` after the
             // oldest was read.
-            let deadline = self.pending_since.map(|t| t + self.dispatch.max_wait());
+            let deadline = self.pending.deadline();
             tokio::select! {
                 biased;
                 () = self.shared.stop.notified() => break,
@@ -296,7 +267,7 @@ impl KmsActor {
                 // Only awaited when that matters (requests held, or reading
                 // stopped), so an idle actor is not woken by every finished
                 // batch, which would cost a cross-thread wake-up per request.
-                () = self.pool.wait_below(in_flight),
+                () = self.pending.pool().wait_below(in_flight),
                     if in_flight > 0 && (!self.pending.is_empty() || room == 0) => {}
                 first = self.requests.recv(), if room > 0 => match first {
                     Ok(request) => {
@@ -318,45 +289,21 @@ impl KmsActor {
         self.finish().await;
     }
 
-    /// Dispatches pending requests for as long as the rules say so.
+    /// Dispatches pending requests if the rules say so now.
     fn dispatch_due(&mut self) {
-        // `dispatch` takes everything pending, so one decision per wake. The
-        // clock is read only while something is held, and once.
-        let waited = self.waited();
-        let first_len = self.pending.first().map_or(0, |r| r.message.len());
-        let outstanding = self.shared.gate.outstanding();
-        if let Some(reason) = self.dispatch.decide(
-            self.pending.len(),
-            waited,
-            self.pool.in_flight(),
-            first_len,
-            outstanding,
-        ) {
-            self.dispatch(reason, waited);
-        } else if !self.pending.is_empty() {
-            tracing::trace!(
-                target: "kms_actor::coalesce",
-                topic = self.topic.as_str(),
-                pending = self.pending.len(),
-                in_flight = self.pool.in_flight(),
-                threads = self.pool.threads(),
-                "holding: every thread is busy"
-            );
-        }
-    }
-
-    /// How long the oldest pending request has been held (zero if none).
-    fn waited(&self) -> Duration {
-        self.pending_since.map_or(Duration::ZERO, |t| t.elapsed())
+        let shared = &*self.shared;
+        self.pending.dispatch_due(
+            shared.caller.outstanding(),
+            &shared.metrics,
+            &shared.counters,
+        );
     }
 
     /// Takes what is on the request topic now, up to the room the rules
     /// leaves.
     fn drain_requests(&mut self) {
         loop {
-            let room = self
-                .dispatch
-                .room(self.pending.len(), self.pool.in_flight());
+            let room = self.pending.room();
             if room == 0 {
                 return;
             }
@@ -406,141 +353,15 @@ impl KmsActor {
     }
 
     /// Queues a verify request, or serves any other request at once
-    /// (auditing those that change or use a secret, `crate::audit`).
+    /// (`ops.rs`).
     fn accept(&mut self, request: Request) {
-        let ks = &self.keystore;
-        // `None` for every verify request (and a client without one).
-        let principal = request.principal;
-        let who = principal.as_deref();
         match request.op {
-            Op::Verify(v) => {
-                if self.pending.is_empty() {
-                    self.pending_since = Some(Instant::now());
-                }
-                self.pending.push(v);
-                return;
+            Op::Verify(v) => self.pending.push(v),
+            op => {
+                ops::serve(op, request.principal, &self.keystore, &self.writer);
+                Counters::add(&self.shared.counters.other_requests, 1);
             }
-            Op::Sign {
-                key,
-                message,
-                reply,
-            } => {
-                if !reply.is_abandoned() {
-                    let result = ks.sign(&key, &message);
-                    audit::key_op("sign", &key, who, &result, |(id, _)| Some(id), "");
-                    reply.send(result);
-                }
-            }
-            Op::SignJwt {
-                key,
-                alg,
-                claims,
-                reply,
-            } => {
-                if !reply.is_abandoned() {
-                    let result = jwt::sign(ks, &key, alg, &claims);
-                    audit::key_op("sign", &key, who, &result, |(id, _)| Some(id), "");
-                    reply.send(result.map(|(_, token)| token));
-                }
-            }
-            Op::Attest { key, reply } => {
-                if !reply.is_abandoned() {
-                    reply.send(ks.attest(&key));
-                }
-            }
-            Op::Policy { key, reply } => {
-                if !reply.is_abandoned() {
-                    reply.send(ks.policy(&key));
-                }
-            }
-            Op::Export { key, to, reply } => {
-                if !reply.is_abandoned() {
-                    let result = ks.export_sealed(&key, &to);
-                    audit::key_op("export", &key, who, &result, |_| None, "");
-                    reply.send(result);
-                }
-            }
-            // The writes: a durable keystore fsyncs, which must not stall
-            // the actor's task (and with it every lane), so they go to the
-            // writer, which audits each when it is done.
-            Op::CreateKey {
-                tenant,
-                purpose,
-                reply,
-            } => self.writer.submit(reply, move |ks| {
-                let result = ks.create_ed25519(&tenant, &purpose);
-                audit::new_key(
-                    "create_key",
-                    &tenant,
-                    &purpose,
-                    principal.as_deref(),
-                    &result,
-                );
-                result
-            }),
-            Op::Import {
-                tenant,
-                purpose,
-                from,
-                envelope,
-                reply,
-            } => self.writer.submit(reply, move |ks| {
-                let result = ks.import_sealed(&tenant, &purpose, &from, &envelope);
-                audit::new_key("import", &tenant, &purpose, principal.as_deref(), &result);
-                result
-            }),
-            Op::Rotate { key, reply } => self.writer.submit(reply, move |ks| {
-                let result = ks.rotate(&key);
-                audit::key_op(
-                    "rotate",
-                    &key,
-                    principal.as_deref(),
-                    &result,
-                    |id| Some(id),
-                    "",
-                );
-                result
-            }),
-            Op::SetPolicy { key, policy, reply } => self.writer.submit(reply, move |ks| {
-                let detail = audit::policy_detail(&policy);
-                let result = ks.set_policy(&key, policy);
-                audit::key_op(
-                    "set_policy",
-                    &key,
-                    principal.as_deref(),
-                    &result,
-                    |_| None,
-                    &detail,
-                );
-                result
-            }),
-            Op::Trim { key, below, reply } => self.writer.submit(reply, move |ks| {
-                let result = ks.trim(&key, below);
-                let detail = format!("below={below}");
-                audit::key_op(
-                    "trim",
-                    &key,
-                    principal.as_deref(),
-                    &result,
-                    |_| None,
-                    &detail,
-                );
-                result
-            }),
-            Op::Destroy { key, reply } => self.writer.submit(reply, move |ks| {
-                let result = ks.destroy(&key);
-                audit::key_op(
-                    "destroy",
-                    &key,
-                    principal.as_deref(),
-                    &result,
-                    |()| None,
-                    "",
-                );
-                result
-            }),
         }
-        Counters::add(&self.shared.counters.other_requests, 1);
     }
 
     /// Rotates, on the writer, every key whose `auto_rotate_after` has
@@ -578,50 +399,6 @@ impl KmsActor {
         }
     }
 
-    /// Hands the pending verify requests to the pool as one batch, split
-    /// into one job per idle thread ([`Dispatch::chunks`]). `waited` is how
-    /// long the oldest of them was held.
-    fn dispatch(&mut self, reason: Reason, waited: Duration) {
-        let batch = std::mem::take(&mut self.pending);
-        self.pending_since = None;
-        let metrics = &self.shared.metrics;
-        metrics.batch_size.record(batch.len() as f64);
-        metrics.batch_wait.record(waited.as_secs_f64());
-        Counters::add(&self.shared.counters.batches, 1);
-        Counters::add(&self.shared.counters.batched_requests, batch.len() as u64);
-        let in_flight = self.pool.in_flight();
-        // 0 on an inline dispatch: no job.
-        let chunks = if reason == Reason::Inline {
-            0
-        } else {
-            self.dispatch.chunks(batch.len(), in_flight)
-        };
-        tracing::debug!(
-            target: "kms_actor::coalesce",
-            topic = self.topic.as_str(),
-            batch_size = batch.len(),
-            chunks,
-            waited_us = waited.as_micros() as u64,
-            in_flight,
-            threads = self.pool.threads(),
-            reason = reason.as_str(),
-            "dispatch"
-        );
-        if reason == Reason::Inline {
-            // On this task: no pool thread to wake (the inline path).
-            batch::run(batch, &self.keystore, &self.verifier);
-            return;
-        }
-        debug_assert!(chunks >= 1 && chunks <= batch.len(), "no empty job");
-        let mut rest = batch.into_iter();
-        for size in Dispatch::chunk_sizes(rest.len(), chunks) {
-            let chunk: Vec<VerifyRequest> = rest.by_ref().take(size).collect();
-            let (keystore, verifier) = (self.keystore.clone(), Arc::clone(&self.verifier));
-            self.pool
-                .spawn(move || batch::run(chunk, &keystore, &verifier));
-        }
-    }
-
     /// Shutdown: answer everything already on the topics, let in-flight
     /// batches and accepted writes finish, join the pool.
     async fn finish(mut self) {
@@ -630,22 +407,23 @@ impl KmsActor {
             // Room to read first: `drain_requests` reads nothing while the
             // pool's queue is full, and an empty `pending` must mean an
             // empty topic, not a full queue.
-            self.pool.wait_below(self.dispatch.queue_limit()).await;
+            self.pending.wait_for_room().await;
             self.drain_requests();
             if self.pending.is_empty() {
                 break;
             }
-            let waited = self.waited();
-            self.dispatch(Reason::Shutdown, waited);
+            let shared = &*self.shared;
+            self.pending
+                .dispatch_now(Reason::Shutdown, &shared.metrics, &shared.counters);
         }
         // Releases anything published after the final drain: those callers
         // see their reply dropped and, with `closing` set, ShuttingDown.
         drop(self.requests);
         drop(self.priority);
-        self.pool.wait_below(1).await;
+        let pool = self.pending.into_pool();
+        pool.wait_below(1).await;
         // Every keystore write accepted is done when this returns.
         self.writer.finish().await;
-        let pool = self.pool;
         // Joining blocks until rayon's threads exit; keep it off the runtime.
         let _ = tokio::task::spawn_blocking(move || pool.join()).await;
     }
@@ -667,77 +445,4 @@ fn subscribe_alone(topic: &Topic<Request>) -> Result<Subscriber<Request>, KmsErr
         });
     }
     Ok(subscriber)
-}
-
-impl KmsHandle {
-    /// A client for other actors to hold; clone it freely.
-    pub fn client(&self) -> KmsClient {
-        self.client.clone()
-    }
-
-    /// Replaces the trusted external JWK Sets at once, unbound and bound to
-    /// issuers (`TrustedJwkSet::issuer`): a `verify_jwt` sees either the
-    /// old keys or the new ones, never a mix. The keys of issuers kept
-    /// through [`KmsHandle::issuer_keys`] (remote `jwks_uri`s) stay.
-    /// Returns how many keys are now trusted.
-    ///
-    /// # Errors
-    /// [`KmsError::InvalidConfig`] naming a `kid` that appears twice among
-    /// the unbound sets or among one issuer's, or has the `KeyId` text
-    /// form (the keystore's namespace), or a set bound to an issuer whose
-    /// keys are remote; the old sets stay.
-    pub fn reload_trusted_jwks(&self, sets: &[kms_jose::TrustedJwkSet]) -> Result<usize, KmsError> {
-        let loaded = TrustedKeys::load(sets, &self.shared.topic)?;
-        let mut trusted = self
-            .shared
-            .trusted
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        let loaded = loaded.keeping_remote(&trusted)?;
-        let count = loaded.len();
-        *trusted = Arc::new(loaded);
-        drop(trusted);
-        self.shared.generation.advance();
-        Ok(count)
-    }
-
-    /// What keeps issuers' keys current from outside (an OpenID
-    /// provider's `jwks_uri`) holds of this actor: it replaces one
-    /// issuer's keys and is asked to refetch on an unknown `kid`
-    /// ([`crate::IssuerKeys`]).
-    pub fn issuer_keys(&self) -> crate::IssuerKeys {
-        crate::IssuerKeys::new(Arc::clone(&self.shared))
-    }
-
-    /// The curve25519-dalek backend this process verifies with
-    /// (`kms_core::ed25519::curve_backend`); also the `curve_backend` label
-    /// of `kms_build_info` and a field of the actor's start event, with a
-    /// warning when the CPU could run a faster one than the build has.
-    pub fn curve_backend(&self) -> kms_core::ed25519::CurveBackend {
-        kms_core::ed25519::curve_backend()
-    }
-
-    /// Counters since spawn.
-    pub fn stats(&self) -> KmsStats {
-        self.shared.counters.snapshot()
-    }
-
-    /// Stops intake, answers every request already queued on the topics,
-    /// finishes in-flight batches and every keystore write accepted (so
-    /// none is still writing when this returns, and the actor's keystore
-    /// clones are dropped), and joins the pool. Requests made after this is
-    /// called get [`KmsError::ShuttingDown`]. A verify admitted before it
-    /// and queued for a combining caller (`KmsConfig::combine_max`)
-    /// is answered by that caller: verified if it leads before the actor
-    /// has finished, else [`KmsError::ShuttingDown`].
-    ///
-    /// # Cancel safety
-    /// Dropping the future does not stop the shutdown once it has begun; the
-    /// actor finishes it on its own.
-    pub async fn shutdown(self) {
-        // Release pairs with the clients' Acquire load of `closing`.
-        self.shared.closing.store(true, Ordering::Release);
-        self.shared.stop.notify_one();
-        let _ = self.task.await;
-    }
 }

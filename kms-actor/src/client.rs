@@ -1,11 +1,11 @@
 //! [`KmsClient`]: what other actors hold to talk to the KMS over the bus.
 //!
 //! Every call publishes one request carrying its own reply handle and waits
-//! for exactly one answer, except verifies: one made while the node is quiet
-//! is verified on its caller's task (the caller path, `coalesce.rs`), and
-//! under moderate load callers combine theirs, one caller per pool thread
-//! verifying what the others queued as one batch on its own task (combining,
-//! `combine.rs`); the rest are published. Verify requests go to the request
+//! for exactly one answer, except verifies, which `crate::dispatch`'s
+//! caller side takes: one made while the node is quiet is verified on its
+//! caller's task (the caller path), and under moderate load callers combine
+//! theirs, one caller per pool thread verifying what the others queued as
+//! one batch on its own task (combining); the rest are published. Verify requests go to the request
 //! topic, the others to the priority topic. Each answer, whatever it is, is
 //! counted in `kms_ops_total` and timed in `kms_op_duration_seconds` here,
 //! the one place every outcome passes (including `Overloaded`, which never
@@ -14,23 +14,22 @@
 //! returns an error that says why.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use kms_bus::{PublishError, Publisher};
+use kms_bus::Publisher;
 use kms_core::seal::{Envelope, SealKey};
 use kms_core::{Attestation, KeyId, KeyPolicy, KmsError};
 
-use crate::batch;
-use crate::coalesce::Reason;
-use crate::combine::{Leader, Offer, Offered};
-use crate::gate::Refused;
+use crate::dispatch::caller::Dispatched;
+use crate::dispatch::publish::publish;
+use crate::dispatch::reply::{Answer, Reply};
+use crate::dispatch::request::{Op, Request, VerifyBy};
 use crate::metrics::OpKind;
-use crate::reply::{Answer, Reply};
-use crate::request::{Op, Request, VerifyBy, VerifyRequest};
 use crate::shared::Shared;
 use crate::stats::Counters;
+use crate::token::tokens::Tokens;
 
 /// A handle to the KMS actor. `Clone + Send + Sync`; clones share the
 /// publishers of the request and priority topics.
@@ -56,6 +55,8 @@ pub struct KmsClient {
     requests: Publisher<Request>,
     priority: Publisher<Request>,
     shared: Arc<Shared>,
+    /// Token verification's state (`crate::token`).
+    tokens: Arc<Tokens>,
     /// Who this client's requests are made for, in the audit events.
     principal: Option<Arc<str>>,
 }
@@ -73,11 +74,13 @@ impl KmsClient {
         requests: Publisher<Request>,
         priority: Publisher<Request>,
         shared: Arc<Shared>,
+        tokens: Arc<Tokens>,
     ) -> Self {
         KmsClient {
             requests,
             priority,
             shared,
+            tokens,
             principal: None,
         }
     }
@@ -284,6 +287,8 @@ impl KmsClient {
         .await
     }
 
+    /// Verifies by the caller side's rules (`crate::dispatch::caller`),
+    /// then counts and times the answer.
     pub(crate) async fn verify_by(
         &self,
         by: VerifyBy,
@@ -297,48 +302,19 @@ impl KmsClient {
         let answer = if self.shutting_down() {
             Err(KmsError::ShuttingDown)
         } else {
-            let refused = match self.verify_on_caller(&by, &message, &signature) {
-                Ok(verdict) => {
-                    // Not a tokio resource: spend the cooperative budget by
-                    // hand, so a task looping on verifies of a quiet node
-                    // still yields.
-                    tokio::task::coop::consume_budget().await;
-                    return self.record_verify(started, verdict);
-                }
-                Err(refused) => refused,
-            };
-            let counted = self.shared.gate.publishing();
-            let (reply, answer) = Reply::new();
-            let request = VerifyRequest {
-                by,
-                message,
-                signature,
-                reply,
-            };
             let shared = &*self.shared;
-            let view = Offer {
-                outstanding: counted.outstanding(),
-                run: refused == Refused::Run,
-            };
-            let leader = match shared
-                .combine
-                .offer(&shared.dispatch, &self.requests, view, request)
-            {
-                Ok(Offered::Lead(leader)) => Some(leader),
-                Ok(Offered::Gather(gatherer)) => {
-                    tokio::task::yield_now().await;
-                    gatherer.lead()
+            let dispatched = shared
+                .caller
+                .dispatch(&self.requests, &shared.counters, by, message, signature)
+                .await;
+            match dispatched {
+                Dispatched::Answered(answer) => answer,
+                Dispatched::Waiting { counted, answer } => {
+                    let answer = self.wait(answer).await;
+                    drop(counted);
+                    answer
                 }
-                Ok(Offered::Joined) => None,
-                Err(request) => {
-                    let answer = self.publish_and_wait(Op::Verify(*request), answer).await;
-                    return self.record_verify(started, answer);
-                }
-            };
-            if let Some(leader) = leader {
-                spend_budget(self.lead(leader)).await;
             }
-            self.wait(answer).await
         };
         self.record_verify(started, answer)
     }
@@ -353,46 +329,6 @@ impl KmsClient {
             .metrics
             .record_op(OpKind::Verify, &answer, started.elapsed());
         answer
-    }
-
-    /// Combining (`coalesce.rs`): verifies what is queued in batches on this
-    /// task until `leader` has taken its share or the queue is empty, then
-    /// leaves the lead (the hand-off, `combine.rs`). Synchronous, so the
-    /// lead is never held across an `.await`. Returns how many requests it
-    /// verified.
-    fn lead(&self, mut leader: Leader<'_>) -> usize {
-        let shared = &*self.shared;
-        loop {
-            let batch = leader.take();
-            if batch.is_empty() {
-                break;
-            }
-            let n = batch.len() as u64;
-            tracing::debug!(
-                target: "kms_actor::coalesce",
-                topic = shared.topic.as_str(),
-                batch_size = n,
-                reason = Reason::Combined.as_str(),
-                "dispatch"
-            );
-            let keystore = shared
-                .keystore
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
-            match keystore.as_ref() {
-                Some(keystore) => batch::run(batch, keystore, &shared.verifier),
-                // The actor has finished: nothing more is verified.
-                None => {
-                    for request in batch {
-                        request.reply.send(Err(KmsError::ShuttingDown));
-                    }
-                }
-            }
-            drop(keystore);
-            Counters::add(&shared.counters.combined_batches, 1);
-            Counters::add(&shared.counters.combined_requests, n);
-        }
-        leader.taken()
     }
 
     /// The actor's request topic: the `topic` label of its metrics.
@@ -418,45 +354,19 @@ impl KmsClient {
         self.shared.generation.get()
     }
 
-    /// The state shared with the actor.
-    pub(crate) fn shared(&self) -> &Shared {
-        &self.shared
+    /// The actor's counters (`KmsHandle::stats`).
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.shared.counters
     }
 
-    /// The caller path (`coalesce.rs`): `Ok(verdict)` if the node is quiet
-    /// and the request was verified here, on the caller's task.
-    ///
-    /// # Errors
-    /// Why the caller path refused ([`Refused`]); then combining applies.
-    fn verify_on_caller(
-        &self,
-        by: &VerifyBy,
-        message: &[u8],
-        signature: &[u8; 64],
-    ) -> Result<Result<(), KmsError>, Refused> {
-        let shared = &*self.shared;
-        let permit = shared.gate.try_enter(&shared.dispatch, message.len())?;
-        let keystore = shared
-            .keystore
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        // `None`: the actor has finished; combining then answers ShuttingDown
-        // or publishes, which answers it too.
-        let Some(keystore_now) = keystore.as_ref() else {
-            return Err(Refused::Busy);
-        };
-        let verdict = batch::verify_one(by, message, signature, keystore_now, &shared.verifier);
-        drop(keystore);
-        drop(permit);
-        Counters::add(&shared.counters.caller_verified, 1);
-        tracing::debug!(
-            target: "kms_actor::coalesce",
-            topic = shared.topic.as_str(),
-            batch_size = 1_u64,
-            reason = Reason::Caller.as_str(),
-            "dispatch"
-        );
-        Ok(verdict)
+    /// Token verification's state (`crate::token`).
+    pub(crate) fn tokens(&self) -> &Tokens {
+        &self.tokens
+    }
+
+    /// Token verification's state, shared (`KmsHandle::issuer_keys`).
+    pub(crate) fn tokens_shared(&self) -> Arc<Tokens> {
+        Arc::clone(&self.tokens)
     }
 
     /// Publishes one request on its lane, waits for its one answer, and
@@ -513,33 +423,5 @@ impl KmsClient {
             Err(_) if self.shutting_down() => Err(KmsError::ShuttingDown),
             Err(_) => Err(KmsError::Dropped),
         }
-    }
-}
-
-/// Publishes `request` on `lane` (the request or priority topic).
-///
-/// # Errors
-/// [`KmsError::Overloaded`] if the topic is full (and refuses),
-/// [`KmsError::ShuttingDown`] if the actor no longer subscribes,
-/// [`KmsError::Internal`] for any other refusal of the bus.
-pub(crate) fn publish(lane: &Publisher<Request>, request: Request) -> Result<(), KmsError> {
-    match lane.publish(request) {
-        Ok(()) => Ok(()),
-        Err(PublishError::Full(_)) => Err(KmsError::Overloaded),
-        Err(PublishError::NoSubscribers(_)) => Err(KmsError::ShuttingDown),
-        Err(e) => Err(KmsError::Internal {
-            reason: format!("publishing the request failed: {e}"),
-        }),
-    }
-}
-
-/// Spends one unit of tokio's cooperative budget per request a leader
-/// verified on this task (combining; a signature is ~15 µs in a batch), so
-/// that a task whose futures lead again and again (a `join_all` of many
-/// verifies) yields after about the work of 128 budget units, as it would
-/// for as many operations on tokio's own resources.
-async fn spend_budget(verified: usize) {
-    for _ in 0..verified.max(1) {
-        tokio::task::coop::consume_budget().await;
     }
 }

@@ -56,18 +56,12 @@
 
 mod actor;
 mod audit;
-mod batch;
 mod client;
-mod coalesce;
-mod combine;
 mod config;
-mod gate;
-mod issuer_keys;
-mod jwt;
+mod dispatch;
+mod handle;
 pub mod metrics;
-mod pool;
-mod reply;
-mod request;
+mod ops;
 #[cfg(feature = "tower")]
 mod retry;
 mod shared;
@@ -75,21 +69,18 @@ mod stats;
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod test_hooks;
-mod token_cache;
-mod token_keys;
-mod trusted_keys;
+mod token;
 mod writer;
 
-pub use actor::{KmsActor, KmsHandle};
+pub use actor::KmsActor;
 pub use audit::AUDIT_TARGET;
 pub use client::KmsClient;
 pub use config::{
     KmsConfig, DEFAULT_REQUEST_TOPIC, MAX_AUTO_ROTATE_CHECK, MAX_BATCH_LIMIT, MAX_COMBINE_LIMIT,
     MAX_WAIT_LIMIT,
 };
-pub use issuer_keys::{IssuerKeys, JwksRefetch};
-pub use jwt::{JwtSigner, VerifiedJwt};
+pub use handle::KmsHandle;
 #[cfg(feature = "tower")]
 pub use retry::RetryPolicy;
 pub use stats::KmsStats;
-pub use token_keys::TokenKeys;
+pub use token::{IssuerKeys, JwksRefetch, JwtSigner, TokenKeys, VerifiedJwt};

@@ -21,7 +21,7 @@ use crate::{KmsActor, KmsConfig, KmsHandle};
 /// How many caller-side verifications in a row, each within the quiet gap
 /// of the last, the caller path allows before the next request is published
 /// (count; `coalesce.rs`).
-pub const CALLER_MAX_STREAK: u32 = crate::coalesce::CALLER_MAX_STREAK;
+pub const CALLER_MAX_STREAK: u32 = crate::dispatch::coalesce::CALLER_MAX_STREAK;
 
 /// A batch verifier: one verdict per item, in order, as
 /// `kms_core::ed25519::verify_batch` gives.

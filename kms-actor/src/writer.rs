@@ -30,7 +30,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::reply::Reply;
+use crate::dispatch::reply::Reply;
 
 /// One accepted request: the work, and its place in the backlog.
 struct Job {

@@ -2,7 +2,7 @@
 //! same bearer token again (as clients do on every call until it expires)
 //! is answered without parsing it or verifying its signature again.
 //! `KmsConfig::token_cache` sizes it; [`crate::KmsClient::verify_jwt`]
-//! uses it.
+//! uses it (`verify.rs`).
 //!
 //! Invariants:
 //! * Only a token that verified (signature, then claims) is stored: never
@@ -37,12 +37,12 @@ use quick_cache::sync::Cache;
 use quick_cache::{DefaultHashBuilder, Lifecycle, Weighter};
 use sha2::{Digest, Sha256};
 
-use crate::jwt::{JwtSigner, VerifiedJwt};
 use crate::metrics::{
     TOKEN_CACHE_ENTRIES, TOKEN_CACHE_EVICTIONS_TOTAL, TOKEN_CACHE_HITS_TOTAL,
     TOKEN_CACHE_MISSES_TOTAL,
 };
 use crate::stats::Counters;
+use crate::token::verified::{JwtSigner, Verified};
 
 /// Bytes an entry holds besides its claims: the key, the generation, the
 /// signer and the bookkeeping of the cache (an estimate).
@@ -83,13 +83,6 @@ pub(crate) fn entry_bytes(claims: &Claims, signer: &JwtSigner) -> usize {
         .map(|(name, v)| MAP_ENTRY_BYTES + name.len() + value_bytes(v))
         .sum();
     ENTRY_OVERHEAD + signer + claims
-}
-
-/// What a full check hands the cache: the verified token and its
-/// header's `typ`.
-pub(crate) struct Verified {
-    pub(crate) jwt: VerifiedJwt,
-    pub(crate) typ: Option<Box<str>>,
 }
 
 /// What a verification produced.
@@ -222,6 +215,7 @@ impl TokenCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::token::verified::VerifiedJwt;
 
     fn claims() -> Claims {
         Claims::from_json(br#"{"sub":"a"}"#).expect("claims")

@@ -9,8 +9,8 @@ use kms_core::seal::{Envelope, SealKey};
 use kms_core::{Attestation, KeyId, KeyPolicy};
 use kms_jose::Algorithm;
 
+use crate::dispatch::reply::Reply;
 use crate::metrics::OpKind;
-use crate::reply::Reply;
 
 /// One request to the KMS actor, made by [`crate::KmsClient`], which also
 /// waits for the answer. Crate-private, so nothing outside this crate can

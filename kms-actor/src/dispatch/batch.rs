@@ -16,7 +16,7 @@ use std::sync::Arc;
 use kms_core::ed25519::{verify_batch, BatchItem, SignatureError, VerifyingKey};
 use kms_core::{Keystore, KmsError};
 
-use crate::request::{VerifyBy, VerifyRequest};
+use crate::dispatch::request::{VerifyBy, VerifyRequest};
 
 /// One verdict per item, in order: `kms_core::ed25519::verify_batch`'s shape.
 pub(crate) type Verdicts = Vec<Result<(), SignatureError>>;
@@ -169,8 +169,8 @@ fn answer(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reply::Reply;
-    use crate::request::VerifyBy;
+    use crate::dispatch::reply::Reply;
+    use crate::dispatch::request::VerifyBy;
 
     fn request(reply: Reply<()>) -> VerifyRequest {
         VerifyRequest {

@@ -8,50 +8,32 @@
 //! old keys or the new, never a mix) and advances the key-set generation,
 //! so the verified-token cache follows every change.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use kms_core::KmsError;
 use kms_jose::{TrustedJwkSet, Validation};
 
-use crate::shared::Shared;
-
-/// Asked by [`crate::KmsClient::verify_jwt`] when a token whose `iss`
-/// names `issuer` carries a `kid` that issuer's keys lack (or names an
-/// issuer with no keys at all): the implementation refetches the issuer's
-/// JWK Set if its own rules allow (one fetch in flight per issuer, a
-/// cooldown between fetches) and resolves once the keys are replaced or it
-/// gives up; the lookup is then made once more. It must bound its own wait
-/// (a fetch timeout): the token's request waits on it.
-pub trait JwksRefetch: Send + Sync + 'static {
-    /// Refetches `issuer`'s keys if allowed, for a token naming `kid`;
-    /// resolves at once for an issuer it does not keep.
-    fn refetch<'a>(
-        &'a self,
-        issuer: &'a str,
-        kid: &'a str,
-    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
-}
+use crate::token::refetch::JwksRefetch;
+use crate::token::tokens::Tokens;
 
 /// Replaces issuers' keys and installs the [`JwksRefetch`] of a running
 /// actor; from [`crate::KmsHandle::issuer_keys`]. Clone it freely.
 #[derive(Clone)]
 pub struct IssuerKeys {
-    shared: Arc<Shared>,
+    tokens: Arc<Tokens>,
 }
 
 impl std::fmt::Debug for IssuerKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("IssuerKeys")
-            .field("topic", &self.shared.topic)
+            .field("topic", &self.tokens.topic())
             .finish_non_exhaustive()
     }
 }
 
 impl IssuerKeys {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        IssuerKeys { shared }
+    pub(crate) fn new(tokens: Arc<Tokens>) -> Self {
+        IssuerKeys { tokens }
     }
 
     /// Replaces the keys of `issuer` with `set`'s (bound to `issuer`
@@ -66,17 +48,7 @@ impl IssuerKeys {
     /// sets (`KmsConfig::trusted_jwks`: one source of keys per issuer); the
     /// old keys stay.
     pub fn replace(&self, issuer: &str, set: &TrustedJwkSet) -> Result<usize, KmsError> {
-        let mut trusted = self
-            .shared
-            .trusted
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        let replaced = trusted.replacing_issuer(issuer, set, &self.shared.topic)?;
-        let count = replaced.len();
-        *trusted = Arc::new(replaced);
-        drop(trusted);
-        self.shared.generation.advance();
-        Ok(count)
+        self.tokens.replace_issuer(issuer, set)
     }
 
     /// Sets `issuer`'s own claims policy (`None`: removes it): for a token
@@ -86,21 +58,12 @@ impl IssuerKeys {
     /// verified-token cache alike, from the next call on. Tokens of other
     /// issuers, unbound keys and the keystore keep the call's.
     pub fn set_validation(&self, issuer: &str, validation: Option<Validation>) {
-        let mut trusted = self
-            .shared
-            .trusted
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        *trusted = Arc::new(trusted.with_policy(issuer, validation));
+        self.tokens.set_validation(issuer, validation);
     }
 
     /// Installs `refetch` (replacing any before it), asked about unknown
     /// `kid`s from now on.
     pub fn set_refetch(&self, refetch: Arc<dyn JwksRefetch>) {
-        *self
-            .shared
-            .refetch
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = Some(refetch);
+        self.tokens.set_refetch(refetch);
     }
 }

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
-use crate::coalesce::{CallerView, Dispatch};
+use crate::dispatch::coalesce::{CallerView, Dispatch};
 
 /// See the module docs.
 #[derive(Debug, Default)]

@@ -9,7 +9,7 @@
 //! request is still queued and a lead is free ([`Gatherer::lead`]: a gatherer
 //! whose request a leader took does not lead the few requests queued since,
 //! which would verify them one by one); a joiner waits for the answer on its
-//! request's own [`crate::reply::Reply`], as a published request does.
+//! request's own [`crate::dispatch::reply::Reply`], as a published request does.
 //!
 //! Invariants (all kept under the one lock):
 //! * A lead is taken and left in one poll of its caller: the caller takes
@@ -42,8 +42,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use kms_bus::Publisher;
 
-use crate::coalesce::{Combine, CombineView, Dispatch};
-use crate::request::{Op, Request, VerifyRequest};
+use crate::dispatch::coalesce::{Combine, CombineView, Dispatch};
+use crate::dispatch::publish::publish;
+use crate::dispatch::request::{Op, Request, VerifyRequest};
 
 /// See the module docs.
 #[derive(Debug, Default)]
@@ -285,7 +286,7 @@ impl Drop for Leader<'_> {
         );
         for request in left {
             let reply = request.reply.clone();
-            let published = crate::client::publish(
+            let published = publish(
                 self.publisher,
                 Request {
                     op: Op::Verify(request),
@@ -305,9 +306,9 @@ mod tests {
     use kms_bus::{Bus, TopicConfig};
 
     use super::*;
-    use crate::coalesce::tests::combining;
-    use crate::reply::Reply;
-    use crate::request::VerifyBy;
+    use crate::dispatch::coalesce::tests::combining;
+    use crate::dispatch::reply::Reply;
+    use crate::dispatch::request::VerifyBy;
 
     fn request() -> VerifyRequest {
         VerifyRequest {

@@ -1,0 +1,255 @@
+//! [`CallerSide`]: where a verify request goes from its caller's task: the
+//! caller path, combining, or the request topic (`coalesce.rs` names the
+//! rules). One per actor, shared by all its clients.
+//!
+//! [`CallerSide::dispatch`] takes one request and either answers it on
+//! the caller's task ([`Dispatched::Answered`]: the caller path verified
+//! it, or publishing it failed) or leaves the caller a receiver to await
+//! ([`Dispatched::Waiting`]: a leader, the caller itself included, or the
+//! actor answers it). The request counts as outstanding
+//! (`CallerGate::publishing`) until that receiver's guard drops.
+//!
+//! Invariants:
+//! * A lead is taken and left inside [`CallerSide::lead`], which does not
+//!   await: no request waits on a future that might not be polled again
+//!   (`combine.rs`).
+//! * The keystore slot is read-locked only while a verification runs on
+//!   a caller's task; [`CallerSide::release_keystore`] takes the keystore
+//!   out under the write lock when the actor ends, so it waits for those
+//!   verifications and afterwards no caller verifies (combining answers
+//!   `ShuttingDown`, publishing finds no subscriber).
+
+use std::sync::{PoisonError, RwLock};
+
+use bytes::Bytes;
+use kms_bus::Publisher;
+use kms_core::{Keystore, KmsError};
+
+use crate::dispatch::batch::{self, Verifier};
+use crate::dispatch::coalesce::{Dispatch, Reason};
+use crate::dispatch::combine::{CombineQueue, Leader, Offer, Offered};
+use crate::dispatch::gate::{CallerGate, Outstanding, Refused};
+use crate::dispatch::publish::publish;
+use crate::dispatch::reply::{Answer, Reply};
+use crate::dispatch::request::{Op, Request, VerifyBy, VerifyRequest};
+use crate::stats::Counters;
+
+/// See the module docs.
+pub(crate) struct CallerSide {
+    /// The dispatch rules; the actor holds a copy.
+    dispatch: Dispatch,
+    /// What the caller path reads ([`CallerGate`]).
+    gate: CallerGate,
+    /// Combining's queue ([`CombineQueue`]).
+    combine: CombineQueue,
+    /// The keystore a caller verifies with, until the actor has finished
+    /// (module docs): then `None`, so no clone of it outlives the actor
+    /// (a durable store's lock is released) however long clients live.
+    keystore: RwLock<Option<Keystore>>,
+    verifier: Verifier,
+    /// The request topic's name (the `topic` field of `tracing` events).
+    topic: String,
+}
+
+impl std::fmt::Debug for CallerSide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallerSide")
+            .field("topic", &self.topic)
+            .field("gate", &self.gate)
+            .field("combine", &self.combine)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What became of a request given to [`CallerSide::dispatch`].
+pub(crate) enum Dispatched<'a> {
+    /// Its answer: verified on the caller path, or the error publishing it
+    /// got.
+    Answered(Result<(), KmsError>),
+    /// Queued for combining or published: its answer comes on `answer`;
+    /// the request counts as outstanding until `counted` drops.
+    Waiting {
+        /// Counts the request as outstanding (`CallerGate::publishing`).
+        counted: Outstanding<'a>,
+        /// Where its one answer arrives.
+        answer: Answer<()>,
+    },
+}
+
+impl CallerSide {
+    /// The caller side of an actor on `topic` with these rules, verifying
+    /// with `keystore` and `verifier` until [`CallerSide::release_keystore`].
+    pub(crate) fn new(
+        dispatch: Dispatch,
+        keystore: Keystore,
+        verifier: Verifier,
+        topic: &str,
+    ) -> Self {
+        CallerSide {
+            dispatch,
+            gate: CallerGate::default(),
+            combine: CombineQueue::default(),
+            keystore: RwLock::new(Some(keystore)),
+            verifier,
+            topic: topic.to_owned(),
+        }
+    }
+
+    /// Verify requests published or queued and not yet answered (count; a
+    /// hint, `CallerGate::outstanding`): an input of the actor's rules.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.gate.outstanding()
+    }
+
+    /// Takes the keystore out (the actor has finished): waits for the
+    /// caller-side verifications in progress (one on the caller path, ~20
+    /// µs for a message of at most 1 KiB, or a batch of at most
+    /// `combine_max` per leader); afterwards none starts.
+    pub(crate) fn release_keystore(&self) {
+        drop(
+            self.keystore
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+    }
+
+    /// Dispatches one verify request from its caller's task: the caller
+    /// path if the node is quiet, else combining (lead, gather, join), else
+    /// `requests` (the request topic). Counts what it verifies here in
+    /// `counters`.
+    pub(crate) async fn dispatch(
+        &self,
+        requests: &Publisher<Request>,
+        counters: &Counters,
+        by: VerifyBy,
+        message: Bytes,
+        signature: [u8; 64],
+    ) -> Dispatched<'_> {
+        let refused = match self.verify_on_caller(counters, &by, &message, &signature) {
+            Ok(verdict) => {
+                // Not a tokio resource: spend the cooperative budget by
+                // hand, so a task looping on verifies of a quiet node
+                // still yields.
+                tokio::task::coop::consume_budget().await;
+                return Dispatched::Answered(verdict);
+            }
+            Err(refused) => refused,
+        };
+        let counted = self.gate.publishing();
+        let (reply, answer) = Reply::new();
+        let request = VerifyRequest {
+            by,
+            message,
+            signature,
+            reply,
+        };
+        let offer = Offer {
+            outstanding: counted.outstanding(),
+            run: refused == Refused::Run,
+        };
+        let leader = match self.combine.offer(&self.dispatch, requests, offer, request) {
+            Ok(Offered::Lead(leader)) => Some(leader),
+            Ok(Offered::Gather(gatherer)) => {
+                tokio::task::yield_now().await;
+                gatherer.lead()
+            }
+            Ok(Offered::Joined) => None,
+            Err(request) => {
+                let request = Request {
+                    op: Op::Verify(*request),
+                    // Verifies use no secret: not audited, no principal.
+                    principal: None,
+                };
+                if let Err(e) = publish(requests, request) {
+                    return Dispatched::Answered(Err(e));
+                }
+                None
+            }
+        };
+        if let Some(leader) = leader {
+            spend_budget(self.lead(counters, leader)).await;
+        }
+        Dispatched::Waiting { counted, answer }
+    }
+
+    /// The caller path (`coalesce.rs`): `Ok(verdict)` if the node is quiet
+    /// and the request was verified here, on the caller's task.
+    ///
+    /// # Errors
+    /// Why the caller path refused ([`Refused`]); then combining applies.
+    fn verify_on_caller(
+        &self,
+        counters: &Counters,
+        by: &VerifyBy,
+        message: &[u8],
+        signature: &[u8; 64],
+    ) -> Result<Result<(), KmsError>, Refused> {
+        let permit = self.gate.try_enter(&self.dispatch, message.len())?;
+        let keystore = self.keystore.read().unwrap_or_else(PoisonError::into_inner);
+        // `None`: the actor has finished; combining then answers ShuttingDown
+        // or publishes, which answers it too.
+        let Some(keystore_now) = keystore.as_ref() else {
+            return Err(Refused::Busy);
+        };
+        let verdict = batch::verify_one(by, message, signature, keystore_now, &self.verifier);
+        drop(keystore);
+        drop(permit);
+        Counters::add(&counters.caller_verified, 1);
+        tracing::debug!(
+            target: "kms_actor::coalesce",
+            topic = self.topic.as_str(),
+            batch_size = 1_u64,
+            reason = Reason::Caller.as_str(),
+            "dispatch"
+        );
+        Ok(verdict)
+    }
+
+    /// Combining (`coalesce.rs`): verifies what is queued in batches on
+    /// this task until `leader` has taken its share or the queue is empty,
+    /// then leaves the lead (the hand-off, `combine.rs`). Synchronous, so
+    /// the lead is never held across an `.await`. Returns how many requests
+    /// it verified.
+    fn lead(&self, counters: &Counters, mut leader: Leader<'_>) -> usize {
+        loop {
+            let batch = leader.take();
+            if batch.is_empty() {
+                break;
+            }
+            let n = batch.len() as u64;
+            tracing::debug!(
+                target: "kms_actor::coalesce",
+                topic = self.topic.as_str(),
+                batch_size = n,
+                reason = Reason::Combined.as_str(),
+                "dispatch"
+            );
+            let keystore = self.keystore.read().unwrap_or_else(PoisonError::into_inner);
+            match keystore.as_ref() {
+                Some(keystore) => batch::run(batch, keystore, &self.verifier),
+                // The actor has finished: nothing more is verified.
+                None => {
+                    for request in batch {
+                        request.reply.send(Err(KmsError::ShuttingDown));
+                    }
+                }
+            }
+            drop(keystore);
+            Counters::add(&counters.combined_batches, 1);
+            Counters::add(&counters.combined_requests, n);
+        }
+        leader.taken()
+    }
+}
+
+/// Spends one unit of tokio's cooperative budget per request a leader
+/// verified on this task (combining; a signature is ~15 µs in a batch), so
+/// that a task whose futures lead again and again (a `join_all` of many
+/// verifies) yields after about the work of 128 budget units, as it would
+/// for as many operations on tokio's own resources.
+async fn spend_budget(verified: usize) {
+    for _ in 0..verified.max(1) {
+        tokio::task::coop::consume_budget().await;
+    }
+}

@@ -1,0 +1,148 @@
+//! The operations other than verify, served on the actor's task as they
+//! arrive on the priority lane ([`serve`]): reads and signatures at once,
+//! the keystore writes handed to the [`Writer`] (a durable keystore
+//! fsyncs, which must not stall the actor's task and with it every lane).
+//! Each operation that changes or uses a secret is audited (`audit.rs`):
+//! here for those served at once, by the writer's job for the writes.
+//! A request whose caller has gone is skipped.
+
+use std::sync::Arc;
+
+use kms_core::{Keystore, KmsError};
+
+use crate::audit;
+use crate::dispatch::request::Op;
+use crate::token::issue;
+use crate::writer::Writer;
+
+/// Serves `op`, made for `principal` (`None` for a client without one),
+/// with `keystore`, handing writes to `writer`.
+pub(crate) fn serve(op: Op, principal: Option<Arc<str>>, ks: &Keystore, writer: &Writer) {
+    let who = principal.as_deref();
+    match op {
+        // Verify requests are the actor's to batch (`actor.rs`); one
+        // reaching here is answered rather than dropped.
+        Op::Verify(v) => v.reply.send(Err(KmsError::Internal {
+            reason: "a verify request reached the operations lane".to_owned(),
+        })),
+        Op::Sign {
+            key,
+            message,
+            reply,
+        } => {
+            if !reply.is_abandoned() {
+                let result = ks.sign(&key, &message);
+                audit::key_op("sign", &key, who, &result, |(id, _)| Some(id), "");
+                reply.send(result);
+            }
+        }
+        Op::SignJwt {
+            key,
+            alg,
+            claims,
+            reply,
+        } => {
+            if !reply.is_abandoned() {
+                let result = issue::sign(ks, &key, alg, &claims);
+                audit::key_op("sign", &key, who, &result, |(id, _)| Some(id), "");
+                reply.send(result.map(|(_, token)| token));
+            }
+        }
+        Op::Attest { key, reply } => {
+            if !reply.is_abandoned() {
+                reply.send(ks.attest(&key));
+            }
+        }
+        Op::Policy { key, reply } => {
+            if !reply.is_abandoned() {
+                reply.send(ks.policy(&key));
+            }
+        }
+        Op::Export { key, to, reply } => {
+            if !reply.is_abandoned() {
+                let result = ks.export_sealed(&key, &to);
+                audit::key_op("export", &key, who, &result, |_| None, "");
+                reply.send(result);
+            }
+        }
+        // The writes: a durable keystore fsyncs, which must not stall
+        // the actor's task (and with it every lane), so they go to the
+        // writer, which audits each when it is done.
+        Op::CreateKey {
+            tenant,
+            purpose,
+            reply,
+        } => writer.submit(reply, move |ks| {
+            let result = ks.create_ed25519(&tenant, &purpose);
+            audit::new_key(
+                "create_key",
+                &tenant,
+                &purpose,
+                principal.as_deref(),
+                &result,
+            );
+            result
+        }),
+        Op::Import {
+            tenant,
+            purpose,
+            from,
+            envelope,
+            reply,
+        } => writer.submit(reply, move |ks| {
+            let result = ks.import_sealed(&tenant, &purpose, &from, &envelope);
+            audit::new_key("import", &tenant, &purpose, principal.as_deref(), &result);
+            result
+        }),
+        Op::Rotate { key, reply } => writer.submit(reply, move |ks| {
+            let result = ks.rotate(&key);
+            audit::key_op(
+                "rotate",
+                &key,
+                principal.as_deref(),
+                &result,
+                |id| Some(id),
+                "",
+            );
+            result
+        }),
+        Op::SetPolicy { key, policy, reply } => writer.submit(reply, move |ks| {
+            let detail = audit::policy_detail(&policy);
+            let result = ks.set_policy(&key, policy);
+            audit::key_op(
+                "set_policy",
+                &key,
+                principal.as_deref(),
+                &result,
+                |_| None,
+                &detail,
+            );
+            result
+        }),
+        Op::Trim { key, below, reply } => writer.submit(reply, move |ks| {
+            let result = ks.trim(&key, below);
+            let detail = format!("below={below}");
+            audit::key_op(
+                "trim",
+                &key,
+                principal.as_deref(),
+                &result,
+                |_| None,
+                &detail,
+            );
+            result
+        }),
+        Op::Destroy { key, reply } => writer.submit(reply, move |ks| {
+            let result = ks.destroy(&key);
+            audit::key_op(
+                "destroy",
+                &key,
+                principal.as_deref(),
+                &result,
+                |()| None,
+                "",
+            );
+            result
+        }),
+    }
+}

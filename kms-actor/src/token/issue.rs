@@ -1,0 +1,104 @@
+//! Tokens the keystore issues: [`KmsClient::sign_jwt`] (signed on the
+//! actor's task by [`sign`], as every signature is) and the JWK Set that
+//! verifies them, [`KmsClient::jwks`]. A token's `kid` is its key
+//! version's `KeyId` text form and its `alg` the actor's `token_alg`, so
+//! `verify.rs` finds the key again from the `kid` alone.
+
+use kms_core::{KeyId, Keystore, KmsError};
+use kms_jose::{claims_json, finish_compact, signing_input, Algorithm, Header, Jwk, JwkSet};
+use serde::Serialize;
+
+use crate::client::KmsClient;
+use crate::dispatch::request::Op;
+
+/// Signs a JWT with the head of `key`'s key (on the actor's task);
+/// returns the head's id and the compact JWS.
+pub(crate) fn sign(
+    keystore: &Keystore,
+    key: &KeyId,
+    alg: Algorithm,
+    claims: &[u8],
+) -> Result<(KeyId, String), KmsError> {
+    let (head, input, signature) = keystore.sign_naming_head(key, |head| {
+        signing_input(&Header::new(alg, Some(head.to_string())), claims).into_bytes()
+    })?;
+    let input = String::from_utf8(input).map_err(|_| KmsError::Internal {
+        reason: "a JWS signing input was not text".to_owned(),
+    })?;
+    Ok((head, finish_compact(input, &signature)))
+}
+
+impl KmsClient {
+    /// Issues a JWT: `claims` (any `Serialize` that is a JSON object with
+    /// unique names) signed by the head version of `key`'s key, `kid` the
+    /// head's `KeyId` text form, `alg` the actor's `token_alg`. The claims
+    /// are signed as given (add `exp`, `iat` yourself).
+    ///
+    /// # Errors
+    /// [`KmsError::InvalidArgument`] if `claims` is not a JSON object with
+    /// unique names, or `key`'s purpose is not one of
+    /// `KmsConfig::token_purposes` (its tokens would not verify);
+    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`], or one of
+    /// the errors listed on [`KmsClient`].
+    pub async fn sign_jwt<C: Serialize + ?Sized>(
+        &self,
+        key: &KeyId,
+        claims: &C,
+    ) -> Result<String, KmsError> {
+        if !self.tokens().is_token_purpose(key.purpose()) {
+            return Err(KmsError::InvalidArgument {
+                what: "key",
+                reason: format!("purpose `{}` is not a token purpose", key.purpose()),
+            });
+        }
+        let claims = claims_json(claims).map_err(|e| KmsError::InvalidArgument {
+            what: "claims",
+            reason: e.to_string(),
+        })?;
+        let (key, alg) = (key.clone(), self.tokens().alg());
+        self.call(|reply| Op::SignJwt {
+            key,
+            alg,
+            claims,
+            reply,
+        })
+        .await
+    }
+
+    /// The JWK Set of `key`'s key: every version that verifies (from the
+    /// key's `min_verify_version` to its head; none once it is destroyed),
+    /// `kid` its `KeyId` text form, `alg` the actor's `token_alg` (so
+    /// changing `token_alg` relabels every version: verifiers that enforce a
+    /// JWK's `alg` then refuse tokens issued under the old one until they
+    /// expire).
+    ///
+    /// # Errors
+    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`], or one of
+    /// the errors listed on [`KmsClient`].
+    pub async fn jwks(&self, key: &KeyId) -> Result<JwkSet, KmsError> {
+        let attestation = match self.attest(key).await {
+            Ok(attestation) => attestation,
+            Err(KmsError::KeyDestroyed { .. }) => return Ok(JwkSet { keys: Vec::new() }),
+            Err(e) => return Err(e),
+        };
+        let alg = self.tokens().alg();
+        let head = &attestation.head;
+        let min = attestation.policy.min_verify_version;
+        let keys = attestation
+            .versions
+            .iter()
+            .filter(|v| v.version >= min)
+            .map(|v| {
+                let id = KeyId::new(
+                    head.tenant(),
+                    head.purpose(),
+                    head.alg(),
+                    head.uuid(),
+                    v.version,
+                )?;
+                Ok(Jwk::public(&id.to_string(), &v.public_key, alg))
+            })
+            .collect::<Result<_, KmsError>>()?;
+        Ok(JwkSet { keys })
+    }
+}

@@ -1,0 +1,394 @@
+//! [`KmsClient::verify_jwt`]: a bearer token checked against the keystore's
+//! keys and the trusted external keys.
+//!
+//! A token's key is found by its `kid`, in exactly one place: a `kid` in
+//! the `KeyId` text form (`kms:…`) names a keystore version, and is
+//! accepted only if its key's tenant and purpose are among the
+//! [`TokenKeys`] the caller accepts and its purpose is one of
+//! `KmsConfig::token_purposes`, and then only under the `alg` the JWK Set
+//! publishes it with (`KmsConfig::token_alg`); any other `kid` names a
+//! trusted external JWK (decoded once, when its set was loaded), accepted
+//! when the caller's [`TokenKeys`] accept trusted keys, and looked up by
+//! (issuer, `kid`) as `trusted_keys.rs` says: when a set is bound to an
+//! issuer, the token's `iss` is read first, only to choose the keys. The
+//! key's type decides the algorithm (RFC 8725 §3.1, `kms_jose::PublicKey`).
+//!
+//! An Ed25519 signature is then verified on the same path as
+//! [`KmsClient::verify`] (the caller path on a quiet node, else a batch on a
+//! combining caller's task or the pool). An RSA or ECDSA signature (a trusted
+//! key of those types, feature `rsa-ecdsa` of kms-jose) cannot join a batch:
+//! it is verified alone, on the caller's task, as a per-request verifier
+//! would (some tens of µs; it spends one unit of tokio's cooperative budget
+//! and counts as a `verify` op): a hop to the pool would add a hand-off to
+//! each 20–50 µs verification, and on the caller's task it runs at or
+//! above a per-request jsonwebtoken server (`benches/http/issuer.sh`). The
+//! claims are validated only after the signature verified, the header's `typ` first (`Validation::typ`); the
+//! answer says which key signed ([`JwtSigner`]). With the verified-token
+//! cache on (`cache.rs`), a token that verified before, at the current
+//! key-set generation, is answered from it: no parse, no signature (so no
+//! `kms_ops_total{op="verify"}` count).
+//!
+//! A cached and a fresh check give the same verdict because they share
+//! their two steps: [`admit`] (do the caller's [`TokenKeys`] and the token
+//! purposes accept the key the token names; a fresh check before the
+//! signature, a hit on the signer it recorded) and [`accept`] (the header's
+//! `typ`, then the claims, under the bound issuer's own policy when it has
+//! one; a fresh check after the signature, a hit on what it recorded).
+//!
+//! Every refusal of the token itself is [`KmsError::InvalidToken`] with the
+//! reason's stable code, counted in `kms_token_refusals_total{code}` and told
+//! at debug level (target `kms_actor::jwt`, the reason escaped); the KMS's
+//! own errors (`Overloaded`, `ShuttingDown`, `Dropped`, `Internal`) pass
+//! through unchanged, so an HTTP layer can answer 401 for the first and 503
+//! for the others.
+
+use std::time::{Instant, SystemTime};
+
+use bytes::Bytes;
+use kms_core::{KeyId, KmsError};
+use kms_jose::{Claims, CompactJws, JoseError, Validation, MAX_TOKEN_BYTES};
+
+use crate::client::KmsClient;
+use crate::dispatch::request::VerifyBy;
+use crate::token::cache;
+use crate::token::token_keys::TokenKeys;
+use crate::token::tokens::Tokens;
+use crate::token::trusted_keys::{Lookup, TrustedKeys};
+use crate::token::verified::{JwtSigner, Verified, VerifiedJwt};
+
+/// A refusal of the token itself.
+pub(crate) fn invalid(e: JoseError) -> KmsError {
+    KmsError::InvalidToken {
+        code: e.code(),
+        reason: e.to_string(),
+    }
+}
+
+fn unknown_kid(kid: &str, why: &str) -> KmsError {
+    KmsError::InvalidToken {
+        code: "jose.unknown_kid",
+        reason: format!("kid {:?} {why}", kid.chars().take(128).collect::<String>()),
+    }
+}
+
+/// The key a token names by its `kid`, as admission sees it.
+#[derive(Debug, Clone, Copy)]
+enum Named<'a> {
+    /// A keystore version (a `kid` in the `KeyId` text form).
+    Keystore(&'a KeyId),
+    /// A trusted external key (any other `kid`).
+    Trusted(&'a str),
+}
+
+impl<'a> Named<'a> {
+    fn of(signer: &'a JwtSigner) -> Self {
+        match signer {
+            JwtSigner::Key(id) => Named::Keystore(id),
+            JwtSigner::Trusted { kid, .. } => Named::Trusted(kid),
+        }
+    }
+}
+
+/// Admission: whether `keys` and the token purposes accept the key a token
+/// names, before its signature is checked (and on a cache hit, the signer
+/// it recorded).
+///
+/// # Errors
+/// `jose.unknown_kid`: a keystore key whose purpose is not a token purpose
+/// or whose tenant and purpose `keys` do not accept, or a trusted key when
+/// `keys` accept none.
+fn admit(tokens: &Tokens, named: Named<'_>, keys: &TokenKeys) -> Result<(), KmsError> {
+    let why = match named {
+        Named::Keystore(id) if !tokens.is_token_purpose(id.purpose()) => {
+            Some("names a key whose purpose is not a token purpose")
+        }
+        Named::Keystore(id) if !keys.accepts_keystore(id.tenant(), id.purpose()) => {
+            Some("names a key this verifier does not accept")
+        }
+        Named::Trusted(_) if !keys.accepts_trusted() => Some("is not a key this verifier accepts"),
+        Named::Keystore(_) | Named::Trusted(_) => None,
+    };
+    match (why, named) {
+        (None, _) => Ok(()),
+        (Some(why), Named::Keystore(id)) => Err(unknown_kid(&id.to_string(), why)),
+        (Some(why), Named::Trusted(kid)) => Err(unknown_kid(kid, why)),
+    }
+}
+
+/// The checks after the signature: the header's `typ`, then the claims
+/// (`claims` gives them: parsed now, or as recorded) against the clock,
+/// under `signer`'s bound issuer's own policy when it has one, else
+/// `validation`. Returns the claims.
+///
+/// # Errors
+/// [`KmsError::InvalidToken`] with the failed check's code.
+fn accept<C: std::borrow::Borrow<Claims>>(
+    trusted: &TrustedKeys,
+    signer: &JwtSigner,
+    validation: &Validation,
+    typ: Option<&str>,
+    claims: impl FnOnce() -> Result<C, KmsError>,
+) -> Result<C, KmsError> {
+    let validation = match signer {
+        JwtSigner::Trusted {
+            issuer: Some(issuer),
+            ..
+        } => trusted.policy(issuer).unwrap_or(validation),
+        _ => validation,
+    };
+    validation.check_typ(typ).map_err(invalid)?;
+    let claims = claims()?;
+    validation
+        .validate(claims.borrow(), SystemTime::now())
+        .map_err(invalid)?;
+    Ok(claims)
+}
+
+impl KmsClient {
+    /// Verifies a compact JWS/JWT (at most 8 KiB) and returns its claims,
+    /// once they pass `validation`, with the key that signed it, which
+    /// must be one of `keys`. The key is found by the token's `kid`
+    /// (module docs); the signature takes the path of
+    /// [`KmsClient::verify`], unless the verified-token cache
+    /// ([`crate::KmsConfig::token_cache`]) holds the token from a
+    /// verification at the current key-set generation: then its signer and
+    /// claims are checked again and nothing is parsed or verified.
+    ///
+    /// # Errors
+    /// [`KmsError::InvalidToken`] for every refusal of the token (its
+    /// `code` says why: `jose.malformed`, `jose.unsupported_alg`,
+    /// `jose.missing_kid`, `jose.unknown_kid` (also for a key `keys` does
+    /// not accept), `jose.alg_mismatch`,
+    /// `jose.invalid_signature`, `jose.expired`, …, and
+    /// `kms.version_disallowed` for a keystore version below its key's
+    /// `min_verify_version`, `kms.key_destroyed` for a destroyed key's);
+    /// or one of the errors listed on [`KmsClient`].
+    pub async fn verify_jwt(
+        &self,
+        token: &str,
+        keys: &TokenKeys,
+        validation: &Validation,
+    ) -> Result<VerifiedJwt, KmsError> {
+        let verified = self.check_jwt(token, keys, validation).await;
+        if let Err(KmsError::InvalidToken { code, reason }) = &verified {
+            self.refused(code, reason);
+        }
+        verified
+    }
+
+    /// Counts a token refusal by its code and tells why at debug level
+    /// (never louder: a flood of bad tokens must not flood the logs). The
+    /// reason is a `&str` field, which `tracing` writes escaped.
+    fn refused(&self, code: &'static str, reason: &str) {
+        let topic = self.tokens().topic();
+        metrics::counter!(crate::metrics::TOKEN_REFUSALS_TOTAL, "topic" => topic.to_owned(), "code" => code)
+            .increment(1);
+        tracing::debug!(
+            target: "kms_actor::jwt",
+            topic,
+            code,
+            reason,
+            "token refused"
+        );
+    }
+
+    /// [`KmsClient::verify_jwt`] without the accounting of refusals: from
+    /// the verified-token cache when it holds the token at the current
+    /// key-set generation, else in full (and then cached if it verified
+    /// and the key set did not change meanwhile).
+    async fn check_jwt(
+        &self,
+        token: &str,
+        keys: &TokenKeys,
+        validation: &Validation,
+    ) -> Result<VerifiedJwt, KmsError> {
+        let tokens = self.tokens();
+        // An oversized token is refused by the parser before anything is
+        // hashed or counted.
+        let cache = match tokens.cache() {
+            Some(cache) if token.len() <= MAX_TOKEN_BYTES => cache,
+            _ => {
+                return self
+                    .check_jwt_in_full(token, keys, validation)
+                    .await
+                    .map(|verified| verified.jwt)
+            }
+        };
+        // Admitted as every call is, when it starts: once shutdown began,
+        // nothing is answered from memory either.
+        if self.shutting_down() {
+            return Err(KmsError::ShuttingDown);
+        }
+        // Read before anything is looked up (cache.rs): what is computed
+        // from here on is tagged with it.
+        let generation = tokens.generation();
+        let key = cache::key(token);
+        if let Some(entry) = cache.get(&key, generation, self.counters()) {
+            admit(tokens, Named::of(&entry.signer), keys)?;
+            accept(
+                &tokens.trusted(),
+                &entry.signer,
+                validation,
+                entry.typ.as_deref(),
+                || Ok(&entry.claims),
+            )?;
+            return Ok(VerifiedJwt {
+                claims: entry.claims.clone(),
+                signer: entry.signer.clone(),
+            });
+        }
+        let verified = self.check_jwt_in_full(token, keys, validation).await?;
+        // A verdict computed before a change of the key set is stored
+        // only if no change happened since (its tag would make it unused
+        // anyway; this spares the space).
+        let jwt = verified.jwt.clone();
+        if tokens.generation() == generation {
+            cache.insert(key, generation, verified);
+        }
+        Ok(jwt)
+    }
+
+    /// Parses, admits the key, verifies the signature, accepts the
+    /// claims: a token checked in full.
+    async fn check_jwt_in_full(
+        &self,
+        token: &str,
+        keys: &TokenKeys,
+        validation: &Validation,
+    ) -> Result<Verified, KmsError> {
+        let tokens = self.tokens();
+        let jws = CompactJws::parse(token).map_err(invalid)?;
+        let header = jws.header();
+        let Some(kid) = header.kid() else {
+            return Err(KmsError::InvalidToken {
+                code: "jose.missing_kid",
+                reason: "the token has no kid".to_owned(),
+            });
+        };
+        let keystore_key = kid.parse::<KeyId>().ok();
+        let named = match &keystore_key {
+            Some(id) => Named::Keystore(id),
+            None => Named::Trusted(kid),
+        };
+        admit(tokens, named, keys)?;
+        // When a set is bound to an issuer, the token's unverified `iss` is
+        // read first, only to choose the keys (trusted_keys.rs); every
+        // claim is validated after the signature, as without.
+        let mut trusted = tokens.trusted();
+        let early_claims = if trusted.has_issuers() {
+            Some(jws.claims().map_err(invalid)?)
+        } else {
+            None
+        };
+        let iss = early_claims
+            .as_ref()
+            .and_then(|claims| claims.get("iss"))
+            .and_then(serde_json::Value::as_str);
+        let (by, signer) = match keystore_key {
+            Some(id) => {
+                // A bound issuer's tokens verify only under its keys: a
+                // keystore key does not speak for it.
+                if iss.is_some_and(|iss| trusted.is_bound(iss)) {
+                    return Err(unknown_kid(
+                        kid,
+                        "is a keystore key, which does not speak for the token's issuer",
+                    ));
+                }
+                // A keystore key verifies the alg the JWK Set publishes it
+                // with (`token_alg`), as a verifier that enforces a JWK's
+                // `alg` does.
+                let published = tokens.alg();
+                if header.alg() != published {
+                    return Err(invalid(JoseError::AlgMismatch {
+                        expected: published.as_str(),
+                        got: header.alg().as_str(),
+                    }));
+                }
+                (VerifyBy::Key(id.clone()), JwtSigner::Key(id))
+            }
+            None => {
+                // A kid its issuer's keys lack: whoever keeps that issuer's
+                // keys may refetch them (its own bounds: one fetch in
+                // flight, a cooldown, a timeout); then one more look.
+                if !matches!(trusted.find(iss, kid), Lookup::Found(..)) {
+                    if let (Some(iss), Some(refetch)) = (iss, tokens.refetcher()) {
+                        refetch.refetch(iss, kid).await;
+                        trusted = tokens.trusted();
+                    }
+                }
+                let (key, issuer) = match trusted.find(iss, kid) {
+                    Lookup::Found(key, issuer) => (key, issuer),
+                    Lookup::NotOfIssuer => {
+                        return Err(unknown_kid(kid, "is not a key of the token's issuer"))
+                    }
+                    Lookup::Unknown => return Err(unknown_kid(kid, "is not a trusted key")),
+                };
+                key.check_alg(header.alg()).map_err(invalid)?;
+                let signer = JwtSigner::Trusted {
+                    issuer: issuer.map(str::to_owned),
+                    kid: key.kid.clone(),
+                };
+                let Some(ed25519) = key.key.as_ed25519() else {
+                    // RSA and ECDSA: one signature, on this task (module
+                    // docs).
+                    let started = Instant::now();
+                    let verdict = if self.shutting_down() {
+                        Err(KmsError::ShuttingDown)
+                    } else {
+                        jws.verify_with(&key.key).map_err(invalid)
+                    };
+                    tokio::task::coop::consume_budget().await;
+                    self.record_verify(started, verdict)?;
+                    return finish(&jws, early_claims, &trusted, validation, signer);
+                };
+                (VerifyBy::Verifying(*ed25519), signer)
+            }
+        };
+        let Some(signature) = jws.ed25519_signature() else {
+            // Unreachable: both arms above checked an Ed25519 alg, whose
+            // signature the parser holds as 64 bytes.
+            return Err(invalid(JoseError::AlgMismatch {
+                expected: "EdDSA or Ed25519",
+                got: header.alg().as_str(),
+            }));
+        };
+        let message = Bytes::copy_from_slice(jws.signing_input());
+        match self.verify_by(by, message, *signature).await {
+            Ok(()) => {}
+            Err(KmsError::InvalidSignature(e)) => return Err(invalid(JoseError::Signature(e))),
+            Err(KmsError::UnknownKey { .. } | KmsError::UnknownVersion { .. }) => {
+                return Err(unknown_kid(kid, "is not a version in the keystore"))
+            }
+            // The keystore's policy refuses the version: a refusal of the
+            // token, under the KMS error's own code.
+            Err(e @ (KmsError::VersionDisallowed { .. } | KmsError::KeyDestroyed { .. })) => {
+                return Err(KmsError::InvalidToken {
+                    code: e.code(),
+                    reason: e.to_string(),
+                })
+            }
+            Err(e) => return Err(e),
+        }
+        finish(&jws, early_claims, &trusted, validation, signer)
+    }
+}
+
+/// A token whose signature verified, accepted ([`accept`]): its claims are
+/// `early_claims` if they were read to choose its key, else parsed now.
+fn finish(
+    jws: &CompactJws<'_>,
+    early_claims: Option<Claims>,
+    trusted: &TrustedKeys,
+    validation: &Validation,
+    signer: JwtSigner,
+) -> Result<Verified, KmsError> {
+    let typ = jws.header().typ();
+    let claims = accept(trusted, &signer, validation, typ, || match early_claims {
+        Some(claims) => Ok(claims),
+        None => jws.claims().map_err(invalid),
+    })?;
+    Ok(Verified {
+        jwt: VerifiedJwt { claims, signer },
+        typ: typ.map(Box::from),
+    })
+}
