@@ -8,21 +8,22 @@
 //! rotation tick (`KmsConfig`'s scheduled rotations: before the verify
 //! lane, so a flood of verifies never delays a rotation that is due), then
 //! finished batches, then new verify requests, then the `max_wait` timer.
-//! Priority requests are served on the actor task at once, so they never wait
-//! behind verify batches, nor for the verify topic's backlog (at most behind
-//! one short verification of the inline path, `coalesce.rs`, which runs on
-//! this task); the keystore writes, which may fsync, are handed to the
-//! [`Writer`] (one thread of tokio's blocking pool, a bounded backlog).
+//! Priority requests are served on the actor task at once (`ops.rs`), so
+//! they never wait behind verify batches, nor for the verify topic's
+//! backlog (at most behind one short verification of the inline path,
+//! which runs on this task); the keystore writes, which may fsync, are
+//! handed to the [`Writer`] (one thread of tokio's blocking pool, a bounded
+//! backlog).
 //! (Under a flood of priority requests, reading new verify requests waits;
 //! dispatching those already read does not.)
 //!
 //! # Coalescing
 //! After each wake the actor drains what is on the request topic, up to the
-//! room [`Dispatch::room`] leaves, then dispatches by the rules of
-//! [`crate::dispatch::coalesce`]: at once to an idle thread, at `target_batch` behind
-//! busy ones, and never holding a request past `max_wait`. (On a quiet node a
-//! request may never reach the actor: its client verifies it, the caller
-//! path, with the keystore and verifier in [`Shared`].)
+//! room [`Pending::room`] leaves, then [`Pending`] dispatches by the rules
+//! of `dispatch/coalesce.rs`: at once to an idle thread, at `target_batch`
+//! behind busy ones, and never holding a request past `max_wait`. (On a
+//! quiet node or under moderate load a request may never reach the actor:
+//! `CallerSide` verifies it on its caller's task, `dispatch/caller.rs`.)
 //!
 //! # Failure paths
 //! * A request lost to a lagging topic: its reply handle is dropped with it,

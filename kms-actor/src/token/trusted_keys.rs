@@ -5,7 +5,7 @@
 //!   issuer only: its keys verify a token only when the token's `iss` is
 //!   exactly that issuer, and a token whose `iss` names a bound issuer is
 //!   verified only against that issuer's keys, never an unbound one nor a
-//!   keystore key (`jwt.rs` refuses those). Two issuers may use the same
+//!   keystore key (`verify.rs` refuses those). Two issuers may use the same
 //!   `kid` for different keys;
 //! * unbound sets' keys verify tokens of any other `iss` (or none);
 //! * a `kid` appears at most once among the unbound sets and at most once

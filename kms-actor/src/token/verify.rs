@@ -392,3 +392,111 @@ fn finish(
         typ: typ.map(Box::from),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use kms_core::Keystore;
+
+    use super::*;
+    use crate::config::KmsConfig;
+
+    fn tokens() -> Tokens {
+        // The default token purposes: `tokens` alone.
+        Tokens::new(&KmsConfig::default(), Keystore::new().key_set_generation()).expect("tokens")
+    }
+
+    /// The one admission both paths make, as a table: the key named, the
+    /// keys the caller accepts, and whether it is admitted.
+    #[test]
+    fn admission_by_the_named_key_and_the_accepted_keys() {
+        let keystore = Keystore::new();
+        let acme = keystore.create_ed25519("acme", "tokens").expect("key");
+        let beta = keystore.create_ed25519("beta", "tokens").expect("key");
+        let signing = keystore.create_ed25519("acme", "signing").expect("key");
+        let tokens = tokens();
+        let acme_keys = TokenKeys::keystore("acme", "tokens");
+        let cases: [(&str, Named<'_>, &TokenKeys, bool); 7] = [
+            (
+                "an accepted keystore key",
+                Named::Keystore(&acme),
+                &acme_keys,
+                true,
+            ),
+            (
+                "another tenant's key",
+                Named::Keystore(&beta),
+                &acme_keys,
+                false,
+            ),
+            (
+                "a purpose that is not a token purpose, even if accepted",
+                Named::Keystore(&signing),
+                &TokenKeys::keystore("acme", "signing"),
+                false,
+            ),
+            (
+                "a trusted key, trusted keys accepted",
+                Named::Trusted("k1"),
+                &acme_keys,
+                true,
+            ),
+            (
+                "a trusted key, trusted keys not accepted",
+                Named::Trusted("k1"),
+                &acme_keys.clone().without_trusted(),
+                false,
+            ),
+            (
+                "a keystore key, trusted keys only",
+                Named::Keystore(&acme),
+                &TokenKeys::trusted_only(),
+                false,
+            ),
+            (
+                "a keystore key, trusted keys not accepted",
+                Named::Keystore(&acme),
+                &acme_keys.clone().without_trusted(),
+                true,
+            ),
+        ];
+        for (case, named, keys, admitted) in cases {
+            let verdict = admit(&tokens, named, keys);
+            assert_eq!(verdict.is_ok(), admitted, "{case}: {verdict:?}");
+            if let Err(e) = verdict {
+                assert!(
+                    matches!(
+                        e,
+                        KmsError::InvalidToken {
+                            code: "jose.unknown_kid",
+                            ..
+                        }
+                    ),
+                    "{case}: {e:?}"
+                );
+            }
+        }
+    }
+
+    /// A cache hit admits by the signer it recorded exactly as a fresh
+    /// check admits by the `kid`.
+    #[test]
+    fn a_recorded_signer_names_the_key_its_kid_named() {
+        let keystore = Keystore::new();
+        let acme = keystore.create_ed25519("acme", "tokens").expect("key");
+        let tokens = tokens();
+        let keys = TokenKeys::keystore("beta", "tokens");
+        let recorded = JwtSigner::Key(acme.clone());
+        let fresh = admit(&tokens, Named::Keystore(&acme), &keys);
+        let cached = admit(&tokens, Named::of(&recorded), &keys);
+        assert_eq!(format!("{fresh:?}"), format!("{cached:?}"));
+        let recorded = JwtSigner::Trusted {
+            issuer: Some("https://idp.example".to_owned()),
+            kid: "k1".to_owned(),
+        };
+        let keys = TokenKeys::keystore("acme", "tokens").without_trusted();
+        let fresh = admit(&tokens, Named::Trusted("k1"), &keys);
+        let cached = admit(&tokens, Named::of(&recorded), &keys);
+        assert!(fresh.is_err());
+        assert_eq!(format!("{fresh:?}"), format!("{cached:?}"));
+    }
+}
