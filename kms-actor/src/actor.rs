@@ -67,6 +67,7 @@ use crate::ops;
 use crate::shared::{ReleaseKeystore, Shared};
 use crate::stats::Counters;
 use crate::token::tokens::Tokens;
+use crate::token::trusted_keys::TrustedKeys;
 use crate::writer::Writer;
 
 /// Most priority requests served per wake before the actor looks at its
@@ -139,7 +140,7 @@ impl KmsActor {
         tune: impl FnOnce(Dispatch) -> Dispatch,
     ) -> Result<KmsHandle, KmsError> {
         config.validate()?;
-        let tokens = Arc::new(Tokens::new(&config, keystore.key_set_generation())?);
+        let trusted = TrustedKeys::load(&config.trusted_jwks, &config.request_topic)?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|e| KmsError::Internal {
             reason: format!("KmsActor::spawn needs a tokio runtime: {e}"),
         })?;
@@ -173,6 +174,7 @@ impl KmsActor {
         let pool = VerifyPool::new(config.threads, metrics.in_flight.clone())?;
         let writer = Writer::spawn(&runtime, keystore.clone(), config.write_backlog);
         let dispatch = tune(Dispatch::new(&config));
+        let tokens = Arc::new(Tokens::new(&config, trusted, keystore.key_set_generation()));
         let shared = Arc::new(Shared {
             closing: AtomicBool::new(false),
             stop: Notify::new(),
@@ -242,7 +244,7 @@ impl KmsActor {
         loop {
             self.dispatch_due();
             let in_flight = self.pending.in_flight();
-            let room = self.pending.room();
+            let room = self.pending.room_at(in_flight);
             // Armed only while requests are held: `max_wait` after the
             // oldest was read.
             let deadline = self.pending.deadline();

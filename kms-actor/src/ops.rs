@@ -20,7 +20,7 @@ use crate::writer::Writer;
 pub(crate) fn serve(op: Op, principal: Option<Arc<str>>, ks: &Keystore, writer: &Writer) {
     let who = principal.as_deref();
     match op {
-        // Verify requests are the actor's to batch (`actor.rs`); one
+        // Verify requests are the actor's to batch (`dispatch/pending.rs`); one
         // reaching here is answered rather than dropped.
         Op::Verify(v) => v.reply.send(Err(KmsError::Internal {
             reason: "a verify request reached the operations lane".to_owned(),

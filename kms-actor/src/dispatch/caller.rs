@@ -6,8 +6,10 @@
 //! the caller's task ([`Dispatched::Answered`]: the caller path verified
 //! it, or publishing it failed) or leaves the caller a receiver to await
 //! ([`Dispatched::Waiting`]: a leader, the caller itself included, or the
-//! actor answers it). The request counts as outstanding
-//! (`CallerGate::publishing`) until that receiver's guard drops.
+//! actor answers it). A request that the caller path refused counts as
+//! outstanding (`CallerGate::publishing`) until `Dispatched::Waiting`'s
+//! `counted` guard drops (its caller has the answer or gives up), or, if
+//! publishing it failed, until [`CallerSide::dispatch`] returns.
 //!
 //! Invariants:
 //! * A lead is taken and left inside [`CallerSide::lead`], which does not

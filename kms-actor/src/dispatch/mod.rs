@@ -9,9 +9,10 @@
 //!    what that rule reads); else combining queues it ([`combine`]) and the
 //!    caller leads, gathers or joins; else it is published to the request
 //!    topic ([`publish`]).
-//! 3. The actor (`crate::actor`) reads the topic and decides, by the rules
-//!    of [`coalesce`], when its pending requests go out as one batch: on
-//!    its own task (inline) or split into jobs on the [`pool`].
+//! 3. The actor (`crate::actor`) reads the topic into [`pending`], which
+//!    decides by the rules of [`coalesce`] when the requests it holds go
+//!    out as one batch: on the actor's task (inline) or split into jobs on
+//!    the [`pool`].
 //! 4. [`batch`] resolves the keys, runs one multiscalar verification and
 //!    answers each request on its own [`reply`] handle, wherever it runs:
 //!    a pool thread, the actor's task, or a leading caller's task.

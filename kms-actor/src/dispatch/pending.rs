@@ -86,8 +86,13 @@ impl Pending {
     /// How many more requests the actor may read now
     /// ([`Dispatch::room`]).
     pub(crate) fn room(&self) -> usize {
-        self.dispatch
-            .room(self.requests.len(), self.pool.in_flight())
+        self.room_at(self.pool.in_flight())
+    }
+
+    /// [`Pending::room`] with `in_flight` jobs on the pool, as the caller
+    /// read it (one reading for every decision of a turn).
+    pub(crate) fn room_at(&self, in_flight: usize) -> usize {
+        self.dispatch.room(self.requests.len(), in_flight)
     }
 
     /// When the oldest pending request will have waited `max_wait`;

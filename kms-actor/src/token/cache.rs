@@ -16,12 +16,14 @@
 //!   trimmed or destroyed, a fleet update, a reload of the trusted JWK
 //!   Sets), so a verdict computed before such a change is never used after
 //!   it, even one stored after it.
-//! * A hit makes the checks a fresh verification makes after the
-//!   signature, in the same order: that this call's `TokenKeys` (and the
-//!   token purposes) accept the signer, then the call's `Validation`
-//!   against the clock (expiry, not-before, issuer, audience). So a hit
-//!   and a fresh verification give the same verdict, and a cached token
-//!   that has since expired is refused as expired.
+//! * A hit makes the same two steps a fresh verification makes around
+//!   the signature, through the same functions (`verify.rs`): `admit`
+//!   (this call's `TokenKeys` and the token purposes accept the recorded
+//!   signer), then `accept` (the recorded `typ`, then the claims against
+//!   the clock under the call's `Validation`, or the bound issuer's own
+//!   policy in force now). So a hit and a fresh verification give the same
+//!   verdict, and a cached token that has since expired is refused as
+//!   expired.
 //! * Bounded by count and by bytes at once: each entry weighs its
 //!   estimated size in memory ([`entry_bytes`], from its decoded claims)
 //!   but at least `bytes / entries`, and

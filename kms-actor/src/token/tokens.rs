@@ -45,23 +45,25 @@ pub(crate) struct Tokens {
 }
 
 impl Tokens {
-    /// The token state of an actor configured by `config`, whose keystore
-    /// counts changes in `generation`.
-    ///
-    /// # Errors
-    /// [`KmsError::InvalidConfig`] if `config.trusted_jwks` do not load
-    /// (`TrustedKeys::load`).
-    pub(crate) fn new(config: &KmsConfig, generation: KeySetGeneration) -> Result<Self, KmsError> {
+    /// The token state of an actor configured by `config`, trusting
+    /// `trusted` (`TrustedKeys::load` of `config.trusted_jwks`), whose
+    /// keystore counts changes in `generation`. Registers the
+    /// verified-token cache's metrics.
+    pub(crate) fn new(
+        config: &KmsConfig,
+        trusted: TrustedKeys,
+        generation: KeySetGeneration,
+    ) -> Self {
         let topic = config.request_topic.as_str();
-        Ok(Tokens {
-            trusted: RwLock::new(Arc::new(TrustedKeys::load(&config.trusted_jwks, topic)?)),
+        Tokens {
+            trusted: RwLock::new(Arc::new(trusted)),
             refetch: RwLock::new(None),
             generation,
             cache: TokenCache::new(config.token_cache, config.token_cache_bytes, topic),
             alg: config.token_alg,
             purposes: config.token_purposes.clone(),
             topic: topic.to_owned(),
-        })
+        }
     }
 
     /// The trusted keys now (a reload swaps the pointer).

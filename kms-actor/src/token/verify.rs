@@ -21,9 +21,10 @@
 //! would (some tens of µs; it spends one unit of tokio's cooperative budget
 //! and counts as a `verify` op): a hop to the pool would add a hand-off to
 //! each 20–50 µs verification, and on the caller's task it runs at or
-//! above a per-request jsonwebtoken server (`benches/http/issuer.sh`). The
-//! claims are validated only after the signature verified, the header's `typ` first (`Validation::typ`); the
-//! answer says which key signed ([`JwtSigner`]). With the verified-token
+//! above a per-request jsonwebtoken server (`benches/http/issuer.sh`).
+//! The claims are validated only after the signature verified, the
+//! header's `typ` first (`Validation::typ`); the answer says which key
+//! signed ([`JwtSigner`]). With the verified-token
 //! cache on (`cache.rs`), a token that verified before, at the current
 //! key-set generation, is answered from it: no parse, no signature (so no
 //! `kms_ops_total{op="verify"}` count).
@@ -42,6 +43,7 @@
 //! through unchanged, so an HTTP layer can answer 401 for the first and 503
 //! for the others.
 
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
@@ -117,23 +119,27 @@ fn admit(tokens: &Tokens, named: Named<'_>, keys: &TokenKeys) -> Result<(), KmsE
 
 /// The checks after the signature: the header's `typ`, then the claims
 /// (`claims` gives them: parsed now, or as recorded) against the clock,
-/// under `signer`'s bound issuer's own policy when it has one, else
-/// `validation`. Returns the claims.
+/// under `signer`'s bound issuer's own policy when it has one (from
+/// `trusted`, asked only then), else `validation`. Returns the claims.
 ///
 /// # Errors
 /// [`KmsError::InvalidToken`] with the failed check's code.
 fn accept<C: std::borrow::Borrow<Claims>>(
-    trusted: &TrustedKeys,
+    trusted: impl FnOnce() -> Arc<TrustedKeys>,
     signer: &JwtSigner,
     validation: &Validation,
     typ: Option<&str>,
     claims: impl FnOnce() -> Result<C, KmsError>,
 ) -> Result<C, KmsError> {
+    let issuers;
     let validation = match signer {
         JwtSigner::Trusted {
             issuer: Some(issuer),
             ..
-        } => trusted.policy(issuer).unwrap_or(validation),
+        } => {
+            issuers = trusted();
+            issuers.policy(issuer).unwrap_or(validation)
+        }
         _ => validation,
     };
     validation.check_typ(typ).map_err(invalid)?;
@@ -181,7 +187,8 @@ impl KmsClient {
     /// reason is a `&str` field, which `tracing` writes escaped.
     fn refused(&self, code: &'static str, reason: &str) {
         let topic = self.tokens().topic();
-        metrics::counter!(crate::metrics::TOKEN_REFUSALS_TOTAL, "topic" => topic.to_owned(), "code" => code)
+        let label = topic.to_owned();
+        metrics::counter!(crate::metrics::TOKEN_REFUSALS_TOTAL, "topic" => label, "code" => code)
             .increment(1);
         tracing::debug!(
             target: "kms_actor::jwt",
@@ -226,7 +233,7 @@ impl KmsClient {
         if let Some(entry) = cache.get(&key, generation, self.counters()) {
             admit(tokens, Named::of(&entry.signer), keys)?;
             accept(
-                &tokens.trusted(),
+                || tokens.trusted(),
                 &entry.signer,
                 validation,
                 entry.typ.as_deref(),
@@ -378,15 +385,21 @@ impl KmsClient {
 fn finish(
     jws: &CompactJws<'_>,
     early_claims: Option<Claims>,
-    trusted: &TrustedKeys,
+    trusted: &Arc<TrustedKeys>,
     validation: &Validation,
     signer: JwtSigner,
 ) -> Result<Verified, KmsError> {
     let typ = jws.header().typ();
-    let claims = accept(trusted, &signer, validation, typ, || match early_claims {
-        Some(claims) => Ok(claims),
-        None => jws.claims().map_err(invalid),
-    })?;
+    let claims = accept(
+        || Arc::clone(trusted),
+        &signer,
+        validation,
+        typ,
+        || match early_claims {
+            Some(claims) => Ok(claims),
+            None => jws.claims().map_err(invalid),
+        },
+    )?;
     Ok(Verified {
         jwt: VerifiedJwt { claims, signer },
         typ: typ.map(Box::from),
@@ -402,7 +415,9 @@ mod tests {
 
     fn tokens() -> Tokens {
         // The default token purposes: `tokens` alone.
-        Tokens::new(&KmsConfig::default(), Keystore::new().key_set_generation()).expect("tokens")
+        let config = KmsConfig::default();
+        let trusted = TrustedKeys::load(&[], &config.request_topic).expect("no sets");
+        Tokens::new(&config, trusted, Keystore::new().key_set_generation())
     }
 
     /// The one admission both paths make, as a table: the key named, the
