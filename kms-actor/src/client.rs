@@ -306,7 +306,14 @@ impl KmsClient {
             let shared = &*self.shared;
             let dispatched = shared
                 .caller
-                .dispatch(&self.requests, &shared.counters, by, message, signature)
+                .dispatch(
+                    &self.requests,
+                    &shared.counters,
+                    &shared.metrics,
+                    by,
+                    message,
+                    signature,
+                )
                 .await;
             match dispatched {
                 Dispatched::Answered(answer) => answer,

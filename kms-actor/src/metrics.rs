@@ -9,6 +9,8 @@
 //! | `kms_batch_size` | histogram | `topic` | verify requests per batch |
 //! | `kms_batch_wait_seconds` | histogram | `topic` | seconds the oldest request of a batch was held |
 //! | `kms_batches_in_flight` | gauge | `topic` | jobs running or queued on the pool |
+//! | `kms_dispatch_total` | counter | `topic`, `reason` | verify batches dispatched, a request verified alone counting as one |
+//! | `kms_dispatch_items_total` | counter | `topic`, `reason` | verify requests in them |
 //! | `kms_token_refusals_total` | counter | `topic`, `code` | tokens `verify_jwt` refused |
 //! | `kms_token_cache_hits_total` | counter | `topic` | `verify_jwt` calls answered from the verified-token cache |
 //! | `kms_token_cache_misses_total` | counter | `topic` | calls the cache (on) could not answer |
@@ -19,6 +21,10 @@
 //! `topic` is the actor's request topic ([`crate::KmsConfig::request_topic`]),
 //! so two actors in one process record apart, as the bus's `kms_bus_*`
 //! counters do.
+//! `reason` is the dispatch path, as the `dispatch` events of target
+//! `kms_actor::coalesce` name it: `caller`, `combined`, `inline`,
+//! `idle_thread`, `target_batch`, `max_wait` or `shutdown`; every verify
+//! request that reaches a verification is counted under exactly one.
 //! `op` is `verify`, `sign`, `create_key`, `rotate`, `attest`, `policy`,
 //! `set_policy`, `trim`, `destroy`, `export` or `import`; `outcome`
 //! is `ok` or the error's stable code without its `kms.` prefix
@@ -41,6 +47,8 @@ use std::time::Duration;
 use kms_core::KmsError;
 use metrics::{Counter, Gauge, Histogram, Unit};
 
+use crate::dispatch::coalesce::Reason;
+
 /// `kms_ops_total{op,outcome}`: requests answered (counter).
 pub const OPS_TOTAL: &str = "kms_ops_total";
 /// `kms_op_duration_seconds{op}`: from a client call to its answer
@@ -53,6 +61,14 @@ pub const BATCH_SIZE: &str = "kms_batch_size";
 pub const BATCH_WAIT_SECONDS: &str = "kms_batch_wait_seconds";
 /// `kms_batches_in_flight`: batches running or queued on the pool (gauge).
 pub const BATCHES_IN_FLIGHT: &str = "kms_batches_in_flight";
+/// `kms_dispatch_total{topic,reason}`: verify batches dispatched, by the
+/// path that dispatched them (a request verified alone on the caller path
+/// is a batch of one) (counter).
+pub const DISPATCH_TOTAL: &str = "kms_dispatch_total";
+/// `kms_dispatch_items_total{topic,reason}`: verify requests in those
+/// batches, by path (counter); with [`DISPATCH_TOTAL`], the mean batch
+/// size of each path.
+pub const DISPATCH_ITEMS_TOTAL: &str = "kms_dispatch_items_total";
 
 /// `kms_token_refusals_total{topic,code}`: tokens `verify_jwt` refused,
 /// by the refusal's stable code (`jose.malformed`, `jose.unknown_kid`,
@@ -153,6 +169,16 @@ pub fn describe() {
         Unit::Count,
         "Verify batches running or queued on the pool"
     );
+    metrics::describe_counter!(
+        DISPATCH_TOTAL,
+        Unit::Count,
+        "Verify batches dispatched, by dispatch path"
+    );
+    metrics::describe_counter!(
+        DISPATCH_ITEMS_TOTAL,
+        Unit::Count,
+        "Verify requests in the batches dispatched, by dispatch path"
+    );
     kms_core::ed25519::describe_metrics();
     kms_core::storage::describe_metrics();
     kms_bus::describe_metrics();
@@ -223,6 +249,15 @@ pub(crate) struct Metrics {
     pub(crate) batch_size: Histogram,
     pub(crate) batch_wait: Histogram,
     pub(crate) in_flight: Gauge,
+    /// `kms_dispatch_total` and `kms_dispatch_items_total` by
+    /// [`Reason`], at `reason as usize`.
+    dispatch: [DispatchHandles; Reason::ALL.len()],
+}
+
+/// The dispatch counters of one path.
+struct DispatchHandles {
+    batches: Counter,
+    items: Counter,
 }
 
 impl Metrics {
@@ -254,7 +289,18 @@ impl Metrics {
             batch_size: metrics::histogram!(BATCH_SIZE, "topic" => t()),
             batch_wait: metrics::histogram!(BATCH_WAIT_SECONDS, "topic" => t()),
             in_flight: metrics::gauge!(BATCHES_IN_FLIGHT, "topic" => t()),
+            dispatch: Reason::ALL.map(|reason| DispatchHandles {
+                batches: metrics::counter!(DISPATCH_TOTAL, "topic" => t(), "reason" => reason.as_str()),
+                items: metrics::counter!(DISPATCH_ITEMS_TOTAL, "topic" => t(), "reason" => reason.as_str()),
+            }),
         }
+    }
+
+    /// Counts one dispatch of `items` verify requests by `reason`.
+    pub(crate) fn dispatched(&self, reason: Reason, items: u64) {
+        let handles = &self.dispatch[reason as usize];
+        handles.batches.increment(1);
+        handles.items.increment(items);
     }
 
     /// Counts one answered request and its duration.

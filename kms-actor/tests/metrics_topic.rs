@@ -1,7 +1,9 @@
 //! Two actors in one process record their metrics apart: every `kms_*`
-//! metric carries the actor's request topic as `topic`. Its own test
-//! binary: it installs a global debugging recorder (the actor looks up
-//! error outcomes when they happen, outside any local recorder).
+//! metric carries the actor's request topic as `topic`; and every verify
+//! request is counted under exactly one dispatch path
+//! (`kms_dispatch_items_total{reason}`). Its own test binary: it installs a
+//! global debugging recorder (the actor looks up error outcomes when they
+//! happen, outside any local recorder).
 
 use std::collections::HashMap;
 
@@ -29,6 +31,33 @@ async fn two_actors_in_one_process_record_apart() {
         .expect("spawn")
     };
     let (a, b) = (spawn("metrics.a"), spawn("metrics.b"));
+    // Every request to the pool: no caller path, no combining, no inline.
+    let pooled = KmsActor::spawn(
+        KmsConfig::default()
+            .with_request_topic("metrics.pool".to_owned())
+            .with_threads(1)
+            .with_verify_on_caller_when_idle(false)
+            .with_combine_max(0)
+            .with_inline_when_idle(false),
+        Keystore::new(),
+        &bus,
+    )
+    .expect("spawn");
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..POOLED {
+        let client = pooled.client();
+        calls.spawn(async move {
+            client
+                .verify_with_public_key([0; 32], &b"m"[..], [0; 64])
+                .await
+        });
+    }
+    while let Some(answer) = calls.join_next().await {
+        assert!(matches!(
+            answer.expect("joined"),
+            Err(KmsError::InvalidSignature(_))
+        ));
+    }
     for _ in 0..3 {
         assert!(matches!(
             a.client()
@@ -46,11 +75,12 @@ async fn two_actors_in_one_process_record_apart() {
     ));
     a.shutdown().await;
     b.shutdown().await;
+    pooled.shutdown().await;
+    // One snapshot: taking one resets the debugging recorder's counters.
+    let snapshot = snapshotter.snapshot().into_vec();
     // (topic, op, outcome) -> count, for kms_ops_total.
-    let counts: HashMap<(String, String, String), u64> = snapshotter
-        .snapshot()
-        .into_vec()
-        .into_iter()
+    let counts: HashMap<(String, String, String), u64> = snapshot
+        .iter()
         .filter_map(|(key, _, _, value)| {
             let key = key.key();
             if key.name() != kms_actor::metrics::OPS_TOTAL {
@@ -63,8 +93,8 @@ async fn two_actors_in_one_process_record_apart() {
                     .unwrap_or_default()
             };
             match value {
-                DebugValue::Counter(n) if n > 0 => {
-                    Some(((label("topic"), label("op"), label("outcome")), n))
+                DebugValue::Counter(n) if *n > 0 => {
+                    Some(((label("topic"), label("op"), label("outcome")), *n))
                 }
                 _ => None,
             }
@@ -77,5 +107,78 @@ async fn two_actors_in_one_process_record_apart() {
     .into_iter()
     .map(|((t, o, c), n)| ((t.to_owned(), o.to_owned(), c.to_owned()), n))
     .collect();
+    let counts: HashMap<_, _> = counts
+        .into_iter()
+        .filter(|((topic, _, _), _)| topic != "metrics.pool")
+        .collect();
     assert_eq!(counts, expected);
+
+    // (topic, reason) -> requests, for kms_dispatch_items_total.
+    let items = counters(&snapshot, kms_actor::metrics::DISPATCH_ITEMS_TOTAL);
+    let batches = counters(&snapshot, kms_actor::metrics::DISPATCH_TOTAL);
+    // Three verifies one after another on a quiet node: the caller path,
+    // one request each.
+    let of = |counts: &HashMap<(String, String), u64>, topic: &str, reason: &str| {
+        counts
+            .get(&(topic.to_owned(), reason.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    };
+    assert_eq!(of(&items, "metrics.a", "caller"), 3, "{items:?}");
+    assert_eq!(of(&batches, "metrics.a", "caller"), 3);
+    let total = |topic: &str| -> u64 {
+        items
+            .iter()
+            .filter(|((t, _), _)| t == topic)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    assert_eq!(total("metrics.a"), 3, "{items:?}");
+    assert_eq!(total("metrics.b"), 0, "no verify on b");
+    // Through the pool: every request under one pool path, in batches no
+    // more numerous than the requests.
+    assert_eq!(total("metrics.pool"), POOLED, "{items:?}");
+    for reason in ["caller", "combined", "inline"] {
+        assert_eq!(of(&items, "metrics.pool", reason), 0, "{reason}: {items:?}");
+    }
+    let pool_batches: u64 = batches
+        .iter()
+        .filter(|((t, _), _)| t == "metrics.pool")
+        .map(|(_, n)| n)
+        .sum();
+    assert!((1..=POOLED).contains(&pool_batches), "{batches:?}");
+}
+
+/// One metric of a debugging recorder's snapshot.
+type Entry = (
+    metrics_util::CompositeKey,
+    Option<metrics::Unit>,
+    Option<metrics::SharedString>,
+    DebugValue,
+);
+
+/// Verify requests sent at once to the actor that batches them all.
+const POOLED: u64 = 64;
+
+/// (topic, reason) -> count of the counter `name`.
+fn counters(snapshot: &[Entry], name: &str) -> HashMap<(String, String), u64> {
+    snapshot
+        .iter()
+        .filter_map(|(key, _, _, value)| {
+            let key = key.key();
+            if key.name() != name {
+                return None;
+            }
+            let label = |name: &str| {
+                key.labels()
+                    .find(|l| l.key() == name)
+                    .map(|l| l.value().to_owned())
+                    .unwrap_or_default()
+            };
+            match value {
+                DebugValue::Counter(n) if *n > 0 => Some(((label("topic"), label("reason")), *n)),
+                _ => None,
+            }
+        })
+        .collect()
 }

@@ -34,6 +34,7 @@ use crate::dispatch::gate::{CallerGate, Outstanding, Refused};
 use crate::dispatch::publish::publish;
 use crate::dispatch::reply::{Answer, Reply};
 use crate::dispatch::request::{Op, Request, VerifyBy, VerifyRequest};
+use crate::metrics::Metrics;
 use crate::stats::Counters;
 
 /// See the module docs.
@@ -119,16 +120,17 @@ impl CallerSide {
     /// Dispatches one verify request from its caller's task: the caller
     /// path if the node is quiet, else combining (lead, gather, join), else
     /// `requests` (the request topic). Counts what it verifies here in
-    /// `counters`.
+    /// `counters` and `metrics`.
     pub(crate) async fn dispatch(
         &self,
         requests: &Publisher<Request>,
         counters: &Counters,
+        metrics: &Metrics,
         by: VerifyBy,
         message: Bytes,
         signature: [u8; 64],
     ) -> Dispatched<'_> {
-        let refused = match self.verify_on_caller(counters, &by, &message, &signature) {
+        let refused = match self.verify_on_caller(counters, metrics, &by, &message, &signature) {
             Ok(verdict) => {
                 // Not a tokio resource: spend the cooperative budget by
                 // hand, so a task looping on verifies of a quiet node
@@ -170,7 +172,7 @@ impl CallerSide {
             }
         };
         if let Some(leader) = leader {
-            spend_budget(self.lead(counters, leader)).await;
+            spend_budget(self.lead(counters, metrics, leader)).await;
         }
         Dispatched::Waiting { counted, answer }
     }
@@ -183,6 +185,7 @@ impl CallerSide {
     fn verify_on_caller(
         &self,
         counters: &Counters,
+        metrics: &Metrics,
         by: &VerifyBy,
         message: &[u8],
         signature: &[u8; 64],
@@ -198,6 +201,7 @@ impl CallerSide {
         drop(keystore);
         drop(permit);
         Counters::add(&counters.caller_verified, 1);
+        metrics.dispatched(Reason::Caller, 1);
         tracing::debug!(
             target: "kms_actor::coalesce",
             topic = self.topic.as_str(),
@@ -213,7 +217,7 @@ impl CallerSide {
     /// then leaves the lead (the hand-off, `combine.rs`). Synchronous, so
     /// the lead is never held across an `.await`. Returns how many requests
     /// it verified.
-    fn lead(&self, counters: &Counters, mut leader: Leader<'_>) -> usize {
+    fn lead(&self, counters: &Counters, metrics: &Metrics, mut leader: Leader<'_>) -> usize {
         loop {
             let batch = leader.take();
             if batch.is_empty() {
@@ -240,6 +244,7 @@ impl CallerSide {
             drop(keystore);
             Counters::add(&counters.combined_batches, 1);
             Counters::add(&counters.combined_requests, n);
+            metrics.dispatched(Reason::Combined, n);
         }
         leader.taken()
     }

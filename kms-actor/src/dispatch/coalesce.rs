@@ -224,7 +224,20 @@ pub(crate) enum Reason {
 }
 
 impl Reason {
-    /// The label used in `tracing` events.
+    /// Every reason, in declaration order (`reason as usize` is its
+    /// index here).
+    pub(crate) const ALL: [Reason; 7] = [
+        Reason::Caller,
+        Reason::Inline,
+        Reason::IdleThread,
+        Reason::TargetBatch,
+        Reason::MaxWait,
+        Reason::Combined,
+        Reason::Shutdown,
+    ];
+
+    /// The label used in `tracing` events and as the `reason` label of
+    /// `kms_dispatch_total` and `kms_dispatch_items_total`.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Reason::Caller => "caller",
@@ -417,6 +430,13 @@ impl Dispatch {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn every_reason_is_listed_at_its_own_index() {
+        for (i, reason) in Reason::ALL.into_iter().enumerate() {
+            assert_eq!(reason as usize, i, "{}", reason.as_str());
+        }
+    }
 
     const MS: Duration = Duration::from_millis(1);
 

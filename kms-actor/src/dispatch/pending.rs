@@ -176,6 +176,7 @@ impl Pending {
         let batch = std::mem::take(&mut self.requests);
         self.since = None;
         metrics.batch_size.record(batch.len() as f64);
+        metrics.dispatched(reason, batch.len() as u64);
         metrics.batch_wait.record(waited.as_secs_f64());
         Counters::add(&counters.batches, 1);
         Counters::add(&counters.batched_requests, batch.len() as u64);
