@@ -60,7 +60,7 @@ use crate::dispatch::caller::CallerSide;
 use crate::dispatch::coalesce::{Dispatch, Reason};
 use crate::dispatch::pending::Pending;
 use crate::dispatch::pool::VerifyPool;
-use crate::dispatch::request::{Op, Request};
+use crate::dispatch::request::Request;
 use crate::handle::KmsHandle;
 use crate::metrics::Metrics;
 use crate::ops;
@@ -358,12 +358,9 @@ impl KmsActor {
     /// Queues a verify request, or serves any other request at once
     /// (`ops.rs`).
     fn accept(&mut self, request: Request) {
-        match request.op {
-            Op::Verify(v) => self.pending.push(v),
-            op => {
-                ops::serve(op, request.principal, &self.keystore, &self.writer);
-                Counters::add(&self.shared.counters.other_requests, 1);
-            }
+        match ops::serve(request, &self.keystore, &self.writer) {
+            Some(verify) => self.pending.push(verify),
+            None => Counters::add(&self.shared.counters.other_requests, 1),
         }
     }
 

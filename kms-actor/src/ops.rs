@@ -6,25 +6,22 @@
 //! here for those served at once, by the writer's job for the writes.
 //! A request whose caller has gone is skipped.
 
-use std::sync::Arc;
-
-use kms_core::{Keystore, KmsError};
+use kms_core::Keystore;
 
 use crate::audit;
-use crate::dispatch::request::Op;
+use crate::dispatch::request::{Op, Request, VerifyRequest};
 use crate::token::issue;
 use crate::writer::Writer;
 
-/// Serves `op`, made for `principal` (`None` for a client without one),
-/// with `keystore`, handing writes to `writer`.
-pub(crate) fn serve(op: Op, principal: Option<Arc<str>>, ks: &Keystore, writer: &Writer) {
+/// Serves `request` with `ks`, handing writes to `writer`; a verify
+/// request is not served here but handed back, for the actor to batch
+/// (`dispatch/pending.rs`).
+pub(crate) fn serve(request: Request, ks: &Keystore, writer: &Writer) -> Option<VerifyRequest> {
+    // `None` for every verify request (and a client without one).
+    let principal = request.principal;
     let who = principal.as_deref();
-    match op {
-        // Verify requests are the actor's to batch (`dispatch/pending.rs`); one
-        // reaching here is answered rather than dropped.
-        Op::Verify(v) => v.reply.send(Err(KmsError::Internal {
-            reason: "a verify request reached the operations lane".to_owned(),
-        })),
+    match request.op {
+        Op::Verify(v) => return Some(v),
         Op::Sign {
             key,
             message,
@@ -145,4 +142,5 @@ pub(crate) fn serve(op: Op, principal: Option<Arc<str>>, ks: &Keystore, writer: 
             result
         }),
     }
+    None
 }

@@ -78,49 +78,38 @@ async fn two_actors_in_one_process_record_apart() {
     pooled.shutdown().await;
     // One snapshot: taking one resets the debugging recorder's counters.
     let snapshot = snapshotter.snapshot().into_vec();
-    // (topic, op, outcome) -> count, for kms_ops_total.
-    let counts: HashMap<(String, String, String), u64> = snapshot
-        .iter()
-        .filter_map(|(key, _, _, value)| {
-            let key = key.key();
-            if key.name() != kms_actor::metrics::OPS_TOTAL {
-                return None;
-            }
-            let label = |name: &str| {
-                key.labels()
-                    .find(|l| l.key() == name)
-                    .map(|l| l.value().to_owned())
-                    .unwrap_or_default()
-            };
-            match value {
-                DebugValue::Counter(n) if *n > 0 => {
-                    Some(((label("topic"), label("op"), label("outcome")), *n))
-                }
-                _ => None,
-            }
-        })
-        .collect();
-    let expected: HashMap<(String, String, String), u64> = [
-        (("metrics.a", "verify", "invalid_signature"), 3),
-        (("metrics.b", "attest", "unknown_key"), 1),
+    // [topic, op, outcome] -> count, for kms_ops_total.
+    let counts = counters(
+        &snapshot,
+        kms_actor::metrics::OPS_TOTAL,
+        &["topic", "op", "outcome"],
+    );
+    let expected: HashMap<Vec<String>, u64> = [
+        (["metrics.a", "verify", "invalid_signature"], 3),
+        (["metrics.b", "attest", "unknown_key"], 1),
     ]
     .into_iter()
-    .map(|((t, o, c), n)| ((t.to_owned(), o.to_owned(), c.to_owned()), n))
+    .map(|(labels, n)| (labels.map(str::to_owned).to_vec(), n))
     .collect();
     let counts: HashMap<_, _> = counts
         .into_iter()
-        .filter(|((topic, _, _), _)| topic != "metrics.pool")
+        .filter(|(labels, _)| labels[0] != "metrics.pool")
         .collect();
     assert_eq!(counts, expected);
 
-    // (topic, reason) -> requests, for kms_dispatch_items_total.
-    let items = counters(&snapshot, kms_actor::metrics::DISPATCH_ITEMS_TOTAL);
-    let batches = counters(&snapshot, kms_actor::metrics::DISPATCH_TOTAL);
+    // [topic, reason] -> requests, for kms_dispatch_items_total.
+    let by_reason = ["topic", "reason"];
+    let items = counters(
+        &snapshot,
+        kms_actor::metrics::DISPATCH_ITEMS_TOTAL,
+        &by_reason,
+    );
+    let batches = counters(&snapshot, kms_actor::metrics::DISPATCH_TOTAL, &by_reason);
     // Three verifies one after another on a quiet node: the caller path,
     // one request each.
-    let of = |counts: &HashMap<(String, String), u64>, topic: &str, reason: &str| {
+    let of = |counts: &HashMap<Vec<String>, u64>, topic: &str, reason: &str| {
         counts
-            .get(&(topic.to_owned(), reason.to_owned()))
+            .get(&vec![topic.to_owned(), reason.to_owned()])
             .copied()
             .unwrap_or(0)
     };
@@ -129,7 +118,7 @@ async fn two_actors_in_one_process_record_apart() {
     let total = |topic: &str| -> u64 {
         items
             .iter()
-            .filter(|((t, _), _)| t == topic)
+            .filter(|(labels, _)| labels[0] == topic)
             .map(|(_, n)| n)
             .sum()
     };
@@ -143,7 +132,7 @@ async fn two_actors_in_one_process_record_apart() {
     }
     let pool_batches: u64 = batches
         .iter()
-        .filter(|((t, _), _)| t == "metrics.pool")
+        .filter(|(labels, _)| labels[0] == "metrics.pool")
         .map(|(_, n)| n)
         .sum();
     assert!((1..=POOLED).contains(&pool_batches), "{batches:?}");
@@ -160,8 +149,9 @@ type Entry = (
 /// Verify requests sent at once to the actor that batches them all.
 const POOLED: u64 = 64;
 
-/// (topic, reason) -> count of the counter `name`.
-fn counters(snapshot: &[Entry], name: &str) -> HashMap<(String, String), u64> {
+/// The non-zero counts of the counter `name`, by the values of its
+/// `labels`, in that order (an absent label reads as empty).
+fn counters(snapshot: &[Entry], name: &str, labels: &[&str]) -> HashMap<Vec<String>, u64> {
     snapshot
         .iter()
         .filter_map(|(key, _, _, value)| {
@@ -169,14 +159,14 @@ fn counters(snapshot: &[Entry], name: &str) -> HashMap<(String, String), u64> {
             if key.name() != name {
                 return None;
             }
-            let label = |name: &str| {
+            let label = |name: &&str| {
                 key.labels()
-                    .find(|l| l.key() == name)
+                    .find(|l| l.key() == *name)
                     .map(|l| l.value().to_owned())
                     .unwrap_or_default()
             };
             match value {
-                DebugValue::Counter(n) if *n > 0 => Some(((label("topic"), label("reason")), *n)),
+                DebugValue::Counter(n) if *n > 0 => Some((labels.iter().map(label).collect(), *n)),
                 _ => None,
             }
         })
