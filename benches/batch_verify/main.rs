@@ -11,6 +11,12 @@
 //!   items of 256): the same four plus
 //!   our `verify` in a loop. Invalid items are honest signatures over a
 //!   message changed afterwards, spread evenly through the batch.
+//! * At N = 1 and in the `invalid/` groups, aws-lc-rs's single
+//!   verification in a loop (`awslc/verify_loop`): what a per-request
+//!   verifier such as jsonwebtoken on aws-lc pays per token.
+//! * `forged/{0,1,5,50}%/distinct/{16,32,64,128}` (`by_forged_share`):
+//!   batches of N drawn from 3,200 items with that share forged at random
+//!   places, ours beside aws-lc-rs, with the cost model's expectation.
 //! * `threads/{1,2}/{distinct,16}/1024`: everything runs inside a rayon
 //!   pool of that many threads (every one pays the hand-off into the pool).
 //!   With two threads every implementation, ours included, is split in two
@@ -37,7 +43,10 @@ use std::time::Duration;
 
 use criterion::{BenchmarkGroup, Criterion, Throughput};
 use ed25519_dalek::{Signer, SigningKey};
-use kms::core::ed25519::{curve_backend, verify, verify_batch, BatchItem};
+use kms::core::ed25519::{
+    curve_backend, expected_cost_per_signature_us, verify, verify_batch, BatchItem,
+};
+use rand::SeedableRng;
 
 /// Which public keys the items are signed under.
 #[derive(Clone, Copy)]
@@ -183,6 +192,24 @@ impl Inputs {
     }
 }
 
+/// Valid items among `items` by aws-lc-rs's single verification, one call
+/// per item with the key as bytes (`UnparsedPublicKey`), as jsonwebtoken's
+/// `aws_lc_rs` backend verifies each EdDSA token: the per-request peer's
+/// real cost.
+fn awslc_loop(items: &[BatchItem<'_>]) -> usize {
+    items
+        .iter()
+        .filter(|i| {
+            aws_lc_rs::signature::UnparsedPublicKey::new(
+                &aws_lc_rs::signature::ED25519,
+                i.public_key(),
+            )
+            .verify(i.message(), i.signature())
+            .is_ok()
+        })
+        .count()
+}
+
 fn ours_batch(items: &[BatchItem<'_>]) -> usize {
     verify_batch(items).iter().filter(|v| v.is_ok()).count()
 }
@@ -243,6 +270,9 @@ fn peers(
         group.bench_function("ours/verify_loop", |b| {
             b.iter(|| on_pool(&|| assert_eq!(ours_loop(&items), valid)))
         });
+        group.bench_function("awslc/verify_loop", |b| {
+            b.iter(|| on_pool(&|| assert_eq!(awslc_loop(&items), valid)))
+        });
     }
 }
 
@@ -279,6 +309,52 @@ fn by_invalid_share(c: &mut Criterion) {
     }
 }
 
+/// `forged/{0,1,5,50}%/distinct/N` for N ∈ {16, 32, 64, 128}: 3,200
+/// items (25 to 200 batches of N), that share of them forged at places
+/// drawn once from a fixed seed, so a batch holds none, one or several as
+/// chance has it; each iteration verifies every batch. Ours in batches of
+/// N beside aws-lc-rs's single verification of the same items, and the
+/// cost model's expected µs per signature printed before each group
+/// (`kms_core::ed25519::expected_cost_per_signature_us`).
+fn by_forged_share(c: &mut Criterion) {
+    const TOTAL: usize = 3200;
+    for (label, share) in [("0%", 0.0), ("1%", 0.01), ("5%", 0.05), ("50%", 0.5)] {
+        let forged = (TOTAL as f64 * share) as usize;
+        let inputs = scattered(TOTAL, forged);
+        let items = inputs.items();
+        let valid = TOTAL - forged;
+        for n in [16usize, 32, 64, 128] {
+            println!(
+                "forged/{label}/distinct/{n}: model {:.1} µs per signature",
+                expected_cost_per_signature_us(n, share)
+            );
+            let mut group = c.benchmark_group(format!("forged/{label}/distinct/{n}"));
+            configure(&mut group, TOTAL);
+            group.bench_function("ours/verify_batch", |b| {
+                b.iter(|| {
+                    let ok: usize = items.chunks(n).map(ours_batch).sum();
+                    assert_eq!(ok, valid);
+                })
+            });
+            group.bench_function("awslc/verify_loop", |b| {
+                b.iter(|| assert_eq!(awslc_loop(&items), valid))
+            });
+            group.finish();
+        }
+    }
+}
+
+/// `n` signatures under distinct keys, `forged` of them (at places drawn
+/// from a fixed seed) over a message changed after signing.
+fn scattered(n: usize, forged: usize) -> Inputs {
+    let mut inputs = inputs(n, Keys::Distinct, 0);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(48);
+    for item in rand::seq::index::sample(&mut rng, n, forged) {
+        inputs.messages[item][0] ^= 1;
+    }
+    inputs
+}
+
 fn by_threads(c: &mut Criterion) {
     let n = 1024;
     for keys in [Keys::Distinct, Keys::Sixteen] {
@@ -298,6 +374,7 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     by_keys(&mut c);
     by_invalid_share(&mut c);
+    by_forged_share(&mut c);
     by_threads(&mut c);
     c.final_summary();
 }

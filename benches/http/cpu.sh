@@ -8,7 +8,9 @@
 # each thread by name) and of wrk before and after: µs of CPU per
 # answered request. For the gateway it also reads the actor's figures
 # from the admin face's /metrics: requests verified on their caller's task
-# (the caller path), batches, batches of one, and the mean size of the others.
+# (the caller path and combining), batches, batches of one, and the mean
+# size of the others; then each dispatch path's items and mean batch size
+# (`kms_dispatch_items_total` and `kms_dispatch_total` by `reason`).
 #
 # Usage: bash benches/http/cpu.sh [SECONDS per run, default 5] [RUNS, default 3] [CONNECTIONS, default 256]
 # SERVER=gateway (default), jsonwebtoken or floor chooses the server;
@@ -77,15 +79,28 @@ actor() {
     $1 ~ /^kms_batch_size_bucket[{].*le="1"[}]/ {o += $2}
     END {print v + 0, s + 0, n + 0, o + 0}'
 }
+# Verify dispatches and their items by path (`reason`), from one read of
+# /metrics: lines `reason dispatches items`.
+dispatches() {
+  [ -n "$admin" ] || return 0
+  curl -sf -H "Authorization: Bearer $(cat "$secret_file")" "http://$admin/metrics" | awk '
+    $1 ~ /^kms_dispatch_(items_)?total[{]/ {
+      match($1, /reason="[a-z_]+"/); r = substr($1, RSTART + 8, RLENGTH - 9)
+      if ($1 ~ /^kms_dispatch_items_total/) i[r] += $2; else d[r] += $2
+    }
+    END {for (r in d) print r, d[r] + 0, i[r] + 0}' | sort
+}
 hz=$(getconf CLK_TCK)
 export TOKENS=$work/tokens.txt KINDS=$work/kinds.txt
 for run in $(seq 1 "$runs"); do
   read -r ops0 batched0 batches0 ones0 < <(actor)
+  dispatches >"$work/dispatch.before"
   ticks "$pid" | sort >"$work/before"
   out=$( { /usr/bin/time -f "wrk_cpu %U %S" wrk -t1 -c"$connections" -d"${seconds}s" \
     -s benches/http/tokens.lua "http://$public/whoami"; } 2>&1) || { printf '%s\n' "$out" >&2; exit 1; }
   ticks "$pid" | sort >"$work/after"
   read -r ops batched batches ones < <(actor)
+  dispatches >"$work/dispatch.after"
   requests=$(awk '/requests in/ {print $1}' <<<"$out")
   [ "${requests:-0}" -gt 0 ] || { printf 'http_cpu: no requests answered\n%s\n' "$out" >&2; exit 1; }
   rps=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' <<<"$out")
@@ -103,5 +118,12 @@ for run in $(seq 1 "$runs"); do
     line="$line; actor: $verifies verifies, $((verifies - n_batched)) on the caller's task, $n_batches batches, $n_ones of one, the others $(awk -v s="$n_batched" -v n="$n_batches" -v o="$n_ones" 'BEGIN {printf "%.1f", (n > o ? (s - o) / (n - o) : 0)}') on average"
   fi
   echo "$line"
+  if [ -n "$admin" ]; then
+    # Items and mean batch size by path, this run only.
+    join -a2 "$work/dispatch.before" "$work/dispatch.after" | awk '
+      NF == 3 {d = $2; i = $3} NF == 5 {d = $4 - $2; i = $5 - $3}
+      d > 0 {printf "%s%s %d items in %d (%.1f each)", sep, $1, i, d, i / d; sep = ", "}
+      END {if (sep != "") printf "\n"}' | sed 's/^/  dispatch by path: /'
+  fi
   grep '^check:' <<<"$out" || true
 done

@@ -74,10 +74,12 @@ pub struct KmsConfig {
     /// Whether a verify request made while the node is quiet is verified
     /// on the caller's own task, with no hop at all (the caller path of the
     /// coalescer): nothing outstanding at the actor, no other caller doing
-    /// the same, a message of at most 1 KiB, and not the 9th of a run of
-    /// caller-side verifications back to back (each starting within 20 µs
-    /// of the previous one's end), so that requests made together still
-    /// form batches. It saves the thread wake-ups of a round trip through
+    /// the same, a message of at most 1 KiB, not while the node is in a
+    /// run of back-to-back requests, and not the 9th of a streak of
+    /// caller-side verifications back to back (each starting within four
+    /// times the measured cost of one after the previous one's end), so
+    /// that requests made together or under steady load still form
+    /// batches, on a core of any speed. It saves the thread wake-ups of a round trip through
     /// the actor, at the cost of one verification (~20 µs) on the caller's
     /// tokio worker. Under load (anything outstanding) it never applies.
     /// Default: `true`.

@@ -29,8 +29,8 @@
 //! `set_policy`, `trim`, `destroy`, `export` or `import`; `outcome`
 //! is `ok` or the error's stable code without its `kms.` prefix
 //! ([`KmsError::code`]: `invalid_signature`, `overloaded`, `dropped`, …),
-//! so no label value has a dot. `kms_bisections_total` is recorded by
-//! kms-core and the `kms_bus_*` counters by kms-bus.
+//! so no label value has a dot. `kms_bisections_total` and
+//! `kms_weighted_searches_total{outcome}` are recorded by kms-core and the `kms_bus_*` counters by kms-bus.
 //!
 //! `kms_build_info{version, curve_backend, missed_curve_backend}` (gauge,
 //! always 1) says which build runs, which curve25519-dalek backend it

@@ -152,6 +152,7 @@ mod tests {
             "kms_batch_wait_seconds_bucket{topic=\"kms.requests\",",
             "kms_batches_in_flight{topic=\"kms.requests\"}",
             "kms_bisections_total",
+            "kms_weighted_searches_total{outcome=\"one\"}",
             "kms_bus_published_total{topic=\"kms.requests\"}",
             "kms_bus_lagged_total{topic=\"kms.requests\"}",
             "kms_bus_rejected_total{topic=\"kms.requests\"}",

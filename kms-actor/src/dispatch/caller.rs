@@ -172,7 +172,8 @@ impl CallerSide {
             }
         };
         if let Some(leader) = leader {
-            spend_budget(self.lead(counters, metrics, leader)).await;
+            let verified = self.lead(counters, metrics, leader);
+            spend_budget(verified).await;
         }
         Dispatched::Waiting { counted, answer }
     }
@@ -215,8 +216,9 @@ impl CallerSide {
     /// Combining (`coalesce.rs`): verifies what is queued in batches on
     /// this task until `leader` has taken its share or the queue is empty,
     /// then leaves the lead (the hand-off, `combine.rs`). Synchronous, so
-    /// the lead is never held across an `.await`. Returns how many requests
-    /// it verified.
+    /// the lead is never held across an `.await`. Ends the node's run
+    /// when the leader led alone and verified only its own request
+    /// (`gate.rs`). Returns how many requests it verified.
     fn lead(&self, counters: &Counters, metrics: &Metrics, mut leader: Leader<'_>) -> usize {
         loop {
             let batch = leader.take();
@@ -245,6 +247,9 @@ impl CallerSide {
             Counters::add(&counters.combined_batches, 1);
             Counters::add(&counters.combined_requests, n);
             metrics.dispatched(Reason::Combined, n);
+        }
+        if leader.led_alone() {
+            self.gate.end_run();
         }
         leader.taken()
     }

@@ -13,17 +13,27 @@
 //! task, with no hop at all, when its request is alone on a quiet node:
 //! nothing is outstanding at the actor (published and not yet answered),
 //! no other caller is verifying on its own task, the message is at most
-//! [`INLINE_MAX_MESSAGE`] bytes, and the caller-side verifications before
-//! it were not a run of [`CALLER_MAX_STREAK`] back to back (each starting
-//! within [`CALLER_QUIET_GAP`] of the previous one's end). The last
-//! condition keeps batching: requests made together (tasks woken in one
-//! wave on one worker, or many calls joined in one task) reach the client
-//! one after another, each finding the previous one done; after a short
-//! run the next publishes, and from then on something is outstanding and
-//! the rest publish too and form a batch. One client calling back to back
-//! publishes one request in `CALLER_MAX_STREAK + 1`; requests that arrive
-//! apart never form a run. Everything else is published and meets the
-//! actor's rules.
+//! [`INLINE_MAX_MESSAGE`] bytes, the node is not in a run, and the
+//! caller-side verifications before it were not a run of
+//! [`CALLER_MAX_STREAK`] back to back (each starting within
+//! [`CALLER_QUIET_RATIO`] times the measured cost of one caller-side
+//! verification after the previous one's end). No rule names a duration:
+//! on a core where a verification costs five times as much, the gap that
+//! counts as quiet is five times as long.
+//!
+//! The run keeps batching: requests made together (tasks woken in one
+//! wave on one worker, or many calls joined in one task), or made under
+//! steady load (many clients, each request verified before the next is
+//! read), reach the client one after another, each finding the previous
+//! one done. After a short streak the next caller is refused and the node
+//! enters a run (if combining is on): from then on every caller goes to
+//! combining and gathers, so what the tasks ready on its worker ask joins
+//! one batch. The run ends when a leader, leading alone, verified only its
+//! own request: the gather found no company, the load has gone. One client
+//! calling back to back pays one gather per `CALLER_MAX_STREAK + 1`
+//! requests; requests that arrive apart never form a streak. Without
+//! combining, a caller that ends a streak is published, and the actor's
+//! rules apply.
 //!
 //! Combining ([`Reason::Combined`], [`Dispatch::at_combine`], if
 //! `KmsConfig::combine_max` is not 0): when the caller path refuses, a
@@ -106,9 +116,15 @@ use crate::config::KmsConfig;
 pub(crate) const INLINE_MAX_MESSAGE: usize = 1024;
 
 /// How soon after a caller-side verification ended the next must start to
-/// count as back to back (the caller path): calls made together reach the
-/// client within a few µs of each other; 20 µs is about one verification.
-pub(crate) const CALLER_QUIET_GAP: Duration = Duration::from_micros(20);
+/// count as back to back (the caller path), in multiples of what a
+/// caller-side verification has been costing on this machine (measured,
+/// `CallerGate`): calls made together reach the client within a few µs of
+/// each other, and a client under steady load comes back after its other
+/// work per request, which for an HTTP request costs about one to two
+/// verifications (docs/PERFORMANCE.md, "Where the CPU goes"); 4 leaves
+/// room for another process sharing the cores. A ratio, not a duration,
+/// so the rule holds on a core of any speed.
+pub(crate) const CALLER_QUIET_RATIO: u32 = 4;
 
 /// Longest run of back-to-back caller-side verifications (the caller path): the
 /// next request is published. 8 bounds what a burst pays before it is
@@ -124,9 +140,16 @@ pub(crate) struct CallerView {
     pub(crate) outstanding: usize,
     /// Whether no other caller is verifying on its own task now.
     pub(crate) gate_free: bool,
+    /// Whether the node is in a run: callers have been arriving back to
+    /// back, and combining's gathers have been finding company (module
+    /// docs).
+    pub(crate) run: bool,
     /// How long ago the previous caller-side verification ended (`None`:
     /// there was none).
     pub(crate) since_last: Option<Duration>,
+    /// What a caller-side verification has been costing (measured; zero
+    /// before the first).
+    pub(crate) verify_cost: Duration,
     /// How many caller-side verifications ran back to back up to the
     /// previous one.
     pub(crate) streak: u32,
@@ -145,9 +168,9 @@ pub(crate) struct CombineView {
     /// Verify requests outstanding (published or queued, not answered),
     /// this one included.
     pub(crate) outstanding: usize,
-    /// Whether the caller path refused this caller only because it ended a
-    /// run of back-to-back caller-side verifications (requests made
-    /// together).
+    /// Whether the caller path refused this caller because the node is in
+    /// a run, or because this call ended one (requests made together, or
+    /// steady load).
     pub(crate) run: bool,
     /// The message's length (bytes).
     pub(crate) message_len: usize,
@@ -257,9 +280,10 @@ impl Reason {
 pub(crate) struct Dispatch {
     inline: bool,
     on_caller: bool,
-    /// [`CALLER_QUIET_GAP`], except in tests that must not depend on how
-    /// fast the machine runs.
-    quiet_gap: Duration,
+    /// `None`: the quiet gap is [`CALLER_QUIET_RATIO`] times the measured
+    /// verification cost. A fixed gap only in tests that must not depend
+    /// on how fast the machine runs.
+    quiet_gap: Option<Duration>,
     threads: usize,
     combine_max: usize,
     target_batch: usize,
@@ -272,7 +296,7 @@ impl Dispatch {
         Dispatch {
             inline: config.inline_when_idle,
             on_caller: config.verify_on_caller_when_idle,
-            quiet_gap: CALLER_QUIET_GAP,
+            quiet_gap: None,
             threads: config.threads,
             combine_max: config.combine_max,
             target_batch: config.target_batch,
@@ -298,9 +322,27 @@ impl Dispatch {
         self.on_caller
             && view.outstanding == 0
             && view.gate_free
+            && !(view.run && self.combines())
             && view.message_len <= INLINE_MAX_MESSAGE
             && (view.streak < CALLER_MAX_STREAK
-                || view.since_last.is_none_or(|gap| gap >= self.quiet_gap))
+                || !self.back_to_back(view.since_last, view.verify_cost))
+    }
+
+    /// Whether a caller-side verification starting `since_last` after the
+    /// previous one ended is back to back with it, when one has been
+    /// costing `verify_cost`: within [`CALLER_QUIET_RATIO`] times that
+    /// cost (or the fixed gap tests set).
+    pub(crate) fn back_to_back(&self, since_last: Option<Duration>, verify_cost: Duration) -> bool {
+        let gap = self
+            .quiet_gap
+            .unwrap_or_else(|| verify_cost.saturating_mul(CALLER_QUIET_RATIO));
+        since_last.is_some_and(|since| since < gap)
+    }
+
+    /// Whether combining is on (`combine_max` is not 0): only then does a
+    /// run refuse the caller path, since only combining's leads end one.
+    pub(crate) fn combines(&self) -> bool {
+        self.combine_max > 0
     }
 
     /// Combining: whether a caller that the caller path refused leads, joins or
@@ -353,17 +395,14 @@ impl Dispatch {
         }
     }
 
-    /// How soon after a caller-side verification the next must start to
-    /// be back to back (the caller path).
-    pub(crate) fn quiet_gap(&self) -> Duration {
-        self.quiet_gap
-    }
-
-    /// These rules with another quiet gap: tests of the caller path use a
+    /// These rules with a fixed quiet gap: tests of the caller path use a
     /// wide one, so their outcome does not depend on the machine's speed.
     #[cfg(any(test, feature = "test-hooks"))]
     pub(crate) fn with_quiet_gap(self, quiet_gap: Duration) -> Self {
-        Dispatch { quiet_gap, ..self }
+        Dispatch {
+            quiet_gap: Some(quiet_gap),
+            ..self
+        }
     }
 
     /// Whether to dispatch the `pending` requests now, and why.
@@ -497,11 +536,15 @@ pub(crate) mod tests {
         );
     }
 
+    const COST: Duration = Duration::from_micros(50);
+
     fn quiet() -> CallerView {
         CallerView {
             outstanding: 0,
             gate_free: true,
+            run: false,
             since_last: None,
+            verify_cost: COST,
             streak: 0,
             message_len: 100,
         }
@@ -529,7 +572,9 @@ pub(crate) mod tests {
             }),
             "another caller is verifying on its task"
         );
-        let soon = Some(CALLER_QUIET_GAP / 20);
+        // Three verifications' time apart on a core where one costs 50 µs:
+        // back to back (a request's other work comes between them).
+        let soon = Some(COST * 3);
         assert!(
             p.at_caller(CallerView {
                 since_last: soon,
@@ -548,11 +593,38 @@ pub(crate) mod tests {
         );
         assert!(
             p.at_caller(CallerView {
-                since_last: Some(CALLER_QUIET_GAP),
+                since_last: Some(COST * CALLER_QUIET_RATIO),
                 streak: CALLER_MAX_STREAK,
                 ..quiet()
             }),
             "after a pause the run is over"
+        );
+        assert!(
+            !p.at_caller(CallerView {
+                since_last: Some(COST * CALLER_QUIET_RATIO),
+                streak: CALLER_MAX_STREAK,
+                verify_cost: COST * 2,
+                ..quiet()
+            }),
+            "on a core twice as slow the same pause is back to back"
+        );
+        assert!(
+            !p.at_caller(CallerView {
+                run: true,
+                ..quiet()
+            }),
+            "in a run: combining gathers"
+        );
+        let no_combining = Dispatch::new(&KmsConfig {
+            combine_max: 0,
+            ..KmsConfig::default()
+        });
+        assert!(
+            no_combining.at_caller(CallerView {
+                run: true,
+                ..quiet()
+            }),
+            "without combining a run refuses nothing (none could end it)"
         );
         assert!(!p.at_caller(CallerView {
             message_len: INLINE_MAX_MESSAGE + 1,

@@ -185,6 +185,7 @@ impl CombineQueue {
             dispatch,
             publisher,
             taken: 0,
+            alone: false,
         }
     }
 }
@@ -241,6 +242,8 @@ pub(crate) struct Leader<'a> {
     publisher: &'a Publisher<Request>,
     /// Requests taken so far.
     taken: usize,
+    /// Whether it was the only leader when it found nothing more to take.
+    alone: bool,
 }
 
 impl Leader<'_> {
@@ -254,6 +257,9 @@ impl Leader<'_> {
             state.leaders,
             state.gathering,
         );
+        if n == 0 {
+            self.alone = state.leaders == 1;
+        }
         self.taken += n;
         state.take(n)
     }
@@ -261,6 +267,13 @@ impl Leader<'_> {
     /// Requests taken so far (count).
     pub(crate) fn taken(&self) -> usize {
         self.taken
+    }
+
+    /// Whether this leader, done, verified only one request while nobody
+    /// else led: the caller's own, with no company (the run is over,
+    /// `gate.rs`).
+    pub(crate) fn led_alone(&self) -> bool {
+        self.alone && self.taken <= 1
     }
 }
 

@@ -13,15 +13,21 @@
 //!   stops counting its request at once, so the count may briefly be lower
 //!   than what is held, which only lets one more caller verify on its own
 //!   task.
+//! * `run` is set by the caller that ends a streak (only if combining is
+//!   on) and cleared by a leader that led alone and verified only its own
+//!   request ([`CallerGate::end_run`]); while it is set the caller path
+//!   refuses everyone, and combining gathers.
 //!
-//! `outstanding` and the first look at `busy` are hints that order no
-//! other memory (`Relaxed`); the compare-and-swap on `busy` (Acquire) and
-//! its clearing (Release) make each caller-side verification, and its
-//! write of `last`, happen before the next one's read of `last`.
+//! `outstanding`, `run` and the first look at `busy` are hints that order
+//! no other memory (`Relaxed`): a stale `run` sends one caller down the
+//! other path, which answers it all the same. The compare-and-swap on
+//! `busy` (Acquire) and its clearing (Release) make each caller-side
+//! verification, and its write of `last`, happen before the next one's
+//! read of `last`.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::dispatch::coalesce::{CallerView, Dispatch};
 
@@ -32,11 +38,30 @@ pub(crate) struct CallerGate {
     outstanding: AtomicUsize,
     /// Set while a caller verifies on its own task.
     busy: AtomicBool,
-    /// When the previous caller-side verification ended, and how many had
-    /// run back to back up to it (each starting within the policy's quiet
-    /// gap of the previous one's end); `None` before the first.
-    last: Mutex<Option<(Instant, u32)>>,
+    /// Set while the node is in a run (`coalesce.rs`).
+    run: AtomicBool,
+    /// The previous caller-side verification; `None` before the first.
+    last: Mutex<Option<Last>>,
 }
+
+/// What the caller path remembers of the previous caller-side
+/// verification.
+#[derive(Debug, Clone, Copy)]
+struct Last {
+    /// When it ended.
+    ended: Instant,
+    /// How many had run back to back up to it (each starting within the
+    /// quiet gap of the previous one's end).
+    streak: u32,
+    /// What a caller-side verification costs: an average over the recent
+    /// ones, each weighing [`COST_WEIGHT`] of it.
+    cost: Duration,
+}
+
+/// The weight of each new caller-side verification's duration in the
+/// cost average (1/8: a preempted verification moves it by an eighth of
+/// its excess).
+const COST_WEIGHT: u32 = 8;
 
 impl CallerGate {
     /// Counts a verify request about to be published or queued until the
@@ -55,13 +80,19 @@ impl CallerGate {
         self.outstanding.load(Ordering::Relaxed)
     }
 
+    /// Ends the run (module docs): a leader that led alone verified only
+    /// its own request.
+    pub(crate) fn end_run(&self) {
+        self.run.store(false, Ordering::Relaxed);
+    }
+
     /// The caller path: `Ok` if the caller verifies its `message_len`-byte
     /// request on its own task now; it holds the gate until the permit drops.
     ///
     /// # Errors
-    /// Why the caller path refused: [`Refused::Run`] when only the run of
-    /// back-to-back caller-side verifications did, [`Refused::Busy`]
-    /// otherwise.
+    /// Why the caller path refused: [`Refused::Run`] while the node is in
+    /// a run or when this call ends a streak of back-to-back caller-side
+    /// verifications, [`Refused::Busy`] otherwise.
     pub(crate) fn try_enter(
         &self,
         dispatch: &Dispatch,
@@ -70,14 +101,21 @@ impl CallerGate {
         let first_look = CallerView {
             outstanding: self.outstanding.load(Ordering::Relaxed),
             gate_free: !self.busy.load(Ordering::Relaxed),
+            run: self.run.load(Ordering::Relaxed),
             since_last: None,
+            verify_cost: Duration::ZERO,
             streak: 0,
             message_len,
+        };
+        let refused = if first_look.run && dispatch.combines() {
+            Refused::Run
+        } else {
+            Refused::Busy
         };
         // The cheap conditions first: under load callers turn back here,
         // without writing the gate's cache line.
         if !dispatch.at_caller(first_look) {
-            return Err(Refused::Busy);
+            return Err(refused);
         }
         // Acquire pairs with the Release in `Permit::drop`.
         if self
@@ -85,27 +123,40 @@ impl CallerGate {
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            return Err(Refused::Busy);
+            return Err(refused);
         }
         let last = *self.last.lock().unwrap_or_else(PoisonError::into_inner);
-        let since_last = last.map(|(ended, _)| ended.elapsed());
-        let streak = last.map_or(0, |(_, streak)| streak);
+        let since_last = last.map(|last| last.ended.elapsed());
+        let verify_cost = last.map_or(Duration::ZERO, |last| last.cost);
+        let streak = last.map_or(0, |last| last.streak);
         let view = CallerView {
             gate_free: true,
             since_last,
+            verify_cost,
             streak,
             ..first_look
         };
         if !dispatch.at_caller(view) {
-            // Refused: nothing ran, so `last` stays. Release: as in
+            // A streak ended: requests made together or under steady load.
+            // Combining gathers them from now on, until a lead finds no
+            // company. Nothing ran, so `last` stays. Release: as in
             // `Permit::drop`.
+            if dispatch.combines() {
+                self.run.store(true, Ordering::Relaxed);
+            }
             self.busy.store(false, Ordering::Release);
             return Err(Refused::Run);
         }
-        let back_to_back = since_last.is_some_and(|gap| gap < dispatch.quiet_gap());
+        let streak = if dispatch.back_to_back(since_last, verify_cost) {
+            streak + 1
+        } else {
+            1
+        };
         Ok(Permit {
             gate: self,
-            streak: if back_to_back { streak + 1 } else { 1 },
+            streak,
+            cost: last.map(|last| last.cost),
+            started: Instant::now(),
         })
     }
 }
@@ -116,9 +167,9 @@ pub(crate) enum Refused {
     /// Something is outstanding, another caller verifies on its task, or
     /// the message is too long.
     Busy,
-    /// The node is quiet but this call ends a run of back-to-back
-    /// caller-side verifications: requests made together, which combining
-    /// gathers into one batch.
+    /// The node is in a run, or this call ends a streak of back-to-back
+    /// caller-side verifications: requests made together or under steady
+    /// load, which combining gathers into batches.
     Run,
 }
 
@@ -149,17 +200,32 @@ impl Drop for Outstanding<'_> {
 /// opens the gate.
 pub(crate) struct Permit<'a> {
     gate: &'a CallerGate,
-    /// The streak this verification makes (see `CallerGate::last`).
+    /// The streak this verification makes (see `Last::streak`).
     streak: u32,
+    /// The cost average before this verification (`None`: the first).
+    cost: Option<Duration>,
+    /// When the permit was given: the verification's start.
+    started: Instant,
 }
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
+        let ended = Instant::now();
+        let took = ended.duration_since(self.started);
+        let cost = match self.cost {
+            // cost + (took - cost) / COST_WEIGHT, in whole nanoseconds.
+            Some(cost) => cost.saturating_mul(COST_WEIGHT - 1).saturating_add(took) / COST_WEIGHT,
+            None => took,
+        };
         *self
             .gate
             .last
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some((Instant::now(), self.streak));
+            .unwrap_or_else(PoisonError::into_inner) = Some(Last {
+            ended,
+            streak: self.streak,
+            cost,
+        });
         // Release pairs with the Acquire of the next `try_enter`.
         self.gate.busy.store(false, Ordering::Release);
     }

@@ -9,21 +9,27 @@
 //! a combination only if it passed them, and an item is reported invalid
 //! only after its own equation failed ([`super::equation::check_one`]). An
 //! item is reported valid either by its own equation or by a combination
-//! that holds. A combination containing an invalid item holds with
-//! probability at most 2^-128 (docs/DESIGN.md §3.2 rule 4 being cofactored); an item
-//! lies in at most `2·log2(n) + 1` of the combinations bisection checks, so
-//! the chance it is wrongly reported valid is at most that many times 2^-128.
+//! that holds (a weighted search's, `search.rs`, included). A combination
+//! containing an invalid item holds with probability at most 2^-128
+//! (docs/DESIGN.md §3.2 rule 4 being cofactored). An item lies in at most
+//! `log2(n) + 1` of the nested groups bisection forms, each with one
+//! combination (a right half's is the whole's less the left's: the same
+//! random sum, not a new one), and in at most one weighted search per
+//! group, which tests at most `n` candidates; so the chance it is wrongly
+//! reported valid is at most `(n + 1)·(log2(n) + 1)` times 2^-128.
 
 use std::collections::HashMap;
 
 use curve25519_dalek::edwards::EdwardsPoint;
 use curve25519_dalek::scalar::Scalar;
+use curve25519_dalek::traits::IsIdentity;
 
 use super::coefficients;
 use super::decode::{prepare, prepare_terms, Prepared};
-use super::equation::{check_one, combination_holds, Entry};
+use super::equation::{check_one, combination, Entry};
 use super::error::SignatureError;
 use super::policy::{self, Plan, PER_ITEM_BELOW};
+use super::search;
 use super::verifying_key::ItemKey;
 use super::BatchItem;
 
@@ -168,45 +174,85 @@ fn resolve_unknown(
 ) {
     if entries.len() <= PER_ITEM_BELOW {
         check_each(keys, entries, out, evidence);
-    } else if combination_holds(keys, entries, z) {
+        return;
+    }
+    let sum = combination(keys, entries, z);
+    if sum.is_identity() {
         evidence.valid += entries.len();
     } else {
-        resolve_failed(keys, entries, z, out, evidence);
+        resolve_failed(keys, entries, z, sum, out, evidence);
     }
 }
 
-/// Verdicts for `entries` whose combination is known to fail: per-item
-/// checks when the cost model says a flood is likelier than a few bad items,
-/// else bisection. When the left half's combination holds, the right half
-/// must hold an invalid item (its combination equals the whole minus the
-/// left), so it is not checked as a whole again.
+/// Verdicts for `entries` whose combination under `z` is `sum`, known not
+/// to be the identity (at least one item is invalid): per-item checks when
+/// the cost model says a flood is likelier than a few bad items; else the
+/// weighted search for a single bad item when the model says one is
+/// likely ([`search::locate_one`]), then bisection. Bisection computes the
+/// left half's combination only: the right half's is `sum` less the
+/// left's (the combination is linear, `equation::combination`).
 fn resolve_failed(
     keys: &[EdwardsPoint],
     entries: &[Entry],
     z: &[Scalar],
+    sum: EdwardsPoint,
     out: &mut [Verdict],
     evidence: &mut Evidence,
 ) {
-    if entries.len() <= PER_ITEM_BELOW
-        || !policy::prefer_bisection(
-            entries.len(),
-            distinct_keys(keys, entries),
-            evidence.share(),
-        )
+    let distinct = distinct_keys(keys, entries);
+    let share = evidence.share();
+    if entries.len() <= PER_ITEM_BELOW || !policy::prefer_bisection(entries.len(), distinct, share)
     {
         check_each(keys, entries, out, evidence);
         return;
+    }
+    if policy::prefer_weighted_search(entries.len(), distinct, share) {
+        let found = search::locate_one(keys, entries, z, &sum);
+        metrics::counter!(
+            super::WEIGHTED_SEARCHES_TOTAL,
+            "outcome" => if found.is_some() { "one" } else { "several" }
+        )
+        .increment(1);
+        if let Some(j) = found {
+            let bad = &entries[j];
+            let verdict = check_one(&keys[bad.key], &bad.terms);
+            if verdict.is_err() {
+                // The others' weighted combination held: valid.
+                evidence.valid += entries.len() - 1;
+                evidence.invalid += 1;
+                out[bad.position] = verdict;
+                return;
+            }
+            // Its own equation holds, so the search was fooled (probability
+            // at most 2^-128): bisection decides, as below.
+        }
     }
     metrics::counter!(super::BISECTIONS_TOTAL).increment(1);
     let mid = entries.len() / 2;
     let (left, right) = entries.split_at(mid);
     let (z_left, z_right) = z.split_at(mid);
-    if left.len() > PER_ITEM_BELOW && combination_holds(keys, left, z_left) {
+    if left.len() <= PER_ITEM_BELOW {
+        let invalid_before = evidence.invalid;
+        check_each(keys, left, out, evidence);
+        if evidence.invalid == invalid_before {
+            // The left half is valid: the right half holds the failure.
+            resolve_failed(keys, right, z_right, sum, out, evidence);
+        } else {
+            resolve_unknown(keys, right, z_right, out, evidence);
+        }
+        return;
+    }
+    let left_sum = combination(keys, left, z_left);
+    let right_sum = sum - left_sum;
+    if left_sum.is_identity() {
         evidence.valid += left.len();
-        resolve_failed(keys, right, z_right, out, evidence);
     } else {
-        resolve_failed(keys, left, z_left, out, evidence);
-        resolve_unknown(keys, right, z_right, out, evidence);
+        resolve_failed(keys, left, z_left, left_sum, out, evidence);
+    }
+    if right_sum.is_identity() {
+        evidence.valid += right.len();
+    } else {
+        resolve_failed(keys, right, z_right, right_sum, out, evidence);
     }
 }
 
@@ -344,10 +390,33 @@ mod tests {
                 assert_eq!(grouped.keys.len(), 3);
                 let z = coefficients::draw(n).expect("OS random source");
                 assert_eq!(
-                    combination_holds(&grouped.keys, &grouped.entries, &z),
+                    combination(&grouped.keys, &grouped.entries, &z).is_identity(),
                     forged.is_none(),
                     "n = {n}, forged = {forged:?}"
                 );
+            }
+        }
+    }
+
+    /// The weighted search names the one invalid item of a failed
+    /// combination wherever it sits, and names none when two are invalid.
+    #[test]
+    fn a_weighted_search_names_the_one_invalid_item_and_no_other() {
+        for n in [5, 16, 64, 200] {
+            for forged in [vec![0], vec![n / 2], vec![n - 1], vec![1, n - 2]] {
+                let owned = owned(n, &forged);
+                let items = borrowed(&owned);
+                let mut out = vec![Ok(()); n];
+                let grouped = prepare_all(&items, &mut out);
+                let z = coefficients::draw(n).expect("OS random source");
+                let sum = combination(&grouped.keys, &grouped.entries, &z);
+                assert!(!sum.is_identity(), "n = {n}, forged = {forged:?}");
+                let found = search::locate_one(&grouped.keys, &grouped.entries, &z, &sum);
+                let expected = match forged[..] {
+                    [one] => Some(one),
+                    _ => None,
+                };
+                assert_eq!(found, expected, "n = {n}, forged = {forged:?}");
             }
         }
     }

@@ -65,19 +65,21 @@ pub(crate) fn check_one(a: &EdwardsPoint, t: &Terms) -> Result<(), SignatureErro
     }
 }
 
-/// Checks the random linear combination
-/// `[8]( [-Σ zᵢsᵢ]B + Σ_A [Σ_{i under A} zᵢkᵢ]A + Σ [zᵢ]Rᵢ ) = 𝒪` with one
-/// `VartimeMultiscalarMul` call (curve25519-dalek): `1 + (distinct keys among
-/// entries) + entries.len()` points. Items under the same key share one `A`
-/// term, as in ed25519-zebra's `batch::Verifier`.
+/// The random linear combination
+/// `[8]( [-Σ zᵢsᵢ]B + Σ_A [Σ_{i under A} zᵢkᵢ]A + Σ [zᵢ]Rᵢ )`, computed with
+/// one `VartimeMultiscalarMul` call (curve25519-dalek): `1 + (distinct keys
+/// among entries) + entries.len()` points. Items under the same key share
+/// one `A` term, as in ed25519-zebra's `batch::Verifier`.
 ///
 /// `keys` is the key table `Entry::key` indexes into, and `z` holds one
-/// independent coefficient per entry. Every `[8](Rᵢ + [kᵢ]Aᵢ - [sᵢ]B)` lies
-/// in the prime-order subgroup, so if any item fails its own cofactored
-/// equation the combination is the identity with probability at most 2^-128
-/// over the choice of the `zᵢ`; if all items pass, it is the identity.
-/// Returns whether it is.
-pub(crate) fn combination_holds(keys: &[EdwardsPoint], entries: &[Entry], z: &[Scalar]) -> bool {
+/// coefficient per entry. The result is `Σ zᵢ·Eᵢ` with
+/// `Eᵢ = [8](Rᵢ + [kᵢ]Aᵢ - [sᵢ]B)`, each `Eᵢ` in the prime-order subgroup
+/// and the identity exactly when item `i` passes its own cofactored
+/// equation. So the combination is linear in `z`: the combination of a
+/// part of `entries` is the whole one less that of the rest, and with
+/// independent random `zᵢ`, if any item fails, the result is the identity
+/// with probability at most 2^-128 (`coefficients.rs`).
+pub(crate) fn combination(keys: &[EdwardsPoint], entries: &[Entry], z: &[Scalar]) -> EdwardsPoint {
     debug_assert_eq!(entries.len(), z.len());
     let mut b_coefficient = Scalar::ZERO;
     // a_sums[key] accumulates Σ zᵢkᵢ; `used` lists each key once, in order
@@ -110,7 +112,5 @@ pub(crate) fn combination_holds(keys: &[EdwardsPoint], entries: &[Entry], z: &[S
         .chain(used.iter().map(|&k| &keys[k]))
         .chain(entries.iter().map(|e| &e.terms.r))
         .chain(iter::repeat_n(&identity, padding));
-    EdwardsPoint::vartime_multiscalar_mul(scalars, points)
-        .mul_by_cofactor()
-        .is_identity()
+    EdwardsPoint::vartime_multiscalar_mul(scalars, points).mul_by_cofactor()
 }

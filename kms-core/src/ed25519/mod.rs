@@ -36,11 +36,13 @@ mod equation;
 mod error;
 mod key_cache;
 mod policy;
+mod search;
 mod verifying_key;
 
 pub use backend::{curve_backend, missed_curve_backend, CurveBackend};
 pub use error::{Component, SignatureError};
 pub use key_cache::KEY_CACHE_CAPACITY;
+pub use policy::expected_cost_per_signature_us;
 pub use verifying_key::{BatchItem, VerifyingKey};
 
 pub(crate) use decode::decode_trusted_public_key;
@@ -53,9 +55,17 @@ use crate::KmsError;
 /// arriving mixed with valid ones.
 pub const BISECTIONS_TOTAL: &str = "kms_bisections_total";
 
-/// Registers the unit and help text of [`BISECTIONS_TOTAL`] with the
-/// installed `metrics` recorder, and the counter itself at 0, so a scrape
-/// shows it before the first bisection.
+/// `kms_weighted_searches_total{outcome}` (counter, through the `metrics`
+/// facade): how many times [`verify_batch`] looked for the one invalid
+/// item of a failed combination with a second, weighted combination
+/// (docs/DESIGN.md §3.3). `outcome` is `one` (found: no bisection) or
+/// `several` (more than one invalid item: bisection followed).
+pub const WEIGHTED_SEARCHES_TOTAL: &str = "kms_weighted_searches_total";
+
+/// Registers the unit and help text of [`BISECTIONS_TOTAL`] and
+/// [`WEIGHTED_SEARCHES_TOTAL`] with the installed `metrics` recorder, and
+/// the counters themselves at 0, so a scrape shows them before the first
+/// failed combination.
 pub fn describe_metrics() {
     metrics::describe_counter!(
         BISECTIONS_TOTAL,
@@ -63,6 +73,14 @@ pub fn describe_metrics() {
         "Failed batch combinations split in two to find their invalid items"
     );
     metrics::counter!(BISECTIONS_TOTAL).increment(0);
+    metrics::describe_counter!(
+        WEIGHTED_SEARCHES_TOTAL,
+        metrics::Unit::Count,
+        "Failed batch combinations searched for their one invalid item by a weighted combination"
+    );
+    for outcome in ["one", "several"] {
+        metrics::counter!(WEIGHTED_SEARCHES_TOTAL, "outcome" => outcome).increment(0);
+    }
 }
 
 /// Length of an Ed25519 public key, in bytes (RFC 8032 §5.1.5).

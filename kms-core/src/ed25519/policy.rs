@@ -1,6 +1,7 @@
 //! Adaptive failure handling (docs/DESIGN.md §3.3): how large the combinations are
-//! and how a failed one finds its invalid items, steered by how often items
-//! have been failing lately.
+//! and how a failed one finds its invalid items (each item's own equation,
+//! a weighted search for a single one, bisection), steered by how often
+//! items have been failing lately.
 //!
 //! Invariant: nothing here affects a verdict, only the cost of reaching it.
 //! Every path (one combination, smaller combinations, bisection, per-item
@@ -132,6 +133,80 @@ pub(crate) fn prefer_bisection(m: usize, keys: usize, f: f64) -> bool {
     bisection_cost(m_f, invalid, points_per_item) < m_f
 }
 
+/// Hashing the message and decoding `R` (µs per item; measured as in
+/// [`EQUATION_US`]): paid by every item that reaches the equation, on
+/// every path.
+const PREPARE_US: f64 = 4.6;
+
+/// The model's expected cost (µs per signature, [`EQUATION_US`]'s machine)
+/// of verifying batches of `n` items with distinct keys of which a share
+/// `f` fails its equation, in the steady state (the failure average at
+/// `f`): the plan [`plan_for`] picks, its combinations and their
+/// resolution, and each item's hashing and decoding. Benches print it
+/// beside what they measure (`benches/batch_verify/main.rs`).
+pub fn expected_cost_per_signature_us(n: usize, f: f64) -> f64 {
+    let units = match plan_for(n, f) {
+        Plan::PerItem => 1.0,
+        Plan::Combine(size) => {
+            let chunks = n.div_ceil(size.max(1)).max(1);
+            let size = n.div_ceil(chunks).max(1);
+            if size <= PER_ITEM_BELOW {
+                1.0
+            } else {
+                expected_cost_per_item(size, f, 2.0)
+            }
+        }
+    };
+    units * EQUATION_US + PREPARE_US
+}
+
+/// Whether a failed combination of `m` items under `keys` distinct keys,
+/// when a share `f` of items fails, is worth a weighted search for its one
+/// invalid item (`search.rs`) before bisection: the search costs one
+/// combination of the same points and one equation, and saves the
+/// bisection when exactly one item is invalid. With `λ = f·m` invalid
+/// items expected (a Poisson count; at least one, since the combination
+/// failed), exactly one is invalid with probability `λe^-λ / (1 - e^-λ)`
+/// (1 as `λ → 0`); the search pays when that probability times the
+/// bisection's cost exceeds its own cost.
+pub(crate) fn prefer_weighted_search(m: usize, keys: usize, f: f64) -> bool {
+    if m <= PER_ITEM_BELOW {
+        return false;
+    }
+    let m_f = m as f64;
+    let points_per_item = (m_f + keys as f64) / m_f;
+    let invalid = (f * m_f).max(1.0);
+    one_invalid_given_failure(f * m_f) * bisection_cost(m_f, invalid, points_per_item)
+        > weighted_search_cost(m_f, points_per_item)
+}
+
+/// The probability that exactly one item is invalid when at least one is,
+/// for a Poisson count of mean `lambda`.
+fn one_invalid_given_failure(lambda: f64) -> f64 {
+    if lambda < 1e-9 {
+        1.0
+    } else {
+        lambda * (-lambda).exp() / -(-lambda).exp_m1()
+    }
+}
+
+/// Cost of a weighted search in a failed group of `m` items: one
+/// combination of the group's points and the equation of the item it
+/// names (its `m` point additions are negligible).
+fn weighted_search_cost(m: f64, points_per_item: f64) -> f64 {
+    combination_cost(points_per_item * m + 1.0) + 1.0
+}
+
+/// Cost of resolving a failed group of `m` items holding `invalid` invalid
+/// ones (expected) by the cheapest way: each item's equation, bisection,
+/// or a weighted search first and bisection when it finds several.
+fn resolve_cost(m: f64, invalid: f64, f: f64, points_per_item: f64) -> f64 {
+    let bisect = bisection_cost(m, invalid, points_per_item);
+    let weighted = weighted_search_cost(m, points_per_item)
+        + (1.0 - one_invalid_given_failure(f * m)) * bisect;
+    m.min(bisect).min(weighted)
+}
+
 /// Cost of one combination of `points` points.
 fn combination_cost(points: f64) -> f64 {
     if points < PIPPENGER_FROM {
@@ -148,7 +223,7 @@ fn expected_cost_per_item(size: usize, f: f64, points_per_item: f64) -> f64 {
     let p_fail = 1.0 - (1.0 - f).powf(s);
     let resolve = if p_fail > 0.0 {
         let invalid_given_fail = (f * s / p_fail).max(1.0);
-        bisection_cost(s, invalid_given_fail, points_per_item).min(s)
+        resolve_cost(s, invalid_given_fail, f, points_per_item)
     } else {
         0.0
     };
@@ -157,8 +232,8 @@ fn expected_cost_per_item(size: usize, f: f64, points_per_item: f64) -> f64 {
 
 /// Cost of bisecting a failed group of `m` items holding `invalid` invalid
 /// ones: at each level every failed group checks its left half (the right
-/// half's verdict follows), until groups are small enough to check item by
-/// item.
+/// half's combination is the group's less the left's), until groups are
+/// small enough to check item by item.
 fn bisection_cost(m: f64, invalid: f64, points_per_item: f64) -> f64 {
     let mut cost = 0.0;
     let mut group = m;
@@ -206,6 +281,18 @@ mod tests {
         assert!(prefer_bisection(256, 1, 0.004));
         assert!(!prefer_bisection(256, 256, 0.5));
         assert!(!prefer_bisection(PER_ITEM_BELOW, 1, 0.0));
+    }
+
+    #[test]
+    fn a_likely_single_bad_item_is_searched_for_by_weights() {
+        for m in [8, 16, 64, 256] {
+            assert!(prefer_weighted_search(m, m, 0.0), "m = {m}");
+        }
+        assert!(prefer_weighted_search(64, 64, 0.005));
+        assert!(!prefer_weighted_search(256, 256, 0.05), "~13 expected");
+        assert!(!prefer_weighted_search(PER_ITEM_BELOW, 1, 0.0));
+        assert!((one_invalid_given_failure(0.0) - 1.0).abs() < 1e-12);
+        assert!((one_invalid_given_failure(1.0) - 0.5820).abs() < 1e-3);
     }
 
     #[test]
