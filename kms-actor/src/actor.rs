@@ -55,9 +55,10 @@ use tokio::sync::Notify;
 use crate::audit;
 use crate::client::KmsClient;
 use crate::config::KmsConfig;
-use crate::dispatch::batch::{self, Verifier};
+use crate::dispatch::batch::{self, Verifier, Verifying};
 use crate::dispatch::caller::CallerSide;
 use crate::dispatch::coalesce::{Dispatch, Reason};
+use crate::dispatch::origins::OriginTable;
 use crate::dispatch::pending::Pending;
 use crate::dispatch::pool::VerifyPool;
 use crate::dispatch::request::Request;
@@ -175,6 +176,10 @@ impl KmsActor {
         let writer = Writer::spawn(&runtime, keystore.clone(), config.write_backlog);
         let dispatch = tune(Dispatch::new(&config));
         let tokens = Arc::new(Tokens::new(&config, trusted, keystore.key_set_generation()));
+        let verifying = Arc::new(Verifying {
+            verifier,
+            origins: OriginTable::new(config.origin_table, &config.request_topic),
+        });
         let shared = Arc::new(Shared {
             closing: AtomicBool::new(false),
             stop: Notify::new(),
@@ -184,7 +189,7 @@ impl KmsActor {
             caller: CallerSide::new(
                 dispatch,
                 keystore.clone(),
-                Arc::clone(&verifier),
+                Arc::clone(&verifying),
                 &config.request_topic,
             ),
             generation: keystore.key_set_generation(),
@@ -201,7 +206,7 @@ impl KmsActor {
                 dispatch,
                 pool,
                 keystore.clone(),
-                verifier,
+                verifying,
                 &config.request_topic,
             ),
             drained: Vec::with_capacity(config.max_batch),

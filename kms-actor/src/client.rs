@@ -26,8 +26,9 @@ use kms_core::{Attestation, KeyId, KeyPolicy, KmsError};
 use crate::dispatch::caller::Dispatched;
 use crate::dispatch::publish::publish;
 use crate::dispatch::reply::{Answer, Reply};
-use crate::dispatch::request::{Op, Request, VerifyBy};
+use crate::dispatch::request::{Op, Request, VerifyBy, VerifyCall};
 use crate::metrics::OpKind;
+use crate::origin::Origin;
 use crate::shared::Shared;
 use crate::stats::Counters;
 use crate::token::tokens::Tokens;
@@ -114,8 +115,13 @@ impl KmsClient {
         message: impl Into<Bytes>,
         signature: [u8; 64],
     ) -> Result<(), KmsError> {
-        self.verify_by(VerifyBy::PublicKey(public_key), message.into(), signature)
-            .await
+        self.verify_by(
+            VerifyBy::PublicKey(public_key),
+            message.into(),
+            signature,
+            None,
+        )
+        .await
     }
 
     /// Verifies a 64-byte `signature` on `message` under the key version
@@ -135,7 +141,7 @@ impl KmsClient {
         message: impl Into<Bytes>,
         signature: [u8; 64],
     ) -> Result<(), KmsError> {
-        self.verify_by(VerifyBy::Key(key.clone()), message.into(), signature)
+        self.verify_by(VerifyBy::Key(key.clone()), message.into(), signature, None)
             .await
     }
 
@@ -295,6 +301,7 @@ impl KmsClient {
         by: VerifyBy,
         message: Bytes,
         signature: [u8; 64],
+        origin: Option<Origin>,
     ) -> Result<(), KmsError> {
         let started = Instant::now();
         // Checked once, when the call starts (as for the other operations);
@@ -310,9 +317,12 @@ impl KmsClient {
                     &self.requests,
                     &shared.counters,
                     &shared.metrics,
-                    by,
-                    message,
-                    signature,
+                    VerifyCall {
+                        by,
+                        message,
+                        signature,
+                        origin,
+                    },
                 )
                 .await;
             match dispatched {

@@ -22,6 +22,13 @@ pub const MAX_WAIT_LIMIT: Duration = Duration::from_secs(1);
 /// run between two yields.
 pub const MAX_COMBINE_LIMIT: usize = 128;
 
+/// The smallest [`KmsConfig::origin_table`] accepted (slots): one probe
+/// window.
+pub const MIN_ORIGIN_TABLE: usize = 8;
+
+/// The largest [`KmsConfig::origin_table`] accepted (slots): 2^20, 24 MiB.
+pub const MAX_ORIGIN_TABLE: usize = 1 << 20;
+
 /// Name of the bus topic the actor takes requests from by default.
 pub const DEFAULT_REQUEST_TOPIC: &str = "kms.requests";
 
@@ -103,6 +110,15 @@ pub struct KmsConfig {
     /// messages over 1 KiB still go to the pool. `0` turns it off. Default:
     /// 64.
     pub combine_max: usize,
+    /// Slots (count, [`MIN_ORIGIN_TABLE`]..=[`MAX_ORIGIN_TABLE`], rounded
+    /// up to a power of two) of the origin table: the decaying record of
+    /// how often each [`crate::Origin`]'s signatures fail, which keeps a
+    /// failing origin's requests out of other origins' batches (verified
+    /// alone, after them). 24 bytes each, allocated at spawn. An origin
+    /// that finds no slot shares one overflow record with every other
+    /// such origin. Only requests made through
+    /// [`crate::KmsClient::for_origin`] use it. Default: 16 384 (384 KiB).
+    pub origin_table: usize,
     /// Most tokens (count) the verified-token cache holds
     /// ([`crate::KmsClient::verify_jwt`]): a token that verified is answered
     /// from it while the key set does not change (any key created or
@@ -185,6 +201,7 @@ impl Default for KmsConfig {
             inline_when_idle: true,
             verify_on_caller_when_idle: true,
             combine_max: 64,
+            origin_table: 16_384,
             token_cache: 65_536,
             token_cache_bytes: 64 << 20,
             trusted_jwks: Vec::new(),
@@ -206,7 +223,8 @@ impl KmsConfig {
     ///
     /// # Errors
     /// [`KmsError::InvalidConfig`], naming the field, for: zero threads; a
-    /// `target_batch` of 0; a `combine_max` above [`MAX_COMBINE_LIMIT`]; a
+    /// `target_batch` of 0; a `combine_max` above [`MAX_COMBINE_LIMIT`]; an
+    /// `origin_table` outside [`MIN_ORIGIN_TABLE`]..=[`MAX_ORIGIN_TABLE`]; a
     /// `token_alg` other than `EdDSA`/`Ed25519`; a `token_cache_bytes` below
     /// `token_cache` (cache on); a `max_batch` below `target_batch` or above
     /// [`MAX_BATCH_LIMIT`]; a `max_wait` of zero or above 1 s; a request
@@ -225,6 +243,8 @@ impl KmsConfig {
             "max_wait must be more than 0 and at most 1 s"
         } else if self.combine_max > MAX_COMBINE_LIMIT {
             "combine_max must be at most 128"
+        } else if !(MIN_ORIGIN_TABLE..=MAX_ORIGIN_TABLE).contains(&self.origin_table) {
+            "origin_table must be at least 8 and at most 1 048 576"
         } else if !self.token_alg.is_ed25519() {
             "token_alg must be EdDSA or Ed25519 (tokens are signed with Ed25519)"
         } else if self.token_cache > 0 && self.token_cache_bytes < self.token_cache {
@@ -280,6 +300,7 @@ setters! {
     inline_when_idle / with_inline_when_idle: bool;
     verify_on_caller_when_idle / with_verify_on_caller_when_idle: bool;
     combine_max / with_combine_max: usize;
+    origin_table / with_origin_table: usize;
     token_cache / with_token_cache: usize;
     token_cache_bytes / with_token_cache_bytes: usize;
     trusted_jwks / with_trusted_jwks: Vec<TrustedJwkSet>;

@@ -59,9 +59,11 @@ mod audit;
 mod client;
 mod config;
 mod dispatch;
+mod for_origin;
 mod handle;
 pub mod metrics;
 mod ops;
+mod origin;
 #[cfg(feature = "tower")]
 mod retry;
 mod shared;
@@ -77,9 +79,11 @@ pub use audit::AUDIT_TARGET;
 pub use client::KmsClient;
 pub use config::{
     KmsConfig, DEFAULT_REQUEST_TOPIC, MAX_AUTO_ROTATE_CHECK, MAX_BATCH_LIMIT, MAX_COMBINE_LIMIT,
-    MAX_WAIT_LIMIT,
+    MAX_ORIGIN_TABLE, MAX_WAIT_LIMIT, MIN_ORIGIN_TABLE,
 };
+pub use for_origin::ForOrigin;
 pub use handle::KmsHandle;
+pub use origin::Origin;
 #[cfg(feature = "tower")]
 pub use retry::RetryPolicy;
 pub use stats::KmsStats;

@@ -70,6 +70,18 @@ pub const DISPATCH_TOTAL: &str = "kms_dispatch_total";
 /// size of each path.
 pub const DISPATCH_ITEMS_TOTAL: &str = "kms_dispatch_items_total";
 
+/// `kms_verify_set_apart_total{topic}`: verify requests verified alone,
+/// apart from their batch, because their origin's signatures have been
+/// failing (`crate::Origin`; counter).
+pub const VERIFY_SET_APART_TOTAL: &str = "kms_verify_set_apart_total";
+/// `kms_origins_tracked{topic}`: origins holding a record in the origin
+/// table (gauge; at most `KmsConfig::origin_table`).
+pub const ORIGINS_TRACKED: &str = "kms_origins_tracked";
+/// `kms_origin_table_overflows_total{topic}`: failed verdicts of origins
+/// that found no record in the full origin table (they share one
+/// overflow record; counter).
+pub const ORIGIN_TABLE_OVERFLOWS_TOTAL: &str = "kms_origin_table_overflows_total";
+
 /// `kms_token_refusals_total{topic,code}`: tokens `verify_jwt` refused,
 /// by the refusal's stable code (`jose.malformed`, `jose.unknown_kid`,
 /// `jose.expired`, `kms.version_disallowed`, …: a bounded set, the codes of
@@ -178,6 +190,21 @@ pub fn describe() {
         DISPATCH_ITEMS_TOTAL,
         Unit::Count,
         "Verify requests in the batches dispatched, by dispatch path"
+    );
+    metrics::describe_counter!(
+        VERIFY_SET_APART_TOTAL,
+        Unit::Count,
+        "Verify requests verified apart from their batch because their origin has been failing"
+    );
+    metrics::describe_gauge!(
+        ORIGINS_TRACKED,
+        Unit::Count,
+        "Origins holding a record in the origin table"
+    );
+    metrics::describe_counter!(
+        ORIGIN_TABLE_OVERFLOWS_TOTAL,
+        Unit::Count,
+        "Failed verdicts of origins that found no record in the full origin table"
     );
     kms_core::ed25519::describe_metrics();
     kms_core::storage::describe_metrics();

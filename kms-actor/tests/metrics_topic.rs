@@ -1,13 +1,15 @@
 //! Two actors in one process record their metrics apart: every `kms_*`
 //! metric carries the actor's request topic as `topic`; and every verify
 //! request is counted under exactly one dispatch path
-//! (`kms_dispatch_items_total{reason}`). Its own test binary: it installs a
+//! (`kms_dispatch_items_total{reason}`); a failing origin's requests are
+//! counted set apart (`kms_verify_set_apart_total`) and its record tracked
+//! (`kms_origins_tracked`). Its own test binary: it installs a
 //! global debugging recorder (the actor looks up error outcomes when they
 //! happen, outside any local recorder).
 
 use std::collections::HashMap;
 
-use kms_actor::{KmsActor, KmsConfig};
+use kms_actor::{KmsActor, KmsConfig, Origin};
 use kms_bus::Bus;
 use kms_core::{Keystore, KmsError};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -55,6 +57,19 @@ async fn two_actors_in_one_process_record_apart() {
     while let Some(answer) = calls.join_next().await {
         assert!(matches!(
             answer.expect("joined"),
+            Err(KmsError::InvalidSignature(_))
+        ));
+    }
+    // A forger's origin on the pooled actor: its first forgery goes in a
+    // batch (no record yet), the next two are set apart.
+    let forger = Origin::new("forger");
+    for _ in 0..FORGED {
+        assert!(matches!(
+            pooled
+                .client()
+                .for_origin(forger)
+                .verify_with_public_key([0; 32], &b"m"[..], [0; 64])
+                .await,
             Err(KmsError::InvalidSignature(_))
         ));
     }
@@ -126,7 +141,7 @@ async fn two_actors_in_one_process_record_apart() {
     assert_eq!(total("metrics.b"), 0, "no verify on b");
     // Through the pool: every request under one pool path, in batches no
     // more numerous than the requests.
-    assert_eq!(total("metrics.pool"), POOLED, "{items:?}");
+    assert_eq!(total("metrics.pool"), POOLED + FORGED, "{items:?}");
     for reason in ["caller", "combined", "inline"] {
         assert_eq!(of(&items, "metrics.pool", reason), 0, "{reason}: {items:?}");
     }
@@ -135,8 +150,31 @@ async fn two_actors_in_one_process_record_apart() {
         .filter(|(labels, _)| labels[0] == "metrics.pool")
         .map(|(_, n)| n)
         .sum();
-    assert!((1..=POOLED).contains(&pool_batches), "{batches:?}");
+    assert!((1..=POOLED + FORGED).contains(&pool_batches), "{batches:?}");
+
+    // The forger: one origin tracked, its last two requests set apart.
+    let apart = counters(
+        &snapshot,
+        kms_actor::metrics::VERIFY_SET_APART_TOTAL,
+        &["topic"],
+    );
+    let expected: HashMap<Vec<String>, u64> =
+        [(vec!["metrics.pool".to_owned()], FORGED - 1)].into();
+    assert_eq!(apart, expected);
+    let tracked: Vec<f64> = snapshot
+        .iter()
+        .filter(|(key, ..)| key.key().name() == kms_actor::metrics::ORIGINS_TRACKED)
+        .filter(|(key, ..)| key.key().labels().any(|l| l.value() == "metrics.pool"))
+        .filter_map(|(.., value)| match value {
+            DebugValue::Gauge(g) => Some(g.into_inner()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tracked, [1.0]);
 }
+
+/// Forgeries from one origin sent one after another to the pooled actor.
+const FORGED: u64 = 3;
 
 /// One metric of a debugging recorder's snapshot.
 type Entry = (

@@ -1,7 +1,15 @@
 //! A verify batch, run on a pool thread (or on the actor's task, the inline
-//! path): resolve key ids, one `verify_batch`, one answer per request on its
-//! own reply channel. And [`verify_one`], the same for one request verified
-//! on its caller's task (the caller path).
+//! path, or a leading caller's): resolve key ids, one `verify_batch`, one
+//! answer per request on its own reply channel. And [`verify_one`], the
+//! same for one request verified on its caller's task (the caller path).
+//!
+//! Requests whose origin has been failing (`origins.rs`) are set apart:
+//! the others are verified as one batch first, then each set-apart request
+//! alone (a batch of one, which kms-core verifies as `verify` does and
+//! which leaves its failure estimate alone), so a forger's signatures
+//! neither fail nor shrink the combinations of the clean requests. Every
+//! verdict of a request that carries an origin is recorded in the origin
+//! table. Without origins, one batch, as before any was seen.
 //!
 //! Failure paths, in order: a request whose key id is unknown gets that
 //! error and does not enter the batch; a request whose caller has gone is
@@ -16,7 +24,9 @@ use std::sync::Arc;
 use kms_core::ed25519::{verify_batch, BatchItem, SignatureError, VerifyingKey};
 use kms_core::{Keystore, KmsError};
 
-use crate::dispatch::request::{VerifyBy, VerifyRequest};
+use crate::dispatch::origins::OriginTable;
+use crate::dispatch::request::{VerifyBy, VerifyCall, VerifyRequest};
+use crate::origin::Origin;
 
 /// One verdict per item, in order: `kms_core::ed25519::verify_batch`'s shape.
 pub(crate) type Verdicts = Vec<Result<(), SignatureError>>;
@@ -31,21 +41,72 @@ pub(crate) fn default_verifier() -> Verifier {
     Arc::new(verify_batch)
 }
 
-/// Verifies `requests` as one batch with `verifier` and answers each.
-pub(crate) fn run(requests: Vec<VerifyRequest>, keystore: &Keystore, verifier: &Verifier) {
-    run_with(requests, keystore, |items| verifier(items));
+/// What verifies batches: the batch verifier, and the origin table that
+/// sets failing origins' requests apart and records every verdict.
+pub(crate) struct Verifying {
+    pub(crate) verifier: Verifier,
+    pub(crate) origins: OriginTable,
+}
+
+impl std::fmt::Debug for Verifying {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verifying")
+            .field("origins", &self.origins)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Verifies `requests` (module docs: clean ones as one batch, then each
+/// set-apart one alone) and answers each.
+pub(crate) fn run(requests: Vec<VerifyRequest>, keystore: &Keystore, verifying: &Verifying) {
+    let verifier = &verifying.verifier;
+    if requests.iter().all(|r| r.origin.is_none()) {
+        run_with(requests, keystore, |items| verifier(items), &mut Vec::new());
+        return;
+    }
+    let apart = verifying
+        .origins
+        .set_apart(requests.iter().map(|r| r.origin));
+    let mut verdicts = Vec::with_capacity(requests.len());
+    let (mut clean, mut set_apart) = (Vec::with_capacity(requests.len()), Vec::new());
+    for (request, apart) in requests.into_iter().zip(apart) {
+        if apart {
+            set_apart.push(request);
+        } else {
+            clean.push(request);
+        }
+    }
+    run_with(clean, keystore, |items| verifier(items), &mut verdicts);
+    for request in set_apart {
+        run_with(
+            vec![request],
+            keystore,
+            |items| verifier(items),
+            &mut verdicts,
+        );
+    }
+    verifying.origins.record(verdicts.into_iter());
 }
 
 /// [`run`] with the batch verifier passed in, so the failure paths (a
-/// verifier that panics or miscounts) are tested on this same code.
+/// verifier that panics or miscounts) are tested on this same code. Pushes
+/// onto `verdicts`, for each request with an origin that got a verdict,
+/// the origin and whether its signature failed.
 fn run_with(
     requests: Vec<VerifyRequest>,
     keystore: &Keystore,
     verifier: impl FnOnce(&[BatchItem<'_>]) -> Verdicts,
+    verdicts: &mut Vec<(Origin, bool)>,
 ) {
+    if requests.is_empty() {
+        return;
+    }
     // `answer` only borrows the requests, so after a panic they are still
     // here for the fallback.
-    let failure = match catch_unwind(AssertUnwindSafe(|| answer(&requests, keystore, verifier))) {
+    let answered = catch_unwind(AssertUnwindSafe(|| {
+        answer(&requests, keystore, verifier, verdicts)
+    }));
+    let failure = match answered {
         Ok(Ok(())) => return,
         Ok(Err(reason)) => reason,
         Err(_) => "the verify batch panicked".to_owned(),
@@ -65,17 +126,22 @@ fn run_with(
 /// [`KmsError::InvalidSignature`], or [`KmsError::Internal`] if the
 /// verifier panics or returns other than one verdict.
 pub(crate) fn verify_one(
-    by: &VerifyBy,
-    message: &[u8],
-    signature: &[u8; 64],
+    request: &VerifyCall,
     keystore: &Keystore,
-    verifier: &Verifier,
+    verifying: &Verifying,
 ) -> Result<(), KmsError> {
     let verdict = catch_unwind(AssertUnwindSafe(|| {
-        let key = resolve(by, keystore)?;
-        let verdicts = verifier(&[key.item(message, signature)]);
+        let key = resolve(&request.by, keystore)?;
+        let verdicts = (verifying.verifier)(&[key.item(&request.message, &request.signature)]);
         match verdicts.as_slice() {
-            [verdict] => (*verdict).map_err(KmsError::from),
+            [verdict] => {
+                if let Some(origin) = request.origin {
+                    verifying
+                        .origins
+                        .record(std::iter::once((origin, verdict.is_err())));
+                }
+                (*verdict).map_err(KmsError::from)
+            }
             _ => Err(KmsError::Internal {
                 reason: format!(
                     "the verifier returned {} verdicts for 1 item",
@@ -133,6 +199,7 @@ fn answer(
     requests: &[VerifyRequest],
     keystore: &Keystore,
     verifier: impl FnOnce(&[BatchItem<'_>]) -> Verdicts,
+    recorded: &mut Vec<(Origin, bool)>,
 ) -> Result<(), String> {
     let mut ready = Vec::with_capacity(requests.len());
     for request in requests {
@@ -161,6 +228,9 @@ fn answer(
         ));
     }
     for ((_, request), verdict) in ready.iter().zip(verdicts) {
+        if let Some(origin) = request.origin {
+            recorded.push((origin, verdict.is_err()));
+        }
         request.reply.send(verdict.map_err(KmsError::from));
     }
     Ok(())
@@ -178,6 +248,7 @@ mod tests {
             message: bytes::Bytes::from_static(b"m"),
             signature: [0; 64],
             reply,
+            origin: None,
         }
     }
 
@@ -185,9 +256,12 @@ mod tests {
     fn a_panicking_batch_answers_every_request_internal() {
         let (replies, answers): (Vec<_>, Vec<_>) = (0..5).map(|_| Reply::new()).unzip();
         let requests = replies.into_iter().map(request).collect();
-        run_with(requests, &Keystore::new(), |_| {
-            panic!("injected verifier fault")
-        });
+        run_with(
+            requests,
+            &Keystore::new(),
+            |_| panic!("injected verifier fault"),
+            &mut Vec::new(),
+        );
         for mut answer in answers {
             match answer.try_recv() {
                 Ok(Err(KmsError::Internal { reason })) => assert!(reason.contains("panicked")),
@@ -200,7 +274,12 @@ mod tests {
     fn a_miscounting_verifier_answers_internal_not_dropped() {
         let (replies, answers): (Vec<_>, Vec<_>) = (0..3).map(|_| Reply::new()).unzip();
         let requests = replies.into_iter().map(request).collect();
-        run_with(requests, &Keystore::new(), |_| vec![Ok(())]);
+        run_with(
+            requests,
+            &Keystore::new(),
+            |_| vec![Ok(())],
+            &mut Vec::new(),
+        );
         for mut answer in answers {
             assert!(matches!(
                 answer.try_recv(),
@@ -222,10 +301,15 @@ mod tests {
         let mut requests = vec![request(unknown), request(abandoned), request(kept)];
         requests[0].by = VerifyBy::Key(stranger);
         let mut seen = 0;
-        run_with(requests, &ks, |items| {
-            seen = items.len();
-            verify_batch(items)
-        });
+        run_with(
+            requests,
+            &ks,
+            |items| {
+                seen = items.len();
+                verify_batch(items)
+            },
+            &mut Vec::new(),
+        );
         assert_eq!(
             seen, 1,
             "only the live request with a known key is verified"
@@ -238,5 +322,57 @@ mod tests {
             kept_answer.try_recv(),
             Ok(Err(KmsError::InvalidSignature(_)))
         ));
+    }
+
+    /// A failing origin's requests are verified alone, after one batch of
+    /// the others (a clean origin's, and requests without an origin), and
+    /// every request gets its own verdict.
+    #[test]
+    fn a_failing_origins_requests_are_verified_apart_after_the_others() {
+        use std::sync::Mutex;
+
+        let ks = Keystore::new();
+        let key = ks.create_ed25519("acme", "tokens").expect("create");
+        let (key, signature) = ks.sign(&key, b"m").expect("sign");
+        let (clean, forger) = (Origin::new("clean"), Origin::new("forger"));
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&sizes);
+        let verifying = Verifying {
+            verifier: Arc::new(move |items: &[BatchItem<'_>]| {
+                seen.lock().expect("sizes").push(items.len());
+                verify_batch(items)
+            }),
+            origins: OriginTable::new(64, "t"),
+        };
+        verifying
+            .origins
+            .record((0..4).map(|_| (forger, true)).chain([(clean, false)]));
+        let mut answers = Vec::new();
+        let mut requests = Vec::new();
+        for i in 0..20 {
+            let (reply, answer) = Reply::new();
+            let forged = i % 5 == 0;
+            requests.push(VerifyRequest {
+                by: VerifyBy::Key(key.clone()),
+                message: bytes::Bytes::from_static(if forged { b"x" } else { b"m" }),
+                signature,
+                reply,
+                origin: match i % 5 {
+                    0 => Some(forger),
+                    1 => None,
+                    _ => Some(clean),
+                },
+            });
+            answers.push((forged, answer));
+        }
+        run(requests, &ks, &verifying);
+        assert_eq!(*sizes.lock().expect("sizes"), [16, 1, 1, 1, 1]);
+        for (forged, mut answer) in answers {
+            match answer.try_recv() {
+                Ok(Ok(())) => assert!(!forged),
+                Ok(Err(KmsError::InvalidSignature(_))) => assert!(forged),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 }

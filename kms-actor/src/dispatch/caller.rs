@@ -21,19 +21,18 @@
 //!   verifications and afterwards no caller verifies (combining answers
 //!   `ShuttingDown`, publishing finds no subscriber).
 
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
-use bytes::Bytes;
 use kms_bus::Publisher;
 use kms_core::{Keystore, KmsError};
 
-use crate::dispatch::batch::{self, Verifier};
+use crate::dispatch::batch::{self, Verifying};
 use crate::dispatch::coalesce::{Dispatch, Reason};
 use crate::dispatch::combine::{CombineQueue, Leader, Offer, Offered};
 use crate::dispatch::gate::{CallerGate, Outstanding, Refused};
 use crate::dispatch::publish::publish;
 use crate::dispatch::reply::{Answer, Reply};
-use crate::dispatch::request::{Op, Request, VerifyBy, VerifyRequest};
+use crate::dispatch::request::{Op, Request, VerifyCall};
 use crate::metrics::Metrics;
 use crate::stats::Counters;
 
@@ -49,7 +48,8 @@ pub(crate) struct CallerSide {
     /// (module docs): then `None`, so no clone of it outlives the actor
     /// (a durable store's lock is released) however long clients live.
     keystore: RwLock<Option<Keystore>>,
-    verifier: Verifier,
+    /// The verifier and the origin table, shared with the actor's pool.
+    verifying: Arc<Verifying>,
     /// The request topic's name (the `topic` field of `tracing` events).
     topic: String,
 }
@@ -81,11 +81,11 @@ pub(crate) enum Dispatched<'a> {
 
 impl CallerSide {
     /// The caller side of an actor on `topic` with these rules, verifying
-    /// with `keystore` and `verifier` until [`CallerSide::release_keystore`].
+    /// with `keystore` and `verifying` until [`CallerSide::release_keystore`].
     pub(crate) fn new(
         dispatch: Dispatch,
         keystore: Keystore,
-        verifier: Verifier,
+        verifying: Arc<Verifying>,
         topic: &str,
     ) -> Self {
         CallerSide {
@@ -93,7 +93,7 @@ impl CallerSide {
             gate: CallerGate::default(),
             combine: CombineQueue::default(),
             keystore: RwLock::new(Some(keystore)),
-            verifier,
+            verifying,
             topic: topic.to_owned(),
         }
     }
@@ -126,11 +126,9 @@ impl CallerSide {
         requests: &Publisher<Request>,
         counters: &Counters,
         metrics: &Metrics,
-        by: VerifyBy,
-        message: Bytes,
-        signature: [u8; 64],
+        call: VerifyCall,
     ) -> Dispatched<'_> {
-        let refused = match self.verify_on_caller(counters, metrics, &by, &message, &signature) {
+        let refused = match self.verify_on_caller(counters, metrics, &call) {
             Ok(verdict) => {
                 // Not a tokio resource: spend the cooperative budget by
                 // hand, so a task looping on verifies of a quiet node
@@ -142,12 +140,7 @@ impl CallerSide {
         };
         let counted = self.gate.publishing();
         let (reply, answer) = Reply::new();
-        let request = VerifyRequest {
-            by,
-            message,
-            signature,
-            reply,
-        };
+        let request = call.with_reply(reply);
         let offer = Offer {
             outstanding: counted.outstanding(),
             run: refused == Refused::Run,
@@ -187,18 +180,16 @@ impl CallerSide {
         &self,
         counters: &Counters,
         metrics: &Metrics,
-        by: &VerifyBy,
-        message: &[u8],
-        signature: &[u8; 64],
+        request: &VerifyCall,
     ) -> Result<Result<(), KmsError>, Refused> {
-        let permit = self.gate.try_enter(&self.dispatch, message.len())?;
+        let permit = self.gate.try_enter(&self.dispatch, request.message.len())?;
         let keystore = self.keystore.read().unwrap_or_else(PoisonError::into_inner);
         // `None`: the actor has finished; combining then answers ShuttingDown
         // or publishes, which answers it too.
         let Some(keystore_now) = keystore.as_ref() else {
             return Err(Refused::Busy);
         };
-        let verdict = batch::verify_one(by, message, signature, keystore_now, &self.verifier);
+        let verdict = batch::verify_one(request, keystore_now, &self.verifying);
         drop(keystore);
         drop(permit);
         Counters::add(&counters.caller_verified, 1);
@@ -235,7 +226,7 @@ impl CallerSide {
             );
             let keystore = self.keystore.read().unwrap_or_else(PoisonError::into_inner);
             match keystore.as_ref() {
-                Some(keystore) => batch::run(batch, keystore, &self.verifier),
+                Some(keystore) => batch::run(batch, keystore, &self.verifying),
                 // The actor has finished: nothing more is verified.
                 None => {
                     for request in batch {

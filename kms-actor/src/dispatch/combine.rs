@@ -329,6 +329,7 @@ mod tests {
             message: Bytes::from_static(b"m"),
             signature: [0; 64],
             reply: Reply::new().0,
+            origin: None,
         }
     }
 

@@ -15,7 +15,9 @@
 //!    the [`pool`].
 //! 4. [`batch`] resolves the keys, runs one multiscalar verification and
 //!    answers each request on its own [`reply`] handle, wherever it runs:
-//!    a pool thread, the actor's task, or a leading caller's task.
+//!    a pool thread, the actor's task, or a leading caller's task; it
+//!    verifies the requests of origins that have been failing apart from
+//!    the others ([`origins`] keeps the record).
 //!
 //! [`coalesce`] holds every decision as a plain function of explicit
 //! inputs, with table tests; the other files carry out its answers.
@@ -29,6 +31,7 @@ pub(crate) mod caller;
 pub(crate) mod coalesce;
 pub(crate) mod combine;
 pub(crate) mod gate;
+pub(crate) mod origins;
 pub(crate) mod pending;
 pub(crate) mod pool;
 pub(crate) mod publish;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use kms_core::Keystore;
 
-use crate::dispatch::batch::{self, Verifier};
+use crate::dispatch::batch::{self, Verifying};
 use crate::dispatch::coalesce::{Dispatch, Reason};
 use crate::dispatch::pool::VerifyPool;
 use crate::dispatch::request::VerifyRequest;
@@ -26,7 +26,7 @@ pub(crate) struct Pending {
     dispatch: Dispatch,
     pool: VerifyPool,
     keystore: Keystore,
-    verifier: Verifier,
+    verifying: Arc<Verifying>,
     /// The request topic's name (the `topic` field of `tracing` events).
     topic: String,
     /// Verify requests read and not yet dispatched; at most `max_batch`.
@@ -51,14 +51,14 @@ impl Pending {
         dispatch: Dispatch,
         pool: VerifyPool,
         keystore: Keystore,
-        verifier: Verifier,
+        verifying: Arc<Verifying>,
         topic: &str,
     ) -> Self {
         Pending {
             dispatch,
             pool,
             keystore,
-            verifier,
+            verifying,
             topic: topic.to_owned(),
             requests: Vec::new(),
             since: None,
@@ -200,16 +200,16 @@ impl Pending {
         );
         if reason == Reason::Inline {
             // On this task: no pool thread to wake (the inline path).
-            batch::run(batch, &self.keystore, &self.verifier);
+            batch::run(batch, &self.keystore, &self.verifying);
             return;
         }
         debug_assert!(chunks >= 1 && chunks <= batch.len(), "no empty job");
         let mut rest = batch.into_iter();
         for size in Dispatch::chunk_sizes(rest.len(), chunks) {
             let chunk: Vec<VerifyRequest> = rest.by_ref().take(size).collect();
-            let (keystore, verifier) = (self.keystore.clone(), Arc::clone(&self.verifier));
+            let (keystore, verifying) = (self.keystore.clone(), Arc::clone(&self.verifying));
             self.pool
-                .spawn(move || batch::run(chunk, &keystore, &verifier));
+                .spawn(move || batch::run(chunk, &keystore, &verifying));
         }
     }
 }

@@ -11,6 +11,7 @@ use kms_jose::Algorithm;
 
 use crate::dispatch::reply::Reply;
 use crate::metrics::OpKind;
+use crate::origin::Origin;
 
 /// One request to the KMS actor, made by [`crate::KmsClient`], which also
 /// waits for the answer. Crate-private, so nothing outside this crate can
@@ -119,6 +120,30 @@ pub(crate) struct VerifyRequest {
     pub(crate) message: Bytes,
     pub(crate) signature: [u8; 64],
     pub(crate) reply: Reply<()>,
+    /// Where it comes from, if the caller said (`crate::Origin`).
+    pub(crate) origin: Option<Origin>,
+}
+
+/// A verify call as its caller holds it, before it has a reply handle:
+/// verified on the caller's task, or made a [`VerifyRequest`].
+pub(crate) struct VerifyCall {
+    pub(crate) by: VerifyBy,
+    pub(crate) message: Bytes,
+    pub(crate) signature: [u8; 64],
+    pub(crate) origin: Option<Origin>,
+}
+
+impl VerifyCall {
+    /// The request that carries this call, answered on `reply`.
+    pub(crate) fn with_reply(self, reply: Reply<()>) -> VerifyRequest {
+        VerifyRequest {
+            by: self.by,
+            message: self.message,
+            signature: self.signature,
+            reply,
+            origin: self.origin,
+        }
+    }
 }
 
 /// Which public key a verify request names.

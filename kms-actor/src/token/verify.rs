@@ -52,6 +52,7 @@ use kms_jose::{Claims, CompactJws, JoseError, Validation, MAX_TOKEN_BYTES};
 
 use crate::client::KmsClient;
 use crate::dispatch::request::VerifyBy;
+use crate::origin::Origin;
 use crate::token::cache;
 use crate::token::token_keys::TokenKeys;
 use crate::token::tokens::Tokens;
@@ -175,7 +176,19 @@ impl KmsClient {
         keys: &TokenKeys,
         validation: &Validation,
     ) -> Result<VerifiedJwt, KmsError> {
-        let verified = self.check_jwt(token, keys, validation).await;
+        self.verify_jwt_from(token, keys, validation, None).await
+    }
+
+    /// [`KmsClient::verify_jwt`] for a request from `origin`, if given
+    /// (`crate::KmsClient::for_origin`).
+    pub(crate) async fn verify_jwt_from(
+        &self,
+        token: &str,
+        keys: &TokenKeys,
+        validation: &Validation,
+        origin: Option<Origin>,
+    ) -> Result<VerifiedJwt, KmsError> {
+        let verified = self.check_jwt(token, keys, validation, origin).await;
         if let Err(KmsError::InvalidToken { code, reason }) = &verified {
             self.refused(code, reason);
         }
@@ -208,6 +221,7 @@ impl KmsClient {
         token: &str,
         keys: &TokenKeys,
         validation: &Validation,
+        origin: Option<Origin>,
     ) -> Result<VerifiedJwt, KmsError> {
         let tokens = self.tokens();
         // An oversized token is refused by the parser before anything is
@@ -216,7 +230,7 @@ impl KmsClient {
             Some(cache) if token.len() <= MAX_TOKEN_BYTES => cache,
             _ => {
                 return self
-                    .check_jwt_in_full(token, keys, validation)
+                    .check_jwt_in_full(token, keys, validation, origin)
                     .await
                     .map(|verified| verified.jwt)
             }
@@ -244,7 +258,9 @@ impl KmsClient {
                 signer: entry.signer.clone(),
             });
         }
-        let verified = self.check_jwt_in_full(token, keys, validation).await?;
+        let verified = self
+            .check_jwt_in_full(token, keys, validation, origin)
+            .await?;
         // A verdict computed before a change of the key set is stored
         // only if no change happened since (its tag would make it unused
         // anyway; this spares the space).
@@ -262,6 +278,7 @@ impl KmsClient {
         token: &str,
         keys: &TokenKeys,
         validation: &Validation,
+        origin: Option<Origin>,
     ) -> Result<Verified, KmsError> {
         let tokens = self.tokens();
         let jws = CompactJws::parse(token).map_err(invalid)?;
@@ -360,7 +377,7 @@ impl KmsClient {
             }));
         };
         let message = Bytes::copy_from_slice(jws.signing_input());
-        match self.verify_by(by, message, *signature).await {
+        match self.verify_by(by, message, *signature, origin).await {
             Ok(()) => {}
             Err(KmsError::InvalidSignature(e)) => return Err(invalid(JoseError::Signature(e))),
             Err(KmsError::UnknownKey { .. } | KmsError::UnknownVersion { .. }) => {
