@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use axum::http::uri::Authority;
-use ipnet::IpNet;
+use kms::http::ClientAddress;
 use kms::jose::{Algorithm, Validation};
 
 use crate::serve::claim_headers::ClaimHeaders;
@@ -361,6 +361,10 @@ pub(crate) struct ProxySettings {
     pub(crate) forward_auth_path: Option<String>,
     /// The claims passed on as headers (`--claim-header`).
     pub(crate) claim_headers: ClaimHeaders,
+    /// The proxies in front (`--trusted-proxy`): whose `X-Forwarded-For`
+    /// names the client (the origin of its verify requests) and, in the
+    /// proxy mode, whose forwarding headers are appended to.
+    pub(crate) trusted_proxies: ClientAddress,
 }
 
 impl Default for ProxySettings {
@@ -370,6 +374,7 @@ impl Default for ProxySettings {
             upstream: None,
             forward_auth_path: Some(FORWARD_AUTH_PATH.to_owned()),
             claim_headers: ClaimHeaders::default(),
+            trusted_proxies: ClientAddress::default(),
         }
     }
 }
@@ -381,8 +386,6 @@ pub(crate) struct Upstream {
     pub(crate) authority: Authority,
     /// `--upstream-timeout`.
     pub(crate) timeout: Duration,
-    /// `--trusted-proxy`.
-    pub(crate) trusted: Vec<IpNet>,
     /// `--strip-authorization`.
     pub(crate) strip_authorization: bool,
 }

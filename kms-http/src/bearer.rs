@@ -28,15 +28,19 @@
 //! it ([`kms_actor::JwtSigner`]).
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use axum::extract::ConnectInfo;
 use http::header::{
     AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS,
 };
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
-use kms_actor::{KmsClient, TokenKeys};
+use kms_actor::{KmsClient, Origin, TokenKeys};
+
+use crate::client_address::ClientAddress;
 use kms_core::KmsError;
 use kms_jose::{Claims, Validation};
 use tower::{Layer, Service};
@@ -55,11 +59,13 @@ pub struct BearerLayer {
 /// What every request's future needs, behind one `Arc`: a request costs
 /// one reference count, not a [`KmsClient`] clone (several counts on
 /// lines every worker shares).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct BearerState {
     client: KmsClient,
     keys: TokenKeys,
     validation: Validation,
+    /// Whose request it is ([`BearerLayer::with_client_address`]).
+    client_address: Option<ClientAddress>,
 }
 
 impl BearerLayer {
@@ -73,8 +79,22 @@ impl BearerLayer {
                 client,
                 keys,
                 validation,
+                client_address: None,
             }),
         }
+    }
+
+    /// Verifies each token as a request from its client
+    /// ([`KmsClient::for_origin`], keyed by [`Origin::from_ip`]): the
+    /// address `client_address` finds from the connection's peer (axum's
+    /// `ConnectInfo<SocketAddr>` in the request's extensions) and its
+    /// `X-Forwarded-For`, so that a client whose signatures keep failing
+    /// is verified apart from the others' batches. A request without
+    /// `ConnectInfo` is verified with no origin.
+    #[must_use]
+    pub fn with_client_address(mut self, client_address: ClientAddress) -> Self {
+        Arc::make_mut(&mut self.state).client_address = Some(client_address);
+        self
     }
 }
 
@@ -126,10 +146,26 @@ where
                     return Ok(refusal.response());
                 }
                 Ok(token) => {
-                    state
-                        .client
-                        .verify_jwt(token, &state.keys, &state.validation)
-                        .await
+                    let origin = state.client_address.as_ref().and_then(|address| {
+                        let ConnectInfo(peer) =
+                            request.extensions().get::<ConnectInfo<SocketAddr>>()?;
+                        Some(Origin::from_ip(address.of(peer.ip(), request.headers())))
+                    });
+                    match origin {
+                        Some(origin) => {
+                            state
+                                .client
+                                .for_origin(origin)
+                                .verify_jwt(token, &state.keys, &state.validation)
+                                .await
+                        }
+                        None => {
+                            state
+                                .client
+                                .verify_jwt(token, &state.keys, &state.validation)
+                                .await
+                        }
+                    }
                 }
             };
             match verified {

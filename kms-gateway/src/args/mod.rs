@@ -81,8 +81,8 @@ fn parse() -> Cli {
     let mut command = Cli::command();
     let matches = match command.clone().try_get_matches_from(&argv) {
         Ok(matches) => matches,
-        // A flag may need another that only the file gives (--trusted-proxy
-        // needs --upstream): find --config leniently, and let the parse of
+        // A flag may need another that only the file gives
+        // (--strip-authorization needs --upstream): find --config leniently, and let the parse of
         // the whole below judge.
         Err(e) => match command
             .clone()

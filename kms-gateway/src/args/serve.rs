@@ -9,6 +9,7 @@ use std::time::Duration;
 use axum::http::uri::Authority;
 use clap::Args;
 use ipnet::IpNet;
+use kms::http::ClientAddress;
 use kms::jose::Algorithm;
 
 use super::seconds::{timeout, Seconds};
@@ -266,9 +267,12 @@ struct ProxyArgs {
           value_parser = timeout)]
     upstream_timeout: Seconds,
     /// A proxy in front of this gateway, a CIDR or an address
-    /// (repeatable): its X-Forwarded-For and Forwarded are appended to,
-    /// its X-Forwarded-Proto and -Host kept; any other peer's are replaced.
-    #[arg(long, value_name = "CIDR", requires = "upstream", value_parser = proxy::cidr)]
+    /// (repeatable): the rightmost X-Forwarded-For entry it sends that is
+    /// not itself a trusted proxy names the client (whose failing
+    /// signatures are verified apart); in the proxy mode its
+    /// X-Forwarded-For and Forwarded are appended to, its
+    /// X-Forwarded-Proto and -Host kept, and any other peer's replaced.
+    #[arg(long, value_name = "CIDR", value_parser = proxy::cidr)]
     trusted_proxy: Vec<IpNet>,
     /// Do not pass the client's Authorization header upstream.
     #[arg(long, requires = "upstream")]
@@ -481,7 +485,6 @@ impl ProxyArgs {
         let upstream = self.upstream.map(|authority| Upstream {
             authority,
             timeout: self.upstream_timeout.0,
-            trusted: self.trusted_proxy,
             strip_authorization: self.strip_authorization,
         });
         // With a proxy, the forward-auth route only when asked for.
@@ -494,6 +497,7 @@ impl ProxyArgs {
             upstream,
             forward_auth_path,
             claim_headers,
+            trusted_proxies: ClientAddress::new(self.trusted_proxy),
         })
     }
 }

@@ -45,7 +45,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use ipnet::{IpNet, Ipv4Net};
-use kms::http::{error_response, VerifiedClaims};
+use kms::http::{error_response, ClientAddress, VerifiedClaims};
 use tokio::sync::oneshot;
 
 use super::claim_headers::{refuse_unwritable, ClaimHeaders, FORWARDING};
@@ -121,6 +121,8 @@ pub(crate) struct Proxy {
     proto: &'static str,
     /// The KMS client's topic, for the refusal counter.
     topic: String,
+    /// `--trusted-proxy`: whose forwarding headers are appended to.
+    trusted_proxies: ClientAddress,
 }
 
 impl Proxy {
@@ -132,6 +134,7 @@ impl Proxy {
         claim_headers: Arc<ClaimHeaders>,
         tls: bool,
         topic: String,
+        trusted_proxies: ClientAddress,
     ) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
@@ -147,6 +150,7 @@ impl Proxy {
             claim_headers,
             proto: if tls { "https" } else { "http" },
             topic,
+            trusted_proxies,
         }
     }
 
@@ -246,8 +250,7 @@ impl Proxy {
     /// Sets the forwarding headers for a request from `peer` (module
     /// docs).
     fn set_forwarded(&self, headers: &mut HeaderMap, peer: Option<IpAddr>) {
-        let trusted =
-            peer.is_some_and(|ip| self.upstream.trusted.iter().any(|net| net.contains(&ip)));
+        let trusted = peer.is_some_and(|ip| self.trusted_proxies.is_trusted(ip));
         let host = headers.get(header::HOST).cloned();
         let joined = |name: &HeaderName, headers: &HeaderMap| -> Option<String> {
             let values: Vec<&str> = headers
@@ -405,13 +408,13 @@ mod tests {
             Upstream {
                 authority: upstream("http://127.0.0.1:1").unwrap(),
                 timeout: Duration::from_secs(1),
-                trusted: trusted.iter().map(|t| cidr(t).unwrap()).collect(),
                 strip_authorization: false,
             },
             Duration::from_secs(1),
             Arc::default(),
             false,
             "kms".to_owned(),
+            ClientAddress::new(trusted.iter().map(|t| cidr(t).unwrap()).collect()),
         )
     }
 

@@ -19,7 +19,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use kms::actor::TokenKeys;
 use kms::core::KeyId;
-use kms::http::{error_response, jwks_router_with, BearerLayer, JwksConfig, VerifiedClaims};
+use kms::http::{
+    error_response, jwks_router_with, BearerLayer, ClientAddress, JwksConfig, VerifiedClaims,
+};
 use kms::jose::Validation;
 use serde_json::{json, Value};
 
@@ -43,6 +45,9 @@ pub(crate) struct Options {
     pub(crate) request_timeout: Duration,
     /// The proxy mode (`--upstream`): every other path goes upstream.
     pub(crate) proxy: Option<Arc<Proxy>>,
+    /// `--trusted-proxy`: who the client is (the origin of its verify
+    /// requests).
+    pub(crate) client_address: ClientAddress,
 }
 
 impl Options {
@@ -65,6 +70,7 @@ impl Options {
                 Arc::clone(&claim_headers),
                 tls,
                 topic.to_owned(),
+                proxy.trusted_proxies.clone(),
             ))
         });
         Options {
@@ -74,6 +80,7 @@ impl Options {
             claim_headers,
             request_timeout: faces.request_timeout,
             proxy: upstream,
+            client_address: proxy.trusted_proxies.clone(),
         }
     }
 }
@@ -85,7 +92,10 @@ impl Options {
 pub(crate) fn router(handle: &kms::actor::KmsHandle, key: &KeyId, options: Options) -> Router {
     // Of its keystore, only its own key's tokens (a shared store holds
     // other tenants' token keys too).
-    let bearer = BearerLayer::new(handle.client(), TokenKeys::of(key), options.validation);
+    // Each token verified as its client's request (the origin table keeps
+    // a forger's signatures out of other clients' batches).
+    let bearer = BearerLayer::new(handle.client(), TokenKeys::of(key), options.validation)
+        .with_client_address(options.client_address);
     let mut verified = Router::new().route(
         "/whoami",
         get(|mut request: Request| async move {
