@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Forged tokens against honest clients (the origin table at work): honest
-# clients with valid tokens, each token unique within a run (20 000 of
-# them, cache off), from 251 client addresses, and an attacker sending
+# clients with valid tokens (20 000 in turn, the gateway's token cache off,
+# so every request is verified), from 251 client addresses, and an attacker sending
 # forged tokens from one address of its own, both through X-Forwarded-For
 # with the gateway trusting loopback (--trusted-proxy 127.0.0.1). Two wrk
 # processes (-t1 each) run side by side, their connections split by the
@@ -27,6 +27,7 @@ gateway=${gateway:-target/release/kms-gateway}
 seconds=${1:-5}
 runs=${2:-1}
 connections=${3:-256}
+[ "$connections" -ge 20 ] || { echo "attack: CONNECTIONS must be at least 20 (10 % of them honest)" >&2; exit 2; }
 command -v wrk >/dev/null || { echo "attack: wrk missing: apt-get install wrk" >&2; exit 1; }
 command -v curl >/dev/null || { echo "attack: curl missing: apt-get install curl" >&2; exit 1; }
 cargo build --release -p kms-gateway >&2
@@ -42,7 +43,8 @@ cmp -s "$work/honest/jwks.json" "$work/forged/jwks.json" || { echo "attack: key 
 source benches/http/ticks.sh
 hz=$(getconf CLK_TCK)
 pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null || true' EXIT
+# The server, and an attacker's wrk if one is still running.
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; kill $(jobs -p) 2>/dev/null || true' EXIT
 
 # Starts SERVER (gateway or jsonwebtoken); sets $pid and $public.
 start() {
@@ -72,8 +74,8 @@ start() {
     admin=$(grep -m1 -oE "admin face on http://[0-9.:]+" "$log" | sed -E 's/.*http:\/\///')
     secret=$(sed -n 's/^gateway serve: admin secret in //p' "$log")
     metrics_url=http://$admin/metrics metrics_auth="Authorization: Bearer $(cat "$secret")"
-    curl -sf -H "$metrics_auth" "$metrics_url" |
-      grep -m1 -oE '[{,]curve_backend="[a-z0-9]+"' | sed 's/^[{,]/gateway: /'
+    curl -sf -H "$metrics_auth" "$metrics_url" >"$work/metrics.txt"
+    grep -m1 -oE '[{,]curve_backend="[a-z0-9]+"' "$work/metrics.txt" | sed 's/^[{,]/gateway: /'
   else
     metrics_url=
   fi

@@ -15,6 +15,9 @@
 # Usage: bash benches/http/cpu.sh [SECONDS per run, default 5] [RUNS, default 3] [CONNECTIONS, default 256]
 # SERVER=gateway (default), jsonwebtoken or floor chooses the server;
 # GATEWAY_FLAGS= adds flags to the gateway's (default --token-cache 0);
+# SERVER_CPUS= and WRK_CPUS= pin the server and wrk with taskset (e.g.
+# SERVER_CPUS=0 WRK_CPUS=1: wrk on a CPU of its own; a gateway on one CPU
+# runs one tokio worker and one pool thread);
 # GATEWAY=path/to/kms-gateway measures another build of the gateway (for
 # instance one with benches/http/no-crypto.patch or no-kms.patch applied,
 # the decomposition in docs/PERFORMANCE.md). Needs wrk, curl and GNU time.
@@ -43,11 +46,11 @@ target/release/examples/token_bench gen --dir "$work" --keys 128 --tokens 20000 
 
 case $server in
   gateway)
-    "$gateway" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+    ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} "$gateway" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
       --trust-jwks "$work/jwks.json" $gateway_flags >/dev/null 2>"$work/server.log" &
     ready="public face on http://.* signing key" ;;
   jsonwebtoken | floor)
-    target/release/examples/token_bench peer --mode "$server" --listen 127.0.0.1:0 \
+    ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} target/release/examples/token_bench peer --mode "$server" --backend aws-lc --listen 127.0.0.1:0 \
       --jwks "$work/jwks.json" >/dev/null 2>"$work/server.log" &
     ready="listening on http://.* \(ready\)" ;;
   *) echo "http_cpu: SERVER must be gateway, jsonwebtoken or floor" >&2; exit 2 ;;
@@ -96,7 +99,7 @@ for run in $(seq 1 "$runs"); do
   read -r ops0 batched0 batches0 ones0 < <(actor)
   dispatches >"$work/dispatch.before"
   ticks "$pid" | sort >"$work/before"
-  out=$( { /usr/bin/time -f "wrk_cpu %U %S" wrk -t1 -c"$connections" -d"${seconds}s" \
+  out=$( { ${WRK_CPUS:+taskset -c "$WRK_CPUS"} /usr/bin/time -f "wrk_cpu %U %S" wrk -t1 -c"$connections" -d"${seconds}s" \
     -s benches/http/tokens.lua "http://$public/whoami"; } 2>&1) || { printf '%s\n' "$out" >&2; exit 1; }
   ticks "$pid" | sort >"$work/after"
   read -r ops batched batches ones < <(actor)

@@ -52,7 +52,7 @@ pids+=($!)
 target/release/kms-gateway serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --trust-jwks "$work/jwks.json" \
   --token-cache 0 >/dev/null 2>"$work/gateway_nocache.log" &
 pids+=($!)
-"$bin/token_bench" peer --mode jsonwebtoken --listen 127.0.0.1:0 --jwks "$work/jwks.json" \
+"$bin/token_bench" peer --mode jsonwebtoken --backend aws-lc --listen 127.0.0.1:0 --jwks "$work/jwks.json" \
   >/dev/null 2>"$work/jwt.log" &
 pids+=($!)
 "$bin/token_bench" peer --mode floor --listen 127.0.0.1:0 --jwks "$work/jwks.json" \

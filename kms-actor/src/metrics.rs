@@ -30,7 +30,8 @@
 //! is `ok` or the error's stable code without its `kms.` prefix
 //! ([`KmsError::code`]: `invalid_signature`, `overloaded`, `dropped`, …),
 //! so no label value has a dot. `kms_bisections_total` and
-//! `kms_weighted_searches_total{outcome}` are recorded by kms-core and the `kms_bus_*` counters by kms-bus.
+//! `kms_weighted_searches_total{outcome}` are recorded by kms-core and the
+//! `kms_bus_*` counters by kms-bus.
 //!
 //! `kms_build_info{version, curve_backend, missed_curve_backend}` (gauge,
 //! always 1) says which build runs, which curve25519-dalek backend it
@@ -74,8 +75,9 @@ pub const DISPATCH_ITEMS_TOTAL: &str = "kms_dispatch_items_total";
 /// apart from their batch, because their origin's signatures have been
 /// failing (`crate::Origin`; counter).
 pub const VERIFY_SET_APART_TOTAL: &str = "kms_verify_set_apart_total";
-/// `kms_origins_tracked{topic}`: origins holding a record in the origin
-/// table (gauge; at most `KmsConfig::origin_table`).
+/// `kms_origins_tracked{topic}`: slots of the origin table holding a
+/// record, stale ones included until a new origin takes them (gauge; at
+/// most `KmsConfig::origin_table` rounded up to a power of two).
 pub const ORIGINS_TRACKED: &str = "kms_origins_tracked";
 /// `kms_origin_table_overflows_total{topic}`: failed verdicts of origins
 /// that found no record in the full origin table (they share one

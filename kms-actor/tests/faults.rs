@@ -610,8 +610,8 @@ async fn a_wave_of_tasks_ready_at_once_is_batched_not_verified_one_by_one_on_the
     }
     let stats = f.handle.stats();
     // The first CALLER_MAX_STREAK on their callers, back to back (the caller
-    // path); the next ends the run, so it leads and gathers (combining): the
-    // rest find it leading and join its batch.
+    // path); the next ends the streak and starts a run, so it gathers
+    // (combining), and so do the rest: the first to resume leads them all.
     assert_eq!(
         (stats.caller_verified, stats.combined_requests),
         (

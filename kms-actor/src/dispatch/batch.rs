@@ -9,7 +9,7 @@
 //! which leaves its failure estimate alone), so a forger's signatures
 //! neither fail nor shrink the combinations of the clean requests. Every
 //! verdict of a request that carries an origin is recorded in the origin
-//! table. Without origins, one batch, as before any was seen.
+//! table. A batch whose requests carry no origin is one batch.
 //!
 //! Failure paths, in order: a request whose key id is unknown gets that
 //! error and does not enter the batch; a request whose caller has gone is

@@ -48,8 +48,8 @@
 //!   first batch is the larger half of what it may take ([`SHARE_FROM`]):
 //!   a gatherer on another worker may lead the rest at the same time, or
 //!   this leader takes it next.
-//! * It gathers instead when its call ended the caller path's
-//!   back-to-back run (requests made together), when requests are already
+//! * It gathers instead when the node is in a run or its call ended a
+//!   streak (requests made together, or steady load), when requests are already
 //!   queued (another caller is gathering: join its gathering), or when
 //!   more than [`GATHER_FACTOR`] requests per thread are outstanding: its
 //!   request queued, it lets the tasks ready on its worker run once, so

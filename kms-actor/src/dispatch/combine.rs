@@ -100,8 +100,8 @@ pub(crate) struct Offer {
     /// Verify requests outstanding, this one included
     /// (`CallerGate::outstanding`).
     pub(crate) outstanding: usize,
-    /// Whether the caller path refused it only for ending a back-to-back run
-    /// (`gate::Refused::Run`).
+    /// Whether the caller path refused it for a run: the node is in one,
+    /// or this call ended a streak (`gate::Refused::Run`).
     pub(crate) run: bool,
 }
 

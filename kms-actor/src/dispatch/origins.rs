@@ -226,11 +226,30 @@ impl Table {
         self.window(key).find(|&i| self.slots[i].key == key)
     }
 
+    /// Whether `key`'s requests are set apart: by its record, or, when it
+    /// has none and would find no slot (untracked), by the overflow
+    /// record. A new origin that would find a slot is clean.
     fn set_apart(&self, key: u64, now: u64) -> bool {
         match self.find(key) {
             Some(i) => self.slots[i].record.set_apart(now),
+            None if self.free_slot(key, now).is_some() => false,
             None => self.untracked.set_apart(now),
         }
+    }
+
+    /// The slot a new origin `key` would take: an empty one first, else
+    /// the stalest stale one; `None`: every slot of its window is live.
+    fn free_slot(&self, key: u64, now: u64) -> Option<usize> {
+        self.window(key)
+            .find(|&i| self.slots[i].key == 0)
+            .or_else(|| {
+                self.window(key)
+                    .filter(|&i| self.slots[i].record.stale(now))
+                    .min_by(|&a, &b| {
+                        let (a, b) = (self.slots[a].record.at(now), self.slots[b].record.at(now));
+                        a.verdicts.total_cmp(&b.verdicts)
+                    })
+            })
     }
 
     /// Records one verdict; `false` when the origin found no slot (its
@@ -240,19 +259,7 @@ impl Table {
             self.slots[i].record.add(now, failed);
             return true;
         }
-        // An empty slot first, else the stalest stale one.
-        let free = self
-            .window(key)
-            .find(|&i| self.slots[i].key == 0)
-            .or_else(|| {
-                self.window(key)
-                    .filter(|&i| self.slots[i].record.stale(now))
-                    .min_by(|&a, &b| {
-                        let (a, b) = (self.slots[a].record.at(now), self.slots[b].record.at(now));
-                        a.verdicts.total_cmp(&b.verdicts)
-                    })
-            });
-        match free {
+        match self.free_slot(key, now) {
             Some(i) => {
                 if self.slots[i].key == 0 {
                     self.tracked += 1;
@@ -361,8 +368,13 @@ mod tests {
             !apart(&table, clean),
             "a tracked clean origin keeps its batches"
         );
+        let now = table.now();
+        let untracked = (0..)
+            .map(|i| origin(2_000_000 + i))
+            .find(|&o| table.lock().free_slot(key(o), now).is_none())
+            .expect("a full window");
         assert!(
-            apart(&table, origin(999_999)),
+            apart(&table, untracked),
             "an untracked origin while untracked origins fail"
         );
     }

@@ -199,10 +199,13 @@ fn resolve_failed(
     out: &mut [Verdict],
     evidence: &mut Evidence,
 ) {
+    if entries.len() <= PER_ITEM_BELOW {
+        check_each(keys, entries, out, evidence);
+        return;
+    }
     let distinct = distinct_keys(keys, entries);
     let share = evidence.share();
-    if entries.len() <= PER_ITEM_BELOW || !policy::prefer_bisection(entries.len(), distinct, share)
-    {
+    if !policy::prefer_bisection(entries.len(), distinct, share) {
         check_each(keys, entries, out, evidence);
         return;
     }

@@ -15,7 +15,7 @@
 //! multiscalar multiplication costs: Straus below [`PIPPENGER_FROM`] points
 //! ([`STRAUS_FIXED`] + [`STRAUS_PER_POINT`] × `p`), Pippenger from there
 //! ([`PIPPENGER_FIXED`] + [`PIPPENGER_PER_POINT`] × `max(p, 190)`, since
-//! `equation::combination_holds` pads such sums to 190 points). Decoding and
+//! `equation::combination` pads such sums to 190 points). Decoding and
 //! hashing cost the same on every path and are left out. The constants
 //! were measured with the AVX-512 IFMA backend on this project's bench
 //! machine (docs/PERFORMANCE.md); being off by a factor changes which path
@@ -133,15 +133,16 @@ pub(crate) fn prefer_bisection(m: usize, keys: usize, f: f64) -> bool {
     bisection_cost(m_f, invalid, points_per_item) < m_f
 }
 
-/// Hashing the message and decoding `R` (µs per item; measured as in
-/// [`EQUATION_US`]): paid by every item that reaches the equation, on
+/// Hashing the message and decoding `R` (µs per item; measured as
+/// [`EQUATION_US`] was): paid by every item that reaches the equation, on
 /// every path.
 const PREPARE_US: f64 = 4.6;
 
-/// The model's expected cost (µs per signature, [`EQUATION_US`]'s machine)
+/// The model's expected cost (µs per signature, on the machine its
+/// constants were measured on: docs/PERFORMANCE.md, "Batch verification")
 /// of verifying batches of `n` items with distinct keys of which a share
 /// `f` fails its equation, in the steady state (the failure average at
-/// `f`): the plan [`plan_for`] picks, its combinations and their
+/// `f`): the plan the model picks (`plan_for`), its combinations and their
 /// resolution, and each item's hashing and decoding. Benches print it
 /// beside what they measure (`benches/batch_verify/main.rs`).
 pub fn expected_cost_per_signature_us(n: usize, f: f64) -> f64 {
