@@ -41,39 +41,30 @@ rm -rf "$work" && mkdir -p "$work"
 "$bench" gen --dir "$work/mixed" --keys 128 --tokens 20000 --forged-share 0.05 2>/dev/null
 cmp -s "$work/honest/jwks.json" "$work/forged/jwks.json" || { echo "attack: key sets differ" >&2; exit 1; }
 source benches/http/ticks.sh
+source benches/http/server.sh
 hz=$(getconf CLK_TCK)
 pid=
 # The server, and an attacker's wrk if one is still running.
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; kill $(jobs -p) 2>/dev/null || true' EXIT
 
-# Starts SERVER (gateway or jsonwebtoken); sets $pid and $public.
+# Starts SERVER (gateway or jsonwebtoken); sets $pid, $public and, for the
+# gateway, $metrics_url and $metrics_auth (else an empty $metrics_url).
 start() {
   local log=$work/$1.log
   case $1 in
     gateway)
       "$gateway" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
         --trust-jwks "$work/honest/jwks.json" --token-cache 0 --trusted-proxy 127.0.0.1 \
-        >/dev/null 2>"$log" &
-      ready="public face on http://.* signing key" ;;
+        >/dev/null 2>"$log" & ;;
     jsonwebtoken)
       "$bench" peer --mode jsonwebtoken --backend aws-lc --listen 127.0.0.1:0 \
-        --jwks "$work/honest/jwks.json" >/dev/null 2>"$log" &
-      ready="listening on http://.* \(ready\)" ;;
+        --jwks "$work/honest/jwks.json" >/dev/null 2>"$log" & ;;
   esac
   pid=$!
-  for _ in $(seq 1 300); do
-    grep -qE "$ready" "$log" && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  grep -qE "$ready" "$log" || { echo "attack: $1 did not start:" >&2; cat "$log" >&2; exit 1; }
-  public=$(grep -m1 -oE "(public face on|listening on) http://[0-9.:]+" "$log" | sed -E 's/.*http:\/\///')
+  await_server "attack: $1" "$pid" "$log"
   if [ "$1" = gateway ]; then
     # The curve backend in use, from kms_build_info on the admin face.
-    local admin secret
-    admin=$(grep -m1 -oE "admin face on http://[0-9.:]+" "$log" | sed -E 's/.*http:\/\///')
-    secret=$(sed -n 's/^gateway serve: admin secret in //p' "$log")
-    metrics_url=http://$admin/metrics metrics_auth="Authorization: Bearer $(cat "$secret")"
+    metrics_url=http://$admin/metrics metrics_auth="Authorization: Bearer $(cat "$secret_file")"
     curl -sf -H "$metrics_auth" "$metrics_url" >"$work/metrics.txt"
     grep -m1 -oE '[{,]curve_backend="[a-z0-9]+"' "$work/metrics.txt" | sed 's/^[{,]/gateway: /'
   else
@@ -81,10 +72,10 @@ start() {
   fi
 }
 
-# One wrk: CONNECTIONS TOKENS_DIR CLIENT(empty: the honest clients) OUT.
+# One wrk: CONNECTIONS TOKENS_DIR CLIENT(empty: 251 honest clients) OUT.
 load() {
-  TOKENS=$2/tokens.txt CLIENT=$3 wrk -t1 -c"$1" -d"${seconds}s" \
-    -s benches/http/attack.lua "http://$public/whoami" >"$4" 2>&1
+  TOKENS=$2/tokens.txt KINDS=$2/kinds.txt CLIENT=$3 CLIENTS=251 wrk -t1 -c"$1" -d"${seconds}s" \
+    -s benches/http/tokens.lua "http://$public/whoami" >"$4" 2>&1
 }
 
 # The gateway's requests set apart, weighted searches and bisections so
@@ -130,8 +121,8 @@ run_case() {
   if [ "$name" = mixed ]; then
     # One wrk: its valid answers are the honest requests, its refusals
     # the forged ones.
-    honest=$(sed -n 's/^check: ok=\([0-9]*\).*/\1/p' "$work/good.out")
-    forged=$(sed -n 's/^check: ok=[0-9]* unauthorized=\([0-9]*\).*/\1/p' "$work/good.out")
+    honest=$(sed -n 's/^check: .* ok=\([0-9]*\).*/\1/p' "$work/good.out")
+    forged=$(sed -n 's/^check: .* unauthorized=\([0-9]*\).*/\1/p' "$work/good.out")
   fi
   total=$((honest + forged))
   [ "$total" -gt 0 ] || { echo "attack: no requests answered in $name" >&2; cat "$work/good.out" "$work/bad.out" >&2; exit 1; }

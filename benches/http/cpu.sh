@@ -47,26 +47,16 @@ target/release/examples/token_bench gen --dir "$work" --keys 128 --tokens 20000 
 case $server in
   gateway)
     ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} "$gateway" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
-      --trust-jwks "$work/jwks.json" $gateway_flags >/dev/null 2>"$work/server.log" &
-    ready="public face on http://.* signing key" ;;
+      --trust-jwks "$work/jwks.json" $gateway_flags >/dev/null 2>"$work/server.log" & ;;
   jsonwebtoken | floor)
     ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} target/release/examples/token_bench peer --mode "$server" --backend aws-lc --listen 127.0.0.1:0 \
-      --jwks "$work/jwks.json" >/dev/null 2>"$work/server.log" &
-    ready="listening on http://.* \(ready\)" ;;
+      --jwks "$work/jwks.json" >/dev/null 2>"$work/server.log" & ;;
   *) echo "http_cpu: SERVER must be gateway, jsonwebtoken or floor" >&2; exit 2 ;;
 esac
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 300); do
-  grep -qE "$ready" "$work/server.log" && break
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.1
-done
-grep -qE "$ready" "$work/server.log" || { echo "http_cpu: $server did not start:" >&2; cat "$work/server.log" >&2; exit 1; }
-public=$(grep -m1 -oE "(public face on|listening on) http://[0-9.:]+" "$work/server.log" | sed -E 's/.*http:\/\///')
-admin=$(grep -m1 -oE "admin face on http://[0-9.:]+" "$work/server.log" | sed -E 's/.*http:\/\///' || true)
-# The admin secret the gateway generated (the admin face needs it).
-secret_file=$(sed -n 's/^gateway serve: admin secret in //p' "$work/server.log")
+source benches/http/server.sh
+await_server "http_cpu: $server" "$pid" "$work/server.log"
 
 # CPU clock ticks of the server, whole and by thread: ticks PID.
 source benches/http/ticks.sh

@@ -3,7 +3,12 @@
 -- of $TOKENS (one per line) in turn, and a check of every answer against
 -- $KINDS ("f" forged / "t" valid, line by line): a 200 must carry a valid
 -- token's claims ("sub":"t..."), a 401 counts as a refusal; anything else
--- is a wrong answer. done() prints one "check:" line summed over threads.
+-- is a wrong answer. done() prints one "check:" line summed over threads,
+-- and the latency's p50 and p99 in µs ("latency_us:").
+-- With $CLIENT or $CLIENTS (benches/http/attack.sh), each request also
+-- names its client in X-Forwarded-For: $CLIENT (one client), or one of
+-- $CLIENTS addresses 198.18.x.y chosen by the token's line (line i from
+-- client i mod $CLIENTS; a prime spreads a file's forged lines evenly).
 
 local requests, kinds = {}, {}
 local next_index = 0
@@ -16,8 +21,19 @@ end
 
 function init(args)
   local target = os.getenv("TARGET") or "/whoami"
+  local client = os.getenv("CLIENT")
+  local clients = tonumber(os.getenv("CLIENTS") or "")
+  local i = 0
   for line in io.lines(os.getenv("TOKENS")) do
-    table.insert(requests, wrk.format("GET", target, { ["Authorization"] = "Bearer " .. line }))
+    local headers = { ["Authorization"] = "Bearer " .. line }
+    if client ~= nil and client ~= "" then
+      headers["X-Forwarded-For"] = client
+    elseif clients ~= nil then
+      local c = i % clients
+      headers["X-Forwarded-For"] = string.format("198.18.%d.%d", math.floor(c / 256), c % 256)
+    end
+    table.insert(requests, wrk.format("GET", target, headers))
+    i = i + 1
   end
   for line in io.lines(os.getenv("KINDS")) do
     table.insert(kinds, line)
@@ -55,4 +71,5 @@ function done(summary, latency, reqs)
   end
   print(string.format("check: sent_forged=%d ok=%d unauthorized=%d other=%d wrong=%d",
     t.sent_forged, t.ok, t.unauthorized, t.other, t.wrong))
+  print(string.format("latency_us: p50=%d p99=%d", latency:percentile(50), latency:percentile(99)))
 end

@@ -60,22 +60,14 @@ impl std::fmt::Debug for Verifying {
 /// set-apart one alone) and answers each.
 pub(crate) fn run(requests: Vec<VerifyRequest>, keystore: &Keystore, verifying: &Verifying) {
     let verifier = &verifying.verifier;
-    if requests.iter().all(|r| r.origin.is_none()) {
-        run_with(requests, keystore, |items| verifier(items), &mut Vec::new());
-        return;
-    }
-    let apart = verifying
+    let mut apart = verifying
         .origins
-        .set_apart(requests.iter().map(|r| r.origin));
-    let mut verdicts = Vec::with_capacity(requests.len());
-    let (mut clean, mut set_apart) = (Vec::with_capacity(requests.len()), Vec::new());
-    for (request, apart) in requests.into_iter().zip(apart) {
-        if apart {
-            set_apart.push(request);
-        } else {
-            clean.push(request);
-        }
-    }
+        .set_apart(requests.iter().map(|r| r.origin))
+        .into_iter();
+    let (set_apart, clean): (Vec<_>, Vec<_>) = requests
+        .into_iter()
+        .partition(|_| apart.next().unwrap_or(false));
+    let mut verdicts = Vec::new();
     run_with(clean, keystore, |items| verifier(items), &mut verdicts);
     for request in set_apart {
         run_with(
@@ -85,7 +77,7 @@ pub(crate) fn run(requests: Vec<VerifyRequest>, keystore: &Keystore, verifying: 
             &mut verdicts,
         );
     }
-    verifying.origins.record(verdicts.into_iter());
+    verifying.origins.record(&verdicts);
 }
 
 /// [`run`] with the batch verifier passed in, so the failure paths (a
@@ -136,9 +128,7 @@ pub(crate) fn verify_one(
         match verdicts.as_slice() {
             [verdict] => {
                 if let Some(origin) = request.origin {
-                    verifying
-                        .origins
-                        .record(std::iter::once((origin, verdict.is_err())));
+                    verifying.origins.record(&[(origin, verdict.is_err())]);
                 }
                 (*verdict).map_err(KmsError::from)
             }
@@ -344,9 +334,12 @@ mod tests {
             }),
             origins: OriginTable::new(64, "t"),
         };
-        verifying
-            .origins
-            .record((0..4).map(|_| (forger, true)).chain([(clean, false)]));
+        verifying.origins.record(
+            &[(forger, true); 4]
+                .into_iter()
+                .chain([(clean, false)])
+                .collect::<Vec<_>>(),
+        );
         let mut answers = Vec::new();
         let mut requests = Vec::new();
         for i in 0..20 {

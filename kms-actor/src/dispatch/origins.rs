@@ -174,8 +174,16 @@ impl OriginTable {
     }
 
     /// Whether each of `origins` is set apart now (in order; `None`, no
-    /// origin: never), counting those that are. One lock for all.
-    pub(crate) fn set_apart(&self, origins: impl Iterator<Item = Option<Origin>>) -> Vec<bool> {
+    /// origin: never), counting those that are. One lock for all; none,
+    /// and an empty answer (read as all `false`), when no request carries
+    /// an origin.
+    pub(crate) fn set_apart(
+        &self,
+        origins: impl Iterator<Item = Option<Origin>> + Clone,
+    ) -> Vec<bool> {
+        if origins.clone().all(|origin| origin.is_none()) {
+            return Vec::new();
+        }
         let now = self.now();
         let table = self.lock();
         let apart: Vec<bool> = origins
@@ -189,12 +197,16 @@ impl OriginTable {
         apart
     }
 
-    /// Records verdicts: for each origin, whether its request failed.
-    pub(crate) fn record(&self, verdicts: impl Iterator<Item = (Origin, bool)>) {
+    /// Records verdicts: for each origin, whether its request failed. No
+    /// lock when there are none.
+    pub(crate) fn record(&self, verdicts: &[(Origin, bool)]) {
+        if verdicts.is_empty() {
+            return;
+        }
         let now = self.now();
         let mut table = self.lock();
         let mut overflows = 0;
-        for (origin, failed) in verdicts {
+        for &(origin, failed) in verdicts {
             if !table.record(key(origin), failed, now) && failed {
                 overflows += 1;
             }
@@ -296,14 +308,14 @@ mod tests {
     fn an_origin_is_set_apart_when_its_share_of_failures_is_high() {
         let table = OriginTable::new(64, "t");
         let (clean, failing, once) = (origin(1), origin(2), origin(3));
-        table.record((0..100).map(|_| (clean, false)));
-        table.record((0..20).map(|i| (failing, i % 2 == 0)));
-        table.record((0..10).map(|i| (once, i == 0)));
+        table.record(&(0..100).map(|_| (clean, false)).collect::<Vec<_>>());
+        table.record(&(0..20).map(|i| (failing, i % 2 == 0)).collect::<Vec<_>>());
+        table.record(&(0..10).map(|i| (once, i == 0)).collect::<Vec<_>>());
         assert!(!apart(&table, clean));
         assert!(apart(&table, failing), "half of its signatures fail");
         assert!(!apart(&table, once), "1 in 10: under 1/8");
         let fifth = origin(5);
-        table.record((0..1000).map(|i| (fifth, i % 5 == 0)));
+        table.record(&(0..1000).map(|i| (fifth, i % 5 == 0)).collect::<Vec<_>>());
         assert!(apart(&table, fifth), "1 in 5: over 1/8");
         assert!(
             !apart(&table, origin(4)),
@@ -342,11 +354,11 @@ mod tests {
         const SLOTS: usize = 256;
         let table = OriginTable::new(SLOTS, "t");
         let (clean, failing) = (origin(1), origin(2));
-        table.record((0..50).map(|_| (clean, false)));
-        table.record((0..10).map(|_| (failing, true)));
+        table.record(&(0..50).map(|_| (clean, false)).collect::<Vec<_>>());
+        table.record(&(0..10).map(|_| (failing, true)).collect::<Vec<_>>());
         assert!(apart(&table, failing) && !apart(&table, clean));
         let flood = (0..10 * SLOTS as u64).map(|i| (origin(1_000 + i), true));
-        table.record(flood);
+        table.record(&flood.collect::<Vec<_>>());
         let t = table.lock();
         assert!(
             t.find(key(clean)).is_some(),

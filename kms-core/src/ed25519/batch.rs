@@ -28,7 +28,7 @@ use super::coefficients;
 use super::decode::{prepare, prepare_terms, Prepared};
 use super::equation::{check_one, combination, Entry};
 use super::error::SignatureError;
-use super::policy::{self, Plan, PER_ITEM_BELOW};
+use super::policy::{self, Plan, Resolve, PER_ITEM_BELOW};
 use super::search;
 use super::verifying_key::ItemKey;
 use super::BatchItem;
@@ -56,9 +56,7 @@ pub(crate) fn verify_chunk(items: &[BatchItem<'_>], out: &mut [Verdict], plan: P
     match plan {
         Plan::PerItem => check_each(&grouped.keys, &grouped.entries, out, &mut evidence),
         Plan::Combine(size) => {
-            let chunks = checked.div_ceil(size.max(1)).max(1);
-            let size = checked.div_ceil(chunks).max(1);
-            for part in grouped.entries.chunks(size) {
+            for part in grouped.entries.chunks(policy::evened(checked, size)) {
                 combine(&grouped.keys, part, out, &mut evidence);
             }
         }
@@ -199,17 +197,20 @@ fn resolve_failed(
     out: &mut [Verdict],
     evidence: &mut Evidence,
 ) {
-    if entries.len() <= PER_ITEM_BELOW {
+    let resolve = if entries.len() <= PER_ITEM_BELOW {
+        Resolve::EachItem
+    } else {
+        policy::resolve(
+            entries.len(),
+            distinct_keys(keys, entries),
+            evidence.share(),
+        )
+    };
+    if resolve == Resolve::EachItem {
         check_each(keys, entries, out, evidence);
         return;
     }
-    let distinct = distinct_keys(keys, entries);
-    let share = evidence.share();
-    if !policy::prefer_bisection(entries.len(), distinct, share) {
-        check_each(keys, entries, out, evidence);
-        return;
-    }
-    if policy::prefer_weighted_search(entries.len(), distinct, share) {
+    if resolve == Resolve::WeightedThenBisect {
         let found = search::locate_one(keys, entries, z, &sum);
         metrics::counter!(
             super::WEIGHTED_SEARCHES_TOTAL,

@@ -71,6 +71,14 @@ pub(crate) enum Plan {
     PerItem,
 }
 
+/// The size of each of the combinations `n` items are checked in under
+/// [`Plan::Combine`]`(size)`: as many as combinations of at most `size`
+/// need, evened out (they differ by at most one item).
+pub(crate) fn evened(n: usize, size: usize) -> usize {
+    let chunks = n.div_ceil(size.max(1)).max(1);
+    n.div_ceil(chunks).max(1)
+}
+
 /// The recent share of items failing their equation, in `[0, 1]`.
 pub(crate) fn invalid_share() -> f64 {
     f64::from(INVALID_SHARE.load(Ordering::Relaxed)) / SCALE
@@ -120,19 +128,6 @@ pub(crate) fn plan_for(n: usize, f: f64) -> Plan {
     best.1
 }
 
-/// Whether a failed combination of `m` items under `keys` distinct keys is
-/// cheaper to resolve by bisection than by checking every item, when a
-/// share `f` of items fails. At least one item is invalid.
-pub(crate) fn prefer_bisection(m: usize, keys: usize, f: f64) -> bool {
-    if m <= PER_ITEM_BELOW {
-        return false;
-    }
-    let m_f = m as f64;
-    let points_per_item = (m_f + keys as f64) / m_f;
-    let invalid = (f * m_f).max(1.0);
-    bisection_cost(m_f, invalid, points_per_item) < m_f
-}
-
 /// Hashing the message and decoding `R` (µs per item; measured as
 /// [`EQUATION_US`] was): paid by every item that reaches the equation, on
 /// every path.
@@ -149,8 +144,7 @@ pub fn expected_cost_per_signature_us(n: usize, f: f64) -> f64 {
     let units = match plan_for(n, f) {
         Plan::PerItem => 1.0,
         Plan::Combine(size) => {
-            let chunks = n.div_ceil(size.max(1)).max(1);
-            let size = n.div_ceil(chunks).max(1);
+            let size = evened(n, size);
             if size <= PER_ITEM_BELOW {
                 1.0
             } else {
@@ -161,24 +155,32 @@ pub fn expected_cost_per_signature_us(n: usize, f: f64) -> f64 {
     units * EQUATION_US + PREPARE_US
 }
 
-/// Whether a failed combination of `m` items under `keys` distinct keys,
-/// when a share `f` of items fails, is worth a weighted search for its one
-/// invalid item (`search.rs`) before bisection: the search costs one
-/// combination of the same points and one equation, and saves the
-/// bisection when exactly one item is invalid. With `λ = f·m` invalid
-/// items expected (a Poisson count; at least one, since the combination
-/// failed), exactly one is invalid with probability `λe^-λ / (1 - e^-λ)`
-/// (1 as `λ → 0`); the search pays when that probability times the
-/// bisection's cost exceeds its own cost.
-pub(crate) fn prefer_weighted_search(m: usize, keys: usize, f: f64) -> bool {
+/// How a failed combination finds its invalid items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resolve {
+    /// Each item's own equation.
+    EachItem,
+    /// Bisection: the left half's combination at each level.
+    Bisect,
+    /// A weighted search for its one invalid item (`search.rs`), then
+    /// bisection if it finds several.
+    WeightedThenBisect,
+}
+
+/// The cheapest way to resolve a failed combination of `m` items under
+/// `keys` distinct keys when a share `f` of items fails (at least one item
+/// is invalid; `f·m` are expected, at least one). The weighted search
+/// costs one combination of the same points and one equation, and saves
+/// the bisection when exactly one item is invalid: with `λ = f·m` (a
+/// Poisson count, at least one since the combination failed), with
+/// probability `λe^-λ / (1 - e^-λ)` (1 as `λ → 0`).
+pub(crate) fn resolve(m: usize, keys: usize, f: f64) -> Resolve {
     if m <= PER_ITEM_BELOW {
-        return false;
+        return Resolve::EachItem;
     }
     let m_f = m as f64;
     let points_per_item = (m_f + keys as f64) / m_f;
-    let invalid = (f * m_f).max(1.0);
-    one_invalid_given_failure(f * m_f) * bisection_cost(m_f, invalid, points_per_item)
-        > weighted_search_cost(m_f, points_per_item)
+    cheapest_resolve(m_f, (f * m_f).max(1.0), f, points_per_item).1
 }
 
 /// The probability that exactly one item is invalid when at least one is,
@@ -198,14 +200,26 @@ fn weighted_search_cost(m: f64, points_per_item: f64) -> f64 {
     combination_cost(points_per_item * m + 1.0) + 1.0
 }
 
-/// Cost of resolving a failed group of `m` items holding `invalid` invalid
-/// ones (expected) by the cheapest way: each item's equation, bisection,
-/// or a weighted search first and bisection when it finds several.
-fn resolve_cost(m: f64, invalid: f64, f: f64, points_per_item: f64) -> f64 {
+/// The cheapest way to resolve a failed group of `m` items holding
+/// `invalid` invalid ones (expected), and its cost: each item's equation,
+/// bisection, or a weighted search first and bisection when it finds
+/// several. On a tie, the simpler way (in that order).
+fn cheapest_resolve(m: f64, invalid: f64, f: f64, points_per_item: f64) -> (f64, Resolve) {
     let bisect = bisection_cost(m, invalid, points_per_item);
     let weighted = weighted_search_cost(m, points_per_item)
         + (1.0 - one_invalid_given_failure(f * m)) * bisect;
-    m.min(bisect).min(weighted)
+    [
+        (bisect, Resolve::Bisect),
+        (weighted, Resolve::WeightedThenBisect),
+    ]
+    .into_iter()
+    .fold((m, Resolve::EachItem), |best, way| {
+        if way.0 < best.0 {
+            way
+        } else {
+            best
+        }
+    })
 }
 
 /// Cost of one combination of `points` points.
@@ -224,7 +238,7 @@ fn expected_cost_per_item(size: usize, f: f64, points_per_item: f64) -> f64 {
     let p_fail = 1.0 - (1.0 - f).powf(s);
     let resolve = if p_fail > 0.0 {
         let invalid_given_fail = (f * s / p_fail).max(1.0);
-        resolve_cost(s, invalid_given_fail, f, points_per_item)
+        cheapest_resolve(s, invalid_given_fail, f, points_per_item).0
     } else {
         0.0
     };
@@ -278,20 +292,21 @@ mod tests {
 
     #[test]
     fn one_bad_item_is_bisected_a_flood_is_checked_per_item() {
-        assert!(prefer_bisection(256, 256, 0.0));
-        assert!(prefer_bisection(256, 1, 0.004));
-        assert!(!prefer_bisection(256, 256, 0.5));
-        assert!(!prefer_bisection(PER_ITEM_BELOW, 1, 0.0));
+        assert_ne!(resolve(256, 256, 0.0), Resolve::EachItem);
+        assert_ne!(resolve(256, 1, 0.004), Resolve::EachItem);
+        assert_eq!(resolve(256, 256, 0.5), Resolve::EachItem);
+        assert_eq!(resolve(PER_ITEM_BELOW, 1, 0.0), Resolve::EachItem);
     }
 
     #[test]
     fn a_likely_single_bad_item_is_searched_for_by_weights() {
+        let weighted = Resolve::WeightedThenBisect;
         for m in [8, 16, 64, 256] {
-            assert!(prefer_weighted_search(m, m, 0.0), "m = {m}");
+            assert_eq!(resolve(m, m, 0.0), weighted, "m = {m}");
         }
-        assert!(prefer_weighted_search(64, 64, 0.005));
-        assert!(!prefer_weighted_search(256, 256, 0.05), "~13 expected");
-        assert!(!prefer_weighted_search(PER_ITEM_BELOW, 1, 0.0));
+        assert_eq!(resolve(64, 64, 0.005), weighted);
+        assert_ne!(resolve(256, 256, 0.05), weighted, "~13 expected");
+        assert_ne!(resolve(PER_ITEM_BELOW, 1, 0.0), weighted);
         assert!((one_invalid_given_failure(0.0) - 1.0).abs() < 1e-12);
         assert!((one_invalid_given_failure(1.0) - 0.5820).abs() < 1e-3);
     }
