@@ -15,6 +15,10 @@ pub use kms_actor as actor;
 /// and ECDSA with feature `rsa-ecdsa`), claims validation.
 pub use kms_jose as jose;
 
+/// Access rules: request paths normalized as served, ordered rules on
+/// paths and methods, and a verified token's scopes and claims checked.
+pub use kms_access as access;
+
 /// HTTP faces: the bearer-token tower layer, the JWKS, the admin router.
 pub use kms_http as http;
 

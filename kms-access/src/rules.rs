@@ -1,0 +1,152 @@
+//! [`AccessRules`]: an ordered list of rules and a default, and the
+//! decision for one request.
+//!
+//! Invariants (each checked when the file is read, `file.rs`): every
+//! rule's path is in normal form (`path.rs`) and holds no `%`; a rule
+//! that lets anyone in asks nothing of a token; no list that must hold a
+//! match is empty.
+//!
+//! The first rule in file order whose path and method match decides; a
+//! request no rule matches gets the default.
+
+use http::Method;
+
+use crate::path::NormalPath;
+use crate::requirements::Requirements;
+
+/// The access rules (module docs), read from their TOML file by
+/// [`AccessRules::from_toml`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessRules {
+    pub(crate) default: DefaultAccess,
+    pub(crate) rules: Vec<Rule>,
+}
+
+/// What a request no rule matches gets (the file's `default`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum DefaultAccess {
+    /// `"deny"` (also when the file gives none): 403, token or not.
+    #[default]
+    Deny,
+    /// `"token"`: any verified token.
+    Token,
+}
+
+/// One `[[rule]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Rule {
+    /// Ends in `/`: every path under it (`/` alone: every path); else that
+    /// exact path.
+    pub(crate) path: String,
+    /// The methods it applies to, compared exactly; `None`: any.
+    pub(crate) methods: Option<Vec<Method>>,
+    /// `None`: anyone (no token is looked at); else a verified token
+    /// meeting these.
+    pub(crate) token: Option<Requirements>,
+}
+
+impl Rule {
+    fn matches(&self, path: &str, method: &Method) -> bool {
+        let path_matches = if self.path.ends_with('/') {
+            path.starts_with(&self.path)
+        } else {
+            path == self.path
+        };
+        path_matches
+            && self
+                .methods
+                .as_ref()
+                .is_none_or(|methods| methods.contains(method))
+    }
+}
+
+/// What a request gets, and who decided it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision<'a> {
+    /// The deciding rule's index in the file, from 0; `None`: the
+    /// default.
+    pub rule: Option<usize>,
+    /// What the request needs.
+    pub access: Access<'a>,
+}
+
+/// What a request needs to pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access<'a> {
+    /// Nothing: no token is looked at.
+    Anyone,
+    /// A verified token meeting these (empty for the default `"token"`).
+    Token(&'a Requirements),
+    /// Nothing passes: 403, token or not.
+    Deny,
+}
+
+/// The requirements of the default `"token"`: none.
+static NO_REQUIREMENTS: Requirements = Requirements {
+    scopes: Vec::new(),
+    claims: Vec::new(),
+    issuers: Vec::new(),
+    audiences: Vec::new(),
+};
+
+impl AccessRules {
+    /// The decision for a request for `path` (normalized: the path that
+    /// is served) with `method` (module docs). Linear in the rules, no
+    /// allocation.
+    pub fn decide(&self, path: &NormalPath<'_>, method: &Method) -> Decision<'_> {
+        let path = path.as_str();
+        match self
+            .rules
+            .iter()
+            .position(|rule| rule.matches(path, method))
+        {
+            Some(index) => Decision {
+                rule: Some(index),
+                access: match &self.rules[index].token {
+                    None => Access::Anyone,
+                    Some(requirements) => Access::Token(requirements),
+                },
+            },
+            None => Decision {
+                rule: None,
+                access: match self.default {
+                    DefaultAccess::Deny => Access::Deny,
+                    DefaultAccess::Token => Access::Token(&NO_REQUIREMENTS),
+                },
+            },
+        }
+    }
+
+    /// Every scope a rule asks for, each once, in the file's order (RFC
+    /// 9728 §2's `scopes_supported`).
+    pub fn scopes_supported(&self) -> Vec<&str> {
+        let mut scopes: Vec<&str> = Vec::new();
+        for scope in self
+            .rules
+            .iter()
+            .filter_map(|rule| rule.token.as_ref())
+            .flat_map(|requirements| requirements.scopes())
+        {
+            if !scopes.contains(&scope.as_str()) {
+                scopes.push(scope);
+            }
+        }
+        scopes
+    }
+
+    /// The number of rules.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Whether there are no rules (every request gets the default).
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The default.
+    pub fn default_access(&self) -> DefaultAccess {
+        self.default
+    }
+}
