@@ -19,6 +19,7 @@ use axum::http::uri::Authority;
 use kms::http::ClientAddress;
 use kms::jose::{Algorithm, Validation};
 
+use crate::serve::access_rules::RulesFile;
 use crate::serve::claim_headers::ClaimHeaders;
 
 /// The public face's address by default.
@@ -365,6 +366,9 @@ pub(crate) struct ProxySettings {
     /// names the client (the origin of its verify requests) and, in the
     /// proxy mode, whose forwarding headers are appended to.
     pub(crate) trusted_proxies: ClientAddress,
+    /// `--access-rules`: the proxy mode's and forward auth's rules, if
+    /// any.
+    pub(crate) access_rules: Option<RulesFile>,
 }
 
 impl Default for ProxySettings {
@@ -375,6 +379,7 @@ impl Default for ProxySettings {
             forward_auth_path: Some(FORWARD_AUTH_PATH.to_owned()),
             claim_headers: ClaimHeaders::default(),
             trusted_proxies: ClientAddress::default(),
+            access_rules: None,
         }
     }
 }

@@ -138,46 +138,71 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let state = Arc::clone(&self.state);
         Box::pin(async move {
-            // Borrowed from the request's header until the answer: the
-            // token is copied once, into the verify request.
-            let verified = match bearer_token(request.headers()) {
-                Err(refusal) => {
-                    refusal.count(&state.client);
-                    return Ok(refusal.response());
-                }
-                Ok(token) => {
-                    let origin = state.client_address.as_ref().and_then(|address| {
-                        let ConnectInfo(peer) =
-                            request.extensions().get::<ConnectInfo<SocketAddr>>()?;
-                        Some(Origin::from_ip(address.of(peer.ip(), request.headers())))
-                    });
-                    match origin {
-                        Some(origin) => {
-                            state
-                                .client
-                                .for_origin(origin)
-                                .verify_jwt(token, &state.keys, &state.validation)
-                                .await
-                        }
-                        None => {
-                            state
-                                .client
-                                .verify_jwt(token, &state.keys, &state.validation)
-                                .await
-                        }
-                    }
-                }
-            };
-            match verified {
-                Ok(verified) => {
-                    let extensions = request.extensions_mut();
-                    extensions.insert(VerifiedClaims(verified.claims));
-                    extensions.insert(verified.signer);
-                    inner.call(request).await
-                }
-                Err(e) => Ok(Refusal::Kms(e).response()),
+            match state.authorize(&mut request).await {
+                Ok(()) => inner.call(request).await,
+                Err(refusal) => Ok(refusal),
             }
         })
+    }
+}
+
+impl BearerLayer {
+    /// Verifies `request`'s bearer token (module docs) and puts its
+    /// [`VerifiedClaims`] and signer in the request's extensions.
+    ///
+    /// # Errors
+    /// The refusal to answer with, in the module docs' order.
+    pub(crate) async fn authorize<ReqBody, ResBody: From<String>>(
+        &self,
+        request: &mut Request<ReqBody>,
+    ) -> Result<(), Response<ResBody>> {
+        self.state.authorize(request).await
+    }
+}
+
+impl BearerState {
+    /// [`BearerLayer::authorize`].
+    async fn authorize<ReqBody, ResBody: From<String>>(
+        &self,
+        request: &mut Request<ReqBody>,
+    ) -> Result<(), Response<ResBody>> {
+        // Borrowed from the request's header until the answer: the
+        // token is copied once, into the verify request.
+        let verified = match bearer_token(request.headers()) {
+            Err(refusal) => {
+                refusal.count(&self.client);
+                return Err(refusal.response());
+            }
+            Ok(token) => {
+                let origin = self.client_address.as_ref().and_then(|address| {
+                    let ConnectInfo(peer) =
+                        request.extensions().get::<ConnectInfo<SocketAddr>>()?;
+                    Some(Origin::from_ip(address.of(peer.ip(), request.headers())))
+                });
+                match origin {
+                    Some(origin) => {
+                        self.client
+                            .for_origin(origin)
+                            .verify_jwt(token, &self.keys, &self.validation)
+                            .await
+                    }
+                    None => {
+                        self.client
+                            .verify_jwt(token, &self.keys, &self.validation)
+                            .await
+                    }
+                }
+            }
+        };
+        match verified {
+            Ok(verified) => {
+                let extensions = request.extensions_mut();
+                extensions.insert(VerifiedClaims(verified.claims));
+                extensions.insert(verified.signer);
+                Ok(())
+            }
+            Err(e) => Err(Refusal::Kms(e).response()),
+        }
     }
 }
 

@@ -26,6 +26,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_debug_implementations, unreachable_pub)]
 
+mod access;
 mod admin;
 mod admin_guard;
 mod admin_state;
@@ -37,6 +38,7 @@ mod jwks;
 mod key_admin;
 mod mint;
 
+pub use access::{AccessLayer, AccessRule, AccessService, Anyone};
 pub use admin::admin_router;
 pub use admin_state::AdminConfig;
 pub use bearer::{invalid_token_response, BearerLayer, BearerService, VerifiedClaims};

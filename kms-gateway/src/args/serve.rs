@@ -17,6 +17,7 @@ use crate::config::{
     self, AdminSettings, CertFiles, ConfigError, FaceSettings, Limits, ProxySettings, ServeConfig,
     StoreSettings, TlsSettings, TokenSettings, Upstream,
 };
+use crate::serve::access_rules::{self, RulesFile};
 use crate::serve::claim_headers::{self, ClaimHeader, ClaimHeaders};
 use crate::serve::{forward_auth, proxy};
 
@@ -286,6 +287,11 @@ struct ProxyArgs {
     /// e.g. sub=X-Auth-Subject; a client's own copies are removed.
     #[arg(long, value_name = "CLAIM=HEADER", value_parser = claim_headers::parse)]
     claim_header: Vec<ClaimHeader>,
+    /// A TOML file of access rules for the proxy mode and forward auth
+    /// (paths, methods, scopes, claims; docs/RUNBOOK.md), reloaded on
+    /// SIGHUP; without it, any valid token passes.
+    #[arg(long, value_name = "FILE", value_parser = access_rules::parse)]
+    access_rules: Option<RulesFile>,
 }
 impl ServeArgs {
     /// The configuration these flags make, checked.
@@ -498,6 +504,7 @@ impl ProxyArgs {
             forward_auth_path,
             claim_headers,
             trusted_proxies: ClientAddress::new(self.trusted_proxy),
+            access_rules: self.access_rules,
         })
     }
 }

@@ -99,7 +99,7 @@ pub(crate) async fn run(options: &JobConfig) -> Result<bool, String> {
     let (stop_server, stopped) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(listener::serve(
         socket,
-        public::router(&handle, &key, public_options),
+        public::router(&handle, &key, public_options).0,
         defaults.faces.limits,
         None,
         stopped,

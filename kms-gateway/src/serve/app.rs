@@ -13,14 +13,14 @@ use std::time::Duration;
 use axum::Router;
 use kms::actor::{KmsActor, KmsConfig, KmsHandle};
 use kms::bus::Bus;
-use kms::http::{admin_router, AdminConfig};
+use kms::http::{admin_router, AccessLayer, AdminConfig};
 use kms::oidc::Issuers;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use super::secrets::{self, AdminSecret};
 use super::signals::{Signal, Signals};
-use super::{listener, public, store, tls, trust};
+use super::{access_rules, listener, public, store, tls, trust};
 use crate::config::{CertFiles, Limits, ServeConfig};
 use crate::telemetry;
 
@@ -39,6 +39,8 @@ pub(crate) struct App {
     certificates: Vec<Arc<tls::Certificates>>,
     /// The static JWK Set files, reloaded on SIGHUP.
     jwks_files: Vec<(Option<String>, PathBuf)>,
+    /// The access rules' file and the layer whose rules SIGHUP replaces.
+    access_rules: Option<(PathBuf, AccessLayer)>,
     /// The line that says the gateway serves.
     readiness: String,
     /// Held while serving: each provider's keys kept current in the
@@ -168,11 +170,18 @@ impl App {
             public_tls.is_some(),
             handle.client().topic(),
         );
+        let (public_router, access) = public::router(&handle, &key, public_options);
+        let access_rules = config
+            .proxy
+            .access_rules
+            .as_ref()
+            .map(|file| file.path.clone())
+            .zip(access);
         let mut all = vec![
             Face {
                 name: "public",
                 socket: public_listener,
-                router: public::router(&handle, &key, public_options),
+                router: public_router,
                 tls: public_tls.map(|face| face.acceptor),
             },
             Face {
@@ -200,6 +209,7 @@ impl App {
             limits: faces.limits,
             certificates,
             jwks_files: config.tokens.jwks_files,
+            access_rules,
             readiness,
             _issuers: issuers,
             _admin_secret: admin_secret,
@@ -229,6 +239,9 @@ impl App {
             .collect();
         while signals.next().await == Signal::Reload {
             trust::reload(&self.handle, &self.jwks_files);
+            if let Some((path, layer)) = &self.access_rules {
+                access_rules::reload(path, layer);
+            }
             for certificates in &self.certificates {
                 tls::report(certificates, "SIGHUP", certificates.reload());
             }

@@ -5,8 +5,11 @@
 //!
 //! The path and every path under it (Envoy's `ext_authz` appends the
 //! original path to its prefix), with any method, sit behind the same
-//! `BearerLayer` as `/whoami`; past it, the answer is 200 with no body and
-//! the chosen claims as headers (`claim_headers.rs`). A claim that cannot
+//! `BearerLayer` as `/whoami`, or with `--access-rules` behind
+//! `kms::http::AccessLayer`, which judges the original request (its path
+//! and method from the proxy's headers); past it, the answer is 200 with
+//! no body and the chosen claims as headers (`claim_headers.rs`), none on
+//! a path a rule opens to anyone. A claim that cannot
 //! be a header value refuses the request with the layer's own 401
 //! (`kms::http::invalid_token_response`), counted in
 //! `kms_token_refusals_total{code="http.unwritable_claim"}`.
@@ -18,7 +21,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::Router;
-use kms::http::{error_response, VerifiedClaims};
+use kms::http::{error_response, Anyone, VerifiedClaims};
 
 use super::claim_headers::{refuse_unwritable, ClaimHeaders};
 
@@ -83,19 +86,22 @@ struct Answer {
 impl Answer {
     /// 200 with no body and the claim headers, or the bearer layer's 401.
     async fn answer(self: Arc<Self>, mut request: Request) -> Response {
-        let Some(VerifiedClaims(claims)) = request.extensions_mut().remove::<VerifiedClaims>()
-        else {
-            // Only behind the layer, which always sets them.
-            return error_response(
+        let mut response = StatusCode::OK.into_response();
+        match request.extensions_mut().remove::<VerifiedClaims>() {
+            Some(VerifiedClaims(claims)) => {
+                match self.headers.write(&claims, response.headers_mut()) {
+                    Ok(()) => response,
+                    Err(unwritable) => refuse_unwritable(&self.topic, &unwritable.claim),
+                }
+            }
+            // An access rule let anyone in: 200 with no claim headers.
+            None if request.extensions().get::<Anyone>().is_some() => response,
+            // Only behind the bearer or access layer, which set one.
+            None => error_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "http.internal",
                 "no verified claims",
-            );
-        };
-        let mut response = StatusCode::OK.into_response();
-        match self.headers.write(&claims, response.headers_mut()) {
-            Ok(()) => response,
-            Err(unwritable) => refuse_unwritable(&self.topic, &unwritable.claim),
+            ),
         }
     }
 }

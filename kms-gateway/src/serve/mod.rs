@@ -50,6 +50,7 @@
 //! certificates, bound faces), then serve until a signal. Each subsystem
 //! gets only its piece of the configuration (`config.rs`).
 
+pub(crate) mod access_rules;
 mod app;
 pub(crate) mod claim_headers;
 pub(crate) mod forward_auth;

@@ -8,7 +8,10 @@
 //! * the `--claim-header` headers from the verified claims, and none of
 //!   the client's own copies (a claim that cannot be a header value
 //!   refuses the request with the bearer layer's 401, as forward auth
-//!   does);
+//!   does); on a path an access rule opens to anyone, no claim headers
+//!   (and still none of the client's copies);
+//! * with `--access-rules`, the path normalized as the rules matched it
+//!   (`kms::access::normalize`), the query unchanged;
 //! * no hop-by-hop header (RFC 9110 §7.6.1: `Connection` and the headers
 //!   it names, `Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`,
 //!   `Transfer-Encoding`, `Upgrade`, and `Proxy-Authenticate` /
@@ -45,7 +48,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use ipnet::{IpNet, Ipv4Net};
-use kms::http::{error_response, ClientAddress, VerifiedClaims};
+use kms::http::{error_response, Anyone, ClientAddress, VerifiedClaims};
 use tokio::sync::oneshot;
 
 use super::claim_headers::{refuse_unwritable, ClaimHeaders, FORWARDING};
@@ -166,12 +169,18 @@ impl Proxy {
                 "CONNECT and TRACE are not forwarded",
             );
         }
-        let Some(VerifiedClaims(claims)) = parts.extensions.remove::<VerifiedClaims>() else {
-            return error_response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "http.internal",
-                "no verified claims",
-            );
+        let claims = match parts.extensions.remove::<VerifiedClaims>() {
+            Some(VerifiedClaims(claims)) => Some(claims),
+            // An access rule let anyone in: no token was looked at.
+            None if parts.extensions.get::<Anyone>().is_some() => None,
+            // Only behind the bearer or access layer, which set one.
+            None => {
+                return error_response(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "http.internal",
+                    "no verified claims",
+                )
+            }
         };
         let peer = parts
             .extensions
@@ -179,8 +188,13 @@ impl Proxy {
             .map(|ConnectInfo(peer)| peer.ip().to_canonical());
         let headers = &mut parts.headers;
         remove_hop_by_hop(headers);
-        if let Err(unwritable) = self.claim_headers.write(&claims, headers) {
-            return refuse_unwritable(&self.topic, &unwritable.claim);
+        match &claims {
+            Some(claims) => {
+                if let Err(unwritable) = self.claim_headers.write(claims, headers) {
+                    return refuse_unwritable(&self.topic, &unwritable.claim);
+                }
+            }
+            None => self.claim_headers.remove_from(headers),
         }
         if self.upstream.strip_authorization {
             headers.remove(header::AUTHORIZATION);

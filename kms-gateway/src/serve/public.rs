@@ -17,10 +17,12 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
+use kms::access::AccessRules;
 use kms::actor::TokenKeys;
 use kms::core::KeyId;
 use kms::http::{
-    error_response, jwks_router_with, BearerLayer, ClientAddress, JwksConfig, VerifiedClaims,
+    error_response, jwks_router_with, AccessLayer, BearerLayer, ClientAddress, JwksConfig,
+    VerifiedClaims,
 };
 use kms::jose::Validation;
 use serde_json::{json, Value};
@@ -48,6 +50,8 @@ pub(crate) struct Options {
     /// `--trusted-proxy`: who the client is (the origin of its verify
     /// requests).
     pub(crate) client_address: ClientAddress,
+    /// `--access-rules`: the proxy mode's and forward auth's rules.
+    pub(crate) access_rules: Option<AccessRules>,
 }
 
 impl Options {
@@ -81,22 +85,33 @@ impl Options {
             request_timeout: faces.request_timeout,
             proxy: upstream,
             client_address: proxy.trusted_proxies.clone(),
+            access_rules: proxy.access_rules.as_ref().map(|file| file.rules.clone()),
         }
     }
 }
 
 /// The public face: JWKS, `/whoami` and forward auth behind the bearer
 /// layer, `/healthz`; with a proxy, every other path behind the same
-/// layer to the upstream, else 404. The request timeout and `nosniff`
-/// cover the face's own routes, not the upstream's answers.
-pub(crate) fn router(handle: &kms::actor::KmsHandle, key: &KeyId, options: Options) -> Router {
+/// layer to the upstream, else 404. With access rules, forward auth and
+/// the proxy sit behind them instead (`kms::http::AccessLayer`), and the
+/// layer comes back with the router, for SIGHUP to replace its rules.
+/// The request timeout and `nosniff` cover the face's own routes, not the
+/// upstream's answers.
+pub(crate) fn router(
+    handle: &kms::actor::KmsHandle,
+    key: &KeyId,
+    options: Options,
+) -> (Router, Option<AccessLayer>) {
     // Of its keystore, only its own key's tokens (a shared store holds
     // other tenants' token keys too).
     // Each token verified as its client's request (the origin table keeps
     // a forger's signatures out of other clients' batches).
     let bearer = BearerLayer::new(handle.client(), TokenKeys::of(key), options.validation)
         .with_client_address(options.client_address);
-    let mut verified = Router::new().route(
+    let access = options
+        .access_rules
+        .map(|rules| AccessLayer::new(rules, bearer.clone()));
+    let verified = Router::new().route(
         "/whoami",
         get(|mut request: Request| async move {
             // Taken out of the request, not cloned as `Extension`
@@ -114,16 +129,21 @@ pub(crate) fn router(handle: &kms::actor::KmsHandle, key: &KeyId, options: Optio
             }
         }),
     );
+    let mut own = Router::new()
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .merge(verified.layer(bearer.clone()));
     if let Some(path) = &options.forward_auth {
-        verified = verified.merge(forward_auth::routes(
+        let checks = forward_auth::routes(
             path,
             Arc::clone(&options.claim_headers),
             handle.client().topic().to_owned(),
-        ));
+        );
+        own = own.merge(match &access {
+            Some(access) => checks.layer(access.for_forward_auth(path)),
+            None => checks.layer(bearer.clone()),
+        });
     }
-    let own = Router::new()
-        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
-        .merge(verified.layer(bearer.clone()))
+    let own = own
         .merge(jwks_router_with(handle.client(), key.clone(), options.jwks))
         .method_not_allowed_fallback(|| async {
             error_response(
@@ -133,7 +153,7 @@ pub(crate) fn router(handle: &kms::actor::KmsHandle, key: &KeyId, options: Optio
             )
         });
     let timeout = options.request_timeout;
-    match options.proxy {
+    let router = match options.proxy {
         None => listener::guarded(
             own.fallback(|| async {
                 error_response(StatusCode::NOT_FOUND, "http.not_found", "no such route")
@@ -141,10 +161,14 @@ pub(crate) fn router(handle: &kms::actor::KmsHandle, key: &KeyId, options: Optio
             timeout,
         ),
         // Set after the layer, so that it does not wrap it.
-        Some(proxy) => listener::guarded(own, timeout).fallback_service(
-            Router::new()
-                .fallback(move |request: Request| Arc::clone(&proxy).forward(request))
-                .layer(bearer),
-        ),
-    }
+        Some(proxy) => {
+            let upstream =
+                Router::new().fallback(move |request: Request| Arc::clone(&proxy).forward(request));
+            listener::guarded(own, timeout).fallback_service(match &access {
+                Some(access) => upstream.layer(access.clone()),
+                None => upstream.layer(bearer),
+            })
+        }
+    };
+    (router, access)
 }

@@ -13,6 +13,7 @@
 
 mod support;
 
+mod access_rules;
 mod config;
 mod forward_auth;
 mod issuers;

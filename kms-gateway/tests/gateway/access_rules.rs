@@ -1,0 +1,293 @@
+//! `serve --access-rules FILE` as a user runs it: the rules in front of
+//! the proxy mode and of forward auth, the path the upstream receives,
+//! the face's own routes left alone, a bad file refused at start (exit 2,
+//! with its line and column) and SIGHUP's all-or-nothing reload.
+#![cfg(target_os = "linux")]
+
+use crate::support::serving;
+use crate::support::upstream;
+
+use std::path::Path;
+use std::process::Command;
+
+use serving::{http_full, json, run_to_exit, serve_command, Serving, CLAIM_HEADERS, HANG};
+use upstream::{received, Upstream};
+
+/// A typical API's rules (docs/RUNBOOK.md shows the same shape).
+const RULES: &str = r#"
+default = "deny"
+[[rule]]
+path = "/public/"
+methods = ["GET", "HEAD"]
+allow = "anyone"
+[[rule]]
+path = "/"
+methods = ["OPTIONS"]
+allow = "anyone"
+[[rule]]
+path = "/orders/"
+methods = ["POST", "PUT", "DELETE"]
+scopes = ["orders:write"]
+[[rule]]
+path = "/orders/"
+[[rule]]
+path = "/admin/"
+claims = { groups = "ops" }
+"#;
+
+fn write_rules(dir: &Path, text: &str) -> String {
+    let path = dir.join("rules.toml");
+    std::fs::write(&path, text).expect("rules");
+    path.to_str().expect("utf-8").to_owned()
+}
+
+fn header<'a>(lines: &'a [String], name: &str) -> Option<&'a str> {
+    lines.iter().find_map(|line| {
+        let (n, v) = line.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+#[test]
+fn the_rules_decide_what_reaches_the_upstream() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = write_rules(dir.path(), RULES);
+    let up = Upstream::start();
+    let url = format!("http://{}", up.addr);
+    let mut args = vec!["--upstream", url.as_str(), "--access-rules", rules.as_str()];
+    args.extend_from_slice(&CLAIM_HEADERS);
+    let s = Serving::start(&args);
+    let ops = format!(
+        "Bearer {}",
+        s.mint(r#"{"sub":"olga","groups":["dev","ops"]}"#)
+    );
+    let reader = format!(
+        "Bearer {}",
+        s.mint(r#"{"sub":"rita","scope":"orders:read"}"#)
+    );
+    let writer = format!(
+        "Bearer {}",
+        s.mint(r#"{"sub":"will","scope":"orders:read orders:write"}"#)
+    );
+    let send = |method: &str, target: &str, headers: &[(&str, &str)]| {
+        http_full(s.public, method, target, headers, "")
+    };
+
+    // Anyone: no token looked at, no claim headers, the client's copies
+    // still removed.
+    let (status, _, body) = send(
+        "GET",
+        "/public/a?x=1",
+        &[
+            ("X-Auth-Subject", "forged"),
+            ("Authorization", "Bearer junk"),
+        ],
+    );
+    assert_eq!(status, 200, "{body}");
+    let echo = json(&body);
+    assert_eq!(echo["target"], "/public/a?x=1");
+    assert!(received(&echo, "x-auth-subject").is_empty(), "{echo}");
+    // The preflight rule.
+    let (status, _, _) = send("OPTIONS", "/orders/7", &[("Origin", "https://app.example")]);
+    assert_eq!(status, 200);
+    let reached = up.requests();
+
+    // The default denies, token or not; a token rule wants a token.
+    for auth in [&[][..], &[("Authorization", ops.as_str())][..]] {
+        let (status, _, body) = send("GET", "/elsewhere", auth);
+        assert_eq!(
+            (status, json(&body)["error"].clone()),
+            (403, "access_denied".into())
+        );
+    }
+    let (status, lines, _) = send("GET", "/orders/7", &[]);
+    assert_eq!(
+        (status, header(&lines, "www-authenticate")),
+        (401, Some("Bearer"))
+    );
+    // A missing scope: 403 with the rule's scopes in the challenge.
+    let (status, lines, body) = send("POST", "/orders/7", &[("Authorization", &reader)]);
+    assert_eq!(status, 403);
+    assert_eq!(
+        header(&lines, "www-authenticate"),
+        Some("Bearer error=\"insufficient_scope\", scope=\"orders:write\"")
+    );
+    assert_eq!(
+        json(&body),
+        serde_json::json!({"error": "insufficient_scope", "requirement": "scope"})
+    );
+    // A missing claim value: the kind only.
+    let (status, _, body) = send("GET", "/admin/x", &[("Authorization", &reader)]);
+    assert_eq!(
+        (status, json(&body)["requirement"].clone()),
+        (403, "claim".into())
+    );
+    assert_eq!(
+        up.requests(),
+        reached,
+        "a refused request reached the upstream"
+    );
+
+    let (status, _, body) = send("POST", "/orders/7", &[("Authorization", &writer)]);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(received(&json(&body), "x-auth-subject"), ["will"]);
+    // The upstream gets the path the rules matched.
+    for target in [
+        "/orders/../admin/x",
+        "/orders/%2e%2e/admin/x",
+        "//admin/x",
+        "/%61dmin/x",
+    ] {
+        let (status, _, body) = send("GET", target, &[("Authorization", &reader)]);
+        assert_eq!(status, 403, "{target}: {body}");
+        let (status, _, body) = send("GET", target, &[("Authorization", &ops)]);
+        assert_eq!(status, 200, "{target}: {body}");
+        assert_eq!(json(&body)["target"], "/admin/x", "{target}");
+    }
+    // Case matters: the default.
+    let (status, _, _) = send("GET", "/ADMIN/x", &[("Authorization", &ops)]);
+    assert_eq!(status, 403);
+    let reached = up.requests();
+    for target in [
+        "/admin%2Fx",
+        "/public/..;/admin/x",
+        "/public/../../etc",
+        "/a%5cb",
+    ] {
+        let (status, _, body) = send("GET", target, &[("Authorization", &ops)]);
+        assert_eq!(
+            (status, json(&body)["error"].clone()),
+            (400, "invalid_request".into()),
+            "{target}"
+        );
+    }
+    assert_eq!(up.requests(), reached);
+
+    // The face's own routes are not subject to the rules.
+    let (status, _, _) = send("GET", "/healthz", &[]);
+    assert_eq!(status, 200);
+    let (status, _, body) = send("GET", "/whoami", &[("Authorization", &reader)]);
+    assert_eq!((status, json(&body)["sub"].clone()), (200, "rita".into()));
+    assert_eq!(s.stop(), 0);
+}
+
+#[test]
+fn forward_auth_judges_the_original_request() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = write_rules(dir.path(), RULES);
+    let mut args = vec!["--access-rules", rules.as_str()];
+    args.extend_from_slice(&CLAIM_HEADERS);
+    let s = Serving::start(&args);
+    let reader = format!(
+        "Bearer {}",
+        s.mint(r#"{"sub":"rita","scope":"orders:read"}"#)
+    );
+    let check = |headers: &[(&str, &str)]| {
+        let (status, lines, _) = http_full(s.public, "GET", "/auth", headers, "");
+        (status, header(&lines, "x-auth-subject").map(str::to_owned))
+    };
+    assert_eq!(check(&[("X-Original-URI", "/public/x")]), (200, None));
+    assert_eq!(
+        check(&[
+            ("X-Original-URI", "/public/x"),
+            ("X-Original-Method", "DELETE")
+        ])
+        .0,
+        403
+    );
+    assert_eq!(
+        check(&[("X-Original-URI", "/orders/1"), ("Authorization", &reader)]),
+        (200, Some("rita".to_owned()))
+    );
+    assert_eq!(
+        check(&[
+            ("X-Original-URI", "/orders/1"),
+            ("X-Original-Method", "PUT"),
+            ("Authorization", &reader)
+        ])
+        .0,
+        403
+    );
+    assert_eq!(check(&[("X-Original-URI", "/orders/1")]).0, 401);
+    // NGINX answers 500 for any status but 401 and 403: a refused path is 403.
+    assert_eq!(check(&[("X-Original-URI", "/public/..;/admin/x")]).0, 403);
+    assert_eq!(
+        check(&[
+            ("X-Original-URI", "/public/x"),
+            ("X-Forwarded-Uri", "/admin/x")
+        ])
+        .0,
+        403
+    );
+    // Envoy: the original path under the route.
+    let (status, _, _) = http_full(s.public, "GET", "/auth/public/x", &[], "");
+    assert_eq!(status, 200);
+    assert_eq!(s.stop(), 0);
+}
+
+#[test]
+fn a_bad_rules_file_is_refused_at_start_with_its_line_and_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = write_rules(
+        dir.path(),
+        "[[rule]]\npath = \"/a\"\nallow = \"everyone\"\n",
+    );
+    let mut command = serve_command();
+    command.args(["--access-rules", &rules]);
+    let (code, _, stderr) = run_to_exit(command);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains(&format!("{rules}:3:9")), "{stderr}");
+    assert!(stderr.contains("allow must be"), "{stderr}");
+    let mut command = serve_command();
+    command.args([
+        "--access-rules",
+        &dir.path().join("absent.toml").to_string_lossy(),
+    ]);
+    let (code, _, stderr) = run_to_exit(command);
+    assert_eq!(code, 2, "{stderr}");
+}
+
+/// SIGHUP, then the line the reload of the rules logged.
+fn hangup(s: &Serving) -> String {
+    let status = Command::new("kill")
+        .args(["-HUP", &s.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    loop {
+        let line = s.lines.recv_timeout(HANG).expect("a line about the reload");
+        if line.contains("access rules") {
+            return line;
+        }
+    }
+}
+
+#[test]
+fn sighup_replaces_the_rules_all_or_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = write_rules(dir.path(), RULES);
+    let s = Serving::start(&["--access-rules", &rules]);
+    let status = |uri: &str| http_full(s.public, "GET", "/auth", &[("X-Original-URI", uri)], "").0;
+    assert_eq!((status("/public/x"), status("/status")), (200, 403));
+
+    write_rules(
+        dir.path(),
+        "[[rule]]\npath = \"/status\"\nallow = \"anyone\"\n",
+    );
+    let line = hangup(&s);
+    assert!(
+        line.contains("reloaded the access rules: 1 rules"),
+        "{line}"
+    );
+    assert_eq!((status("/public/x"), status("/status")), (403, 200));
+
+    write_rules(dir.path(), "[[rule]]\npath = \"/a//b\"\n");
+    let line = hangup(&s);
+    assert!(
+        line.contains("reload refused, the old access rules stay"),
+        "{line}"
+    );
+    assert!(line.contains(&format!("{rules}:2:8")), "{line}");
+    assert_eq!((status("/public/x"), status("/status")), (403, 200));
+    assert_eq!(s.stop(), 0);
+}

@@ -1,0 +1,355 @@
+//! [`AccessLayer`]: the access rules (`kms_access`) in front of a service,
+//! with the bearer layer's verification where a rule needs a token.
+//!
+//! For each request, in order:
+//! 1. the judged path and method: the request's own
+//!    ([`AccessLayer::new`]), or, for a forward-auth check
+//!    ([`AccessLayer::for_forward_auth`]), the original request's (below);
+//! 2. the path normalized (`kms_access::normalize`); one that is refused
+//!    is 400 `invalid_request` for a request judged on its own path (403
+//!    for a forward-auth check: NGINX answers 500 for any status but 401
+//!    and 403); a request judged on its own path whose path changed goes
+//!    on with the normalized path (its query kept), so that the rules and
+//!    the service see the same one;
+//! 3. the first matching rule, else the default (`AccessRules::decide`):
+//!    * `deny`: 403 `access_denied`, token or not;
+//!    * `anyone`: the inner service, with no token looked at and
+//!      [`Anyone`] in the request's extensions;
+//!    * a token: the bearer layer's verification ([`crate::BearerLayer`]:
+//!      its 400, 401 and 503 answers unchanged), then the rule's
+//!      requirements on the verified claims; a token that misses one is
+//!      403 with `WWW-Authenticate: Bearer error="insufficient_scope"`,
+//!      plus `scope="…"` (the rule's scopes) when a scope was missing
+//!      (RFC 6750 §3.1), and the body
+//!      `{"error":"insufficient_scope","requirement":KIND}` (KIND:
+//!      `scope`, `claim`, `issuer` or `audience`; never a claim's value).
+//!
+//! Every request that reaches the inner service carries [`AccessRule`]
+//! (the deciding rule) in its extensions.
+//!
+//! A forward-auth check judges the original request: its path from
+//! `X-Original-URI` (NGINX), else `X-Forwarded-Uri` (Traefik, Caddy), else
+//! the check's own path under the forward-auth route (Envoy's `ext_authz`
+//! appends it), else `/`; its method from `X-Original-Method`, else
+//! `X-Forwarded-Method`, else the check's own. A proxy that passes the
+//! client's own headers on (Caddy, Traefik) lets a client add a header of
+//! its own, so the check is refused (403) when two sources of the path
+//! are present and do not name the same path once normalized, when the
+//! two method headers differ, when a header is repeated or not text, or
+//! when a URI header does not start with `/`. The query (after `?`) is
+//! not part of the path.
+//!
+//! The rules are shared by every clone of the layer and by the layers
+//! made from it, and replaced whole ([`AccessLayer::replace_rules`]): a
+//! request is judged by one set of rules, from start to end.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::task::{Context, Poll};
+
+use http::header::{CONTENT_TYPE, WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS};
+use http::uri::PathAndQuery;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri};
+use kms_access::{normalize, Access, AccessRules, Decision, NormalPath, Requirement};
+use tower::{Layer, Service};
+
+use crate::bearer::{BearerLayer, VerifiedClaims};
+
+/// In the extensions of a request an `anyone` rule let in: no token was
+/// looked at, and there are no [`VerifiedClaims`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Anyone;
+
+/// In the extensions of every request [`AccessLayer`] lets in: the
+/// deciding rule's index in the rules file, from 0 (`None`: the
+/// default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessRule(pub Option<usize>);
+
+/// `X-Original-URI` (NGINX's `auth_request` configurations pass it).
+const X_ORIGINAL_URI: HeaderName = HeaderName::from_static("x-original-uri");
+/// `X-Forwarded-Uri` (Traefik's `ForwardAuth`, Caddy's `forward_auth`).
+const X_FORWARDED_URI: HeaderName = HeaderName::from_static("x-forwarded-uri");
+/// `X-Original-Method` (NGINX).
+const X_ORIGINAL_METHOD: HeaderName = HeaderName::from_static("x-original-method");
+/// `X-Forwarded-Method` (Traefik, Caddy).
+const X_FORWARDED_METHOD: HeaderName = HeaderName::from_static("x-forwarded-method");
+
+/// The access rules in front of a service (module docs); clone it freely.
+#[derive(Clone, Debug)]
+pub struct AccessLayer {
+    rules: Arc<RwLock<Arc<AccessRules>>>,
+    bearer: BearerLayer,
+    /// `None`: the request is judged on its own path and method; else
+    /// the forward-auth route whose checks judge the original request.
+    forward_auth: Option<Arc<str>>,
+}
+
+impl AccessLayer {
+    /// The rules in front of a service that serves what a request asks
+    /// for (a proxy, an app's routes): each request judged on its own
+    /// path and method, the tokens verified by `bearer`.
+    pub fn new(rules: AccessRules, bearer: BearerLayer) -> Self {
+        AccessLayer {
+            rules: Arc::new(RwLock::new(Arc::new(rules))),
+            bearer,
+            forward_auth: None,
+        }
+    }
+
+    /// A layer with the same rules (replaced together) for the forward-auth
+    /// checks at `route` and under it (`/auth`): each check judges the
+    /// original request (module docs).
+    #[must_use]
+    pub fn for_forward_auth(&self, route: &str) -> Self {
+        AccessLayer {
+            rules: Arc::clone(&self.rules),
+            bearer: self.bearer.clone(),
+            forward_auth: Some(Arc::from(route.trim_end_matches('/'))),
+        }
+    }
+
+    /// Replaces the rules of this layer and of every layer sharing them;
+    /// requests already being judged finish under the old ones.
+    pub fn replace_rules(&self, rules: AccessRules) {
+        // A poisoned lock held an `Arc` swap that cannot have half
+        // happened: the value inside is whole.
+        *self.rules.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(rules);
+    }
+
+    /// The rules in force.
+    pub fn rules(&self) -> Arc<AccessRules> {
+        Arc::clone(&self.rules.read().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+impl<S> Layer<S> for AccessLayer {
+    type Service = AccessService<S>;
+
+    fn layer(&self, inner: S) -> AccessService<S> {
+        AccessService {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// The service [`AccessLayer`] makes.
+#[derive(Clone, Debug)]
+pub struct AccessService<S> {
+    inner: S,
+    layer: AccessLayer,
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for AccessService<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send,
+    ReqBody: Send + 'static,
+    ResBody: From<String> + Send + 'static,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let layer = self.layer.clone();
+        Box::pin(async move {
+            let rules = layer.rules();
+            let judged = match &layer.forward_auth {
+                None => own(&mut request, &rules),
+                Some(route) => original(&request, route, &rules),
+            };
+            let decision = match judged {
+                Ok(decision) => decision,
+                Err(refusal) => return Ok(refusal),
+            };
+            request.extensions_mut().insert(AccessRule(decision.rule));
+            match decision.access {
+                Access::Deny => Ok(refuse(
+                    StatusCode::FORBIDDEN,
+                    "access_denied",
+                    "no access rule lets this request in",
+                )),
+                Access::Anyone => {
+                    request.extensions_mut().insert(Anyone);
+                    inner.call(request).await
+                }
+                Access::Token(requirements) => {
+                    if let Err(refusal) = layer.bearer.authorize(&mut request).await {
+                        return Ok(refusal);
+                    }
+                    let met = match request.extensions().get::<VerifiedClaims>() {
+                        Some(VerifiedClaims(claims)) => requirements.check(claims),
+                        // The bearer layer sets them whenever it passes a
+                        // request.
+                        None => Err(Requirement::Claim),
+                    };
+                    match met {
+                        Ok(()) => inner.call(request).await,
+                        Err(unmet) => Ok(insufficient(unmet, requirements.scopes())),
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// The decision for a request judged on its own path and method; the
+/// request goes on with the normalized path.
+fn own<'r, B, R: From<String>>(
+    request: &mut Request<B>,
+    rules: &'r AccessRules,
+) -> Result<Decision<'r>, Response<R>> {
+    let path = normalize(request.uri().path()).map_err(|e| {
+        refuse(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            &format!("the request's path is refused: {e}"),
+        )
+    })?;
+    let decision = rules.decide(&path, request.method());
+    if path.changed() {
+        let target = match request.uri().query() {
+            Some(query) => format!("{path}?{query}"),
+            None => path.to_string(),
+        };
+        let mut parts = request.uri().clone().into_parts();
+        parts.path_and_query = PathAndQuery::try_from(target).ok();
+        *request.uri_mut() = Uri::from_parts(parts).map_err(|_| {
+            refuse(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "the request's normalized path is not a request target",
+            )
+        })?;
+    }
+    Ok(decision)
+}
+
+/// The decision for the original request of a forward-auth check at
+/// `route` (module docs).
+fn original<'r, B, R: From<String>>(
+    request: &Request<B>,
+    route: &str,
+    rules: &'r AccessRules,
+) -> Result<Decision<'r>, Response<R>> {
+    let forbidden = |message: &str| refuse(StatusCode::FORBIDDEN, "invalid_request", message);
+    let headers = request.headers();
+    let uri_header = |name: &HeaderName| -> Result<Option<&str>, Response<R>> {
+        match one(headers, name) {
+            Err(()) => Err(forbidden(
+                "a header naming the original request is repeated or not text",
+            )),
+            Ok(None) => Ok(None),
+            Ok(Some(uri)) => {
+                let path = uri.split_once('?').map_or(uri, |(path, _)| path);
+                if path.starts_with('/') {
+                    Ok(Some(path))
+                } else {
+                    Err(forbidden("the original URI does not start with /"))
+                }
+            }
+        }
+    };
+    let own_path = request.uri().path();
+    let under_route = own_path
+        .strip_prefix(route)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .filter(|rest| !rest.is_empty());
+    let sources = [
+        uri_header(&X_ORIGINAL_URI)?.map(str::to_owned),
+        uri_header(&X_FORWARDED_URI)?.map(str::to_owned),
+        under_route.map(|rest| format!("/{rest}")),
+    ];
+    let mut judged: Option<NormalPath<'_>> = None;
+    for source in sources.iter().flatten() {
+        let normal = normalize(source)
+            .map_err(|e| forbidden(&format!("the original path is refused: {e}")))?;
+        match &judged {
+            None => judged = Some(normal),
+            Some(first) if first.as_str() == normal.as_str() => {}
+            Some(_) => return Err(forbidden("the sources of the original path disagree")),
+        }
+    }
+    let method_header = |name: &HeaderName| -> Result<Option<Method>, Response<R>> {
+        match one(headers, name) {
+            Err(()) => Err(forbidden(
+                "a header naming the original request is repeated or not text",
+            )),
+            Ok(None) => Ok(None),
+            Ok(Some(text)) => Method::from_bytes(text.as_bytes())
+                .map(Some)
+                .map_err(|_| forbidden("the original method is not a method")),
+        }
+    };
+    let method = match (
+        method_header(&X_ORIGINAL_METHOD)?,
+        method_header(&X_FORWARDED_METHOD)?,
+    ) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(forbidden("the original method headers disagree"))
+        }
+        (Some(method), _) | (None, Some(method)) => method,
+        (None, None) => request.method().clone(),
+    };
+    let root = normalize("/").map_err(|_| forbidden("the root path is refused"))?;
+    Ok(rules.decide(judged.as_ref().unwrap_or(&root), &method))
+}
+
+/// The one value of `name`, as text.
+///
+/// # Errors
+/// More than one value, or one that is not visible ASCII.
+fn one<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Result<Option<&'h str>, ()> {
+    let mut values = headers.get_all(name).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(());
+    }
+    value.to_str().map(Some).map_err(|_| ())
+}
+
+/// A refusal with the JSON body `{"error": code, "message": message}`.
+fn refuse<R: From<String>>(status: StatusCode, code: &str, message: &str) -> Response<R> {
+    let body = serde_json::json!({"error": code, "message": message}).to_string();
+    json_response(status, body)
+}
+
+/// The 403 of a verified token that misses `unmet` (module docs).
+fn insufficient<R: From<String>>(unmet: Requirement, scopes: &[String]) -> Response<R> {
+    let body = serde_json::json!({"error": "insufficient_scope", "requirement": unmet.as_str()})
+        .to_string();
+    let mut response = json_response(StatusCode::FORBIDDEN, body);
+    let challenge = if unmet == Requirement::Scope {
+        // Scopes hold no `"` or `\` (the rules file refuses them).
+        format!(
+            "Bearer error=\"insufficient_scope\", scope=\"{}\"",
+            scopes.join(" ")
+        )
+    } else {
+        "Bearer error=\"insufficient_scope\"".to_owned()
+    };
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response.headers_mut().insert(WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+fn json_response<R: From<String>>(status: StatusCode, body: String) -> Response<R> {
+    let mut response = Response::new(R::from(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    response
+}
