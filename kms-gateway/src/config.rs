@@ -369,6 +369,8 @@ pub(crate) struct ProxySettings {
     /// `--access-rules`: the proxy mode's and forward auth's rules, if
     /// any.
     pub(crate) access_rules: Option<RulesFile>,
+    /// `--token-cookie`: the cookie a token may come in.
+    pub(crate) token_cookie: Option<String>,
 }
 
 impl Default for ProxySettings {
@@ -380,6 +382,7 @@ impl Default for ProxySettings {
             claim_headers: ClaimHeaders::default(),
             trusted_proxies: ClientAddress::default(),
             access_rules: None,
+            token_cookie: None,
         }
     }
 }

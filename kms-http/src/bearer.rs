@@ -3,23 +3,28 @@
 //!
 //! Failure paths, in the order they are checked:
 //! 1. more than one `Authorization` header, or one that is not visible
-//!    ASCII: 400, `WWW-Authenticate: Bearer error="invalid_request"`;
-//! 2. no `Authorization` header, or another scheme: 401,
-//!    `WWW-Authenticate: Bearer` with no error code (RFC 6750 §3.1: the
-//!    client sent no bearer credentials);
-//! 3. a token the KMS refuses ([`KmsError::InvalidToken`]): 401,
+//!    ASCII; with a token cookie ([`BearerLayer::with_token_cookie`]), a
+//!    token in both the header and the cookie, or the cookie twice: 400,
+//!    `WWW-Authenticate: Bearer error="invalid_request"`;
+//! 2. a token from the cookie on an unsafe request the browser calls
+//!    cross-site: 403 `cross_site_request`;
+//! 3. no `Authorization` header (nor token cookie), or another scheme:
+//!    401, `WWW-Authenticate: Bearer` with no error code (RFC 6750 §3.1:
+//!    the client sent no bearer credentials);
+//! 4. a token the KMS refuses ([`KmsError::InvalidToken`]): 401,
 //!    `Bearer error="invalid_token", error_description="invalid token"`,
 //!    the same for every reason: an unauthenticated caller learns nothing
 //!    from the token (not its `kid`, not a key's state, not which purposes
 //!    or versions exist). The reason is counted by its code and told at
 //!    debug level by `KmsClient::verify_jwt`;
-//! 4. the KMS is overloaded, dropped the request or is shutting down: 503
+//! 5. the KMS is overloaded, dropped the request or is shutting down: 503
 //!    with `Retry-After: 1`, so a client retries instead of treating a
 //!    good token as bad;
-//! 5. any other KMS error: 500.
+//! 6. any other KMS error: 500.
 //!
 //! Every refusal has a JSON body `{"error": "<code>", "message": "<text>"}`
-//! (`invalid_request`, `unauthorized`, `invalid_token`, or the KMS error's
+//! (`invalid_request`, `cross_site_request`, `unauthorized`,
+//! `invalid_token`, or the KMS error's
 //! code for a 503 or 500), `Content-Type: application/json` and
 //! `X-Content-Type-Options: nosniff`.
 //!
@@ -41,6 +46,7 @@ use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use kms_actor::{KmsClient, Origin, TokenKeys};
 
 use crate::client_address::ClientAddress;
+use crate::token_cookie;
 use kms_core::KmsError;
 use kms_jose::{Claims, Validation};
 use tower::{Layer, Service};
@@ -66,6 +72,8 @@ struct BearerState {
     validation: Validation,
     /// Whose request it is ([`BearerLayer::with_client_address`]).
     client_address: Option<ClientAddress>,
+    /// The cookie a token may come in ([`BearerLayer::with_token_cookie`]).
+    token_cookie: Option<Arc<str>>,
 }
 
 impl BearerLayer {
@@ -80,6 +88,7 @@ impl BearerLayer {
                 keys,
                 validation,
                 client_address: None,
+                token_cookie: None,
             }),
         }
     }
@@ -94,6 +103,24 @@ impl BearerLayer {
     #[must_use]
     pub fn with_client_address(mut self, client_address: ClientAddress) -> Self {
         Arc::make_mut(&mut self.state).client_address = Some(client_address);
+        self
+    }
+}
+
+impl BearerLayer {
+    /// Takes the token from cookie `name` when the request has no
+    /// `Authorization` header (`token_cookie.rs` reads the `Cookie`
+    /// header). A request with both, or with the cookie twice, is 400
+    /// `invalid_request` (RFC 6750 §2: one method per request). A
+    /// cookie-borne token on an unsafe request the browser calls
+    /// cross-site (`Sec-Fetch-Site: cross-site`; a method other than GET,
+    /// HEAD and OPTIONS, or a forward-auth check whose
+    /// `X-Original-Method` or `X-Forwarded-Method` names one) is 403
+    /// `cross_site_request`, so that another site's form cannot ride the
+    /// cookie.
+    #[must_use]
+    pub fn with_token_cookie(mut self, name: &str) -> Self {
+        Arc::make_mut(&mut self.state).token_cookie = Some(Arc::from(name));
         self
     }
 }
@@ -168,7 +195,7 @@ impl BearerState {
     ) -> Result<(), Response<ResBody>> {
         // Borrowed from the request's header until the answer: the
         // token is copied once, into the verify request.
-        let verified = match bearer_token(request.headers()) {
+        let verified = match self.credential(request) {
             Err(refusal) => {
                 refusal.count(&self.client);
                 return Err(refusal.response());
@@ -206,12 +233,38 @@ impl BearerState {
     }
 }
 
+impl BearerState {
+    /// The request's token: from its `Authorization` header, or from the
+    /// token cookie when it has none ([`BearerLayer::with_token_cookie`]).
+    fn credential<'r, B>(&self, request: &'r Request<B>) -> Result<&'r str, Refusal> {
+        let headers = request.headers();
+        let Some(name) = &self.token_cookie else {
+            return bearer_token(headers);
+        };
+        let cookie = token_cookie::value(headers, name).map_err(Refusal::BadRequest)?;
+        match cookie {
+            None => bearer_token(headers),
+            Some(_) if headers.contains_key(AUTHORIZATION) => Err(Refusal::BadRequest(
+                "a token in both the Authorization header and the cookie",
+            )),
+            Some("") => Err(Refusal::BadRequest("the token cookie is empty")),
+            Some(_) if token_cookie::cross_site_unsafe(request.method(), headers) => {
+                Err(Refusal::CrossSite)
+            }
+            Some(token) => Ok(token),
+        }
+    }
+}
+
 /// Why a request did not reach the inner service.
 enum Refusal {
     /// No bearer credentials.
     NoCredentials,
-    /// More than one `Authorization` header, or one that is not text.
+    /// More than one `Authorization` header, or one that is not text; a
+    /// token in both the header and the cookie, or the cookie twice.
     BadRequest(&'static str),
+    /// A cookie-borne token on a cross-site unsafe request.
+    CrossSite,
     /// The KMS's answer.
     Kms(KmsError),
 }
@@ -224,6 +277,7 @@ impl Refusal {
         let code = match self {
             Refusal::NoCredentials => "http.no_credentials",
             Refusal::BadRequest(_) => "http.invalid_request",
+            Refusal::CrossSite => "http.cross_site_cookie",
             Refusal::Kms(_) => return,
         };
         metrics::counter!(
@@ -249,6 +303,12 @@ impl Refusal {
                 )),
                 "invalid_request",
                 reason,
+            ),
+            Refusal::CrossSite => (
+                StatusCode::FORBIDDEN,
+                None,
+                "cross_site_request",
+                "a token from a cookie cannot authorize an unsafe cross-site request",
             ),
             Refusal::Kms(KmsError::InvalidToken { .. }) => (
                 StatusCode::UNAUTHORIZED,

@@ -37,6 +37,7 @@ mod json_body;
 mod jwks;
 mod key_admin;
 mod mint;
+mod token_cookie;
 
 pub use access::{AccessLayer, AccessRule, AccessService, Anyone};
 pub use admin::admin_router;
@@ -45,3 +46,4 @@ pub use bearer::{invalid_token_response, BearerLayer, BearerService, VerifiedCla
 pub use client_address::ClientAddress;
 pub use error_body::error_response;
 pub use jwks::{jwks_router, jwks_router_with, JwksConfig, JWKS_PATH};
+pub use token_cookie::remove_cookie;

@@ -292,6 +292,26 @@ struct ProxyArgs {
     /// SIGHUP; without it, any valid token passes.
     #[arg(long, value_name = "FILE", value_parser = access_rules::parse)]
     access_rules: Option<RulesFile>,
+    /// A cookie the bearer token may come in when a request has no
+    /// Authorization header (both: 400); a cross-site unsafe request
+    /// carrying it is 403. Passed upstream unless --strip-authorization.
+    #[arg(long, value_name = "NAME", value_parser = cookie_name)]
+    token_cookie: Option<String>,
+}
+
+/// Checks a `--token-cookie` name (clap's value parser): an RFC 6265
+/// §4.1.1 cookie-name, an HTTP token (RFC 9110 §5.6.2).
+///
+/// # Errors
+/// An empty name or one with a character a token cannot hold.
+fn cookie_name(text: &str) -> Result<String, String> {
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if text.is_empty() || !text.bytes().all(tchar) {
+        return Err(
+            "a cookie name is an HTTP token: letters, digits and !#$%&'*+-.^_`|~".to_owned(),
+        );
+    }
+    Ok(text.to_owned())
 }
 impl ServeArgs {
     /// The configuration these flags make, checked.
@@ -505,6 +525,7 @@ impl ProxyArgs {
             claim_headers,
             trusted_proxies: ClientAddress::new(self.trusted_proxy),
             access_rules: self.access_rules,
+            token_cookie: self.token_cookie,
         })
     }
 }

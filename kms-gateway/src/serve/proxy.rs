@@ -24,7 +24,8 @@
 //!   original request), or set where it sent none;
 //! * `Host` as the client sent it (as Caddy and Traefik do);
 //! * `Authorization` as the client sent it, or none with
-//!   `--strip-authorization`.
+//!   `--strip-authorization`, which also removes the `--token-cookie`
+//!   cookie (and only it) from `Cookie`.
 //!
 //! The answer: the upstream's, without its hop-by-hop headers; 502
 //! `proxy.upstream_unavailable` when it cannot be reached or breaks the
@@ -48,7 +49,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use ipnet::{IpNet, Ipv4Net};
-use kms::http::{error_response, Anyone, ClientAddress, VerifiedClaims};
+use kms::http::{error_response, remove_cookie, Anyone, ClientAddress, VerifiedClaims};
 use tokio::sync::oneshot;
 
 use super::claim_headers::{refuse_unwritable, ClaimHeaders, FORWARDING};
@@ -126,6 +127,9 @@ pub(crate) struct Proxy {
     topic: String,
     /// `--trusted-proxy`: whose forwarding headers are appended to.
     trusted_proxies: ClientAddress,
+    /// `--token-cookie`: removed from `Cookie` with
+    /// `--strip-authorization`.
+    token_cookie: Option<String>,
 }
 
 impl Proxy {
@@ -138,6 +142,7 @@ impl Proxy {
         tls: bool,
         topic: String,
         trusted_proxies: ClientAddress,
+        token_cookie: Option<String>,
     ) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
@@ -154,6 +159,7 @@ impl Proxy {
             proto: if tls { "https" } else { "http" },
             topic,
             trusted_proxies,
+            token_cookie,
         }
     }
 
@@ -198,6 +204,9 @@ impl Proxy {
         }
         if self.upstream.strip_authorization {
             headers.remove(header::AUTHORIZATION);
+            if let Some(name) = &self.token_cookie {
+                remove_cookie(headers, name);
+            }
         }
         self.set_forwarded(headers, peer);
         let path = parts
@@ -429,6 +438,7 @@ mod tests {
             false,
             "kms".to_owned(),
             ClientAddress::new(trusted.iter().map(|t| cidr(t).unwrap()).collect()),
+            None,
         )
     }
 

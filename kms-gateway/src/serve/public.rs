@@ -52,6 +52,8 @@ pub(crate) struct Options {
     pub(crate) client_address: ClientAddress,
     /// `--access-rules`: the proxy mode's and forward auth's rules.
     pub(crate) access_rules: Option<AccessRules>,
+    /// `--token-cookie`: the cookie a token may come in.
+    pub(crate) token_cookie: Option<String>,
 }
 
 impl Options {
@@ -75,6 +77,7 @@ impl Options {
                 tls,
                 topic.to_owned(),
                 proxy.trusted_proxies.clone(),
+                proxy.token_cookie.clone(),
             ))
         });
         Options {
@@ -86,6 +89,7 @@ impl Options {
             proxy: upstream,
             client_address: proxy.trusted_proxies.clone(),
             access_rules: proxy.access_rules.as_ref().map(|file| file.rules.clone()),
+            token_cookie: proxy.token_cookie.clone(),
         }
     }
 }
@@ -106,8 +110,11 @@ pub(crate) fn router(
     // other tenants' token keys too).
     // Each token verified as its client's request (the origin table keeps
     // a forger's signatures out of other clients' batches).
-    let bearer = BearerLayer::new(handle.client(), TokenKeys::of(key), options.validation)
+    let mut bearer = BearerLayer::new(handle.client(), TokenKeys::of(key), options.validation)
         .with_client_address(options.client_address);
+    if let Some(name) = &options.token_cookie {
+        bearer = bearer.with_token_cookie(name);
+    }
     let access = options
         .access_rules
         .map(|rules| AccessLayer::new(rules, bearer.clone()));

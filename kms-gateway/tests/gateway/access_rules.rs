@@ -291,3 +291,93 @@ fn sighup_replaces_the_rules_all_or_nothing() {
     assert_eq!((status("/public/x"), status("/status")), (403, 200));
     assert_eq!(s.stop(), 0);
 }
+
+#[test]
+fn a_token_may_come_in_a_cookie_but_not_for_another_sites_form() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = write_rules(dir.path(), RULES);
+    let up = Upstream::start();
+    let url = format!("http://{}", up.addr);
+    let mut args = vec![
+        "--upstream",
+        url.as_str(),
+        "--forward-auth-path",
+        "/auth",
+        "--access-rules",
+        rules.as_str(),
+        "--token-cookie",
+        "kms_token",
+        "--strip-authorization",
+    ];
+    args.extend_from_slice(&CLAIM_HEADERS);
+    let s = Serving::start(&args);
+    let token = s.mint(r#"{"sub":"will","scope":"orders:write"}"#);
+    let cookie = format!("theme=dark; kms_token={token}; lang=en");
+    let bearer = format!("Bearer {token}");
+    let send = |method: &str, target: &str, headers: &[(&str, &str)]| {
+        let (status, _, body) = http_full(s.public, method, target, headers, "");
+        (status, body)
+    };
+
+    let (status, body) = send("GET", "/orders/1", &[("Cookie", &cookie)]);
+    assert_eq!(status, 200, "{body}");
+    let echo = json(&body);
+    assert_eq!(received(&echo, "x-auth-subject"), ["will"]);
+    // --strip-authorization takes the token cookie, and only it, away.
+    assert_eq!(received(&echo, "cookie"), ["theme=dark; lang=en"]);
+    // Both ways at once: 400, but where no token is looked at.
+    let both = [
+        ("Cookie", cookie.as_str()),
+        ("Authorization", bearer.as_str()),
+    ];
+    let (status, body) = send("GET", "/orders/1", &both);
+    assert_eq!(
+        (status, json(&body)["error"].clone()),
+        (400, "invalid_request".into())
+    );
+    assert_eq!(send("GET", "/public/x", &both).0, 200);
+    // Another site's form cannot ride the cookie; the same site can.
+    let cross = [
+        ("Cookie", cookie.as_str()),
+        ("Sec-Fetch-Site", "cross-site"),
+    ];
+    let (status, body) = send("POST", "/orders/1", &cross);
+    assert_eq!(
+        (status, json(&body)["error"].clone()),
+        (403, "cross_site_request".into())
+    );
+    assert_eq!(send("GET", "/orders/1", &cross).0, 200);
+    let same = [("Cookie", cookie.as_str()), ("Sec-Fetch-Site", "same-site")];
+    assert_eq!(send("POST", "/orders/1", &same).0, 200);
+    // The header is not a cookie: a cross-site request with it passes.
+    let header = [
+        ("Authorization", bearer.as_str()),
+        ("Sec-Fetch-Site", "cross-site"),
+    ];
+    assert_eq!(send("POST", "/orders/1", &header).0, 200);
+    // Forward auth: the original method decides.
+    let check = |method: &str| {
+        send(
+            "GET",
+            "/auth",
+            &[
+                ("Cookie", cookie.as_str()),
+                ("Sec-Fetch-Site", "cross-site"),
+                ("X-Original-URI", "/orders/1"),
+                ("X-Original-Method", method),
+            ],
+        )
+        .0
+    };
+    assert_eq!((check("GET"), check("DELETE")), (200, 403));
+    assert_eq!(s.stop(), 0);
+
+    // Without --strip-authorization the cookie goes upstream as it came.
+    let s = Serving::start(&["--upstream", url.as_str(), "--token-cookie", "kms_token"]);
+    let token = s.mint(r#"{"sub":"will"}"#);
+    let cookie = format!("kms_token={token}; theme=dark");
+    let (status, _, body) = http_full(s.public, "GET", "/x", &[("Cookie", &cookie)], "");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(received(&json(&body), "cookie"), [cookie.as_str()]);
+    assert_eq!(s.stop(), 0);
+}
