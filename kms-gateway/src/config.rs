@@ -11,6 +11,7 @@
 //! what remains to fail is what needs a file, the network or the store
 //! (exit 1, `serve/`).
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -239,6 +240,9 @@ pub(crate) struct TokenSettings {
     pub(crate) jwks_files: Vec<(Option<String>, PathBuf)>,
     /// What `/whoami` and forward auth check of a token's claims.
     pub(crate) validation: Validation,
+    /// The issuers' own checks (`--issuer-audience`, `--issuer-typ`),
+    /// which replace [`TokenSettings::validation`] for their tokens.
+    pub(crate) issuer_policies: BTreeMap<String, Validation>,
     /// The verified-token cache's entries (`--token-cache`; 0: off).
     pub(crate) token_cache: usize,
     /// The verified-token cache's bytes (`--token-cache-bytes`).
@@ -272,6 +276,7 @@ impl Default for TokenSettings {
             jwks_max_age: Duration::from_secs(JWKS_MAX_AGE_SECS),
             jwks_files: Vec::new(),
             validation: validation(&[], None, LEEWAY_SECS, None),
+            issuer_policies: BTreeMap::new(),
             token_cache: TOKEN_CACHE,
             token_cache_bytes: TOKEN_CACHE_BYTES,
             issuers: Vec::new(),
@@ -304,6 +309,36 @@ pub(crate) fn validation(
     validation.leeway = Duration::from_secs(leeway_secs);
     validation.max_lifetime = max_lifetime_secs.map(Duration::from_secs);
     validation
+}
+
+/// Each issuer's own checks: `validation` with the issuer's
+/// `--issuer-audience` values in place of its audiences (when it has
+/// any) and its `--issuer-typ` (when it has one), for every issuer named
+/// by either.
+pub(crate) fn issuer_policies(
+    validation: &Validation,
+    audiences: &[(String, String)],
+    typs: &[(String, String)],
+) -> BTreeMap<String, Validation> {
+    let mut policies = BTreeMap::new();
+    for (issuer, _) in audiences.iter().chain(typs) {
+        policies.entry(issuer.clone()).or_insert_with(|| {
+            let mut policy = validation.clone();
+            let own: Vec<String> = audiences
+                .iter()
+                .filter(|(i, _)| i == issuer)
+                .map(|(_, aud)| aud.clone())
+                .collect();
+            if !own.is_empty() {
+                policy.audiences = own;
+            }
+            if let Some((_, typ)) = typs.iter().find(|(i, _)| i == issuer) {
+                policy.typ = Some(typ.clone());
+            }
+            policy
+        });
+    }
+    policies
 }
 
 /// Where the keys are kept.

@@ -155,6 +155,18 @@ struct TokenArgs {
     /// ISSUER, and that issuer's tokens verify only under its keys.
     #[arg(long, value_name = "ISSUER=FILE", value_parser = issuer_file)]
     trust_jwks_issuer: Vec<(String, PathBuf)>,
+    /// ISSUER=AUD (repeatable): tokens whose `iss` is ISSUER (an --issuer
+    /// or --trust-jwks-issuer issuer) must name one of its AUDs in `aud`,
+    /// instead of an --audience.
+    #[arg(long, value_name = "ISSUER=AUD", value_parser = issuer_pair)]
+    issuer_audience: Vec<(String, String)>,
+    /// ISSUER=TYP, e.g. https://idp.example.com=at+jwt: tokens whose `iss`
+    /// is ISSUER (an --issuer or --trust-jwks-issuer issuer) must carry
+    /// `typ` TYP, compared as a media type (case ignored, `application/`
+    /// optional), so that its ID tokens are refused where its access
+    /// tokens are required (RFC 9068).
+    #[arg(long, value_name = "ISSUER=TYP", value_parser = issuer_pair)]
+    issuer_typ: Vec<(String, String)>,
     /// An accepted audience (repeatable): when given, every token must name
     /// one of them in `aud`. Without it a token that carries an `aud` is
     /// refused (RFC 7519 §4.1.3), unless it is --token-audience.
@@ -412,6 +424,28 @@ impl TokenArgs {
                 ));
             }
         }
+        let configured = |issuer: &str| {
+            self.issuer.iter().any(|i| i == issuer)
+                || self.trust_jwks_issuer.iter().any(|(i, _)| i == issuer)
+        };
+        for (flag, pairs) in [
+            ("--issuer-audience", &self.issuer_audience),
+            ("--issuer-typ", &self.issuer_typ),
+        ] {
+            if let Some((issuer, _)) = pairs.iter().find(|(issuer, _)| !configured(issuer)) {
+                return Err(format!(
+                    "{flag} {issuer}=...: {issuer} is neither an --issuer nor a --trust-jwks-issuer issuer"
+                ));
+            }
+        }
+        for (i, (issuer, _)) in self.issuer_typ.iter().enumerate() {
+            if self.issuer_typ[..i]
+                .iter()
+                .any(|(other, _)| other == issuer)
+            {
+                return Err(format!("--issuer-typ {issuer}=...: given twice"));
+            }
+        }
         if let Some(own) = token_audience {
             if !self.audience.is_empty() && !self.audience.iter().any(|a| a == own) {
                 return Err(format!(
@@ -447,18 +481,24 @@ impl TokenArgs {
                     .map(|(issuer, path)| (Some(issuer), path)),
             )
             .collect();
+        let validation = config::validation(
+            &self.audience,
+            token_audience,
+            self.leeway,
+            self.max_token_lifetime,
+        );
         Ok(TokenSettings {
             tenant: tenant.to_owned(),
             purpose: purpose.to_owned(),
             alg: self.alg,
             jwks_max_age: Duration::from_secs(self.jwks_max_age),
             jwks_files,
-            validation: config::validation(
-                &self.audience,
-                token_audience,
-                self.leeway,
-                self.max_token_lifetime,
+            issuer_policies: config::issuer_policies(
+                &validation,
+                &self.issuer_audience,
+                &self.issuer_typ,
             ),
+            validation,
             token_cache: self.token_cache,
             token_cache_bytes: self.token_cache_bytes,
             issuers: self.issuer,
@@ -537,6 +577,16 @@ fn cert_files(cert: Option<PathBuf>, key: Option<PathBuf>) -> Option<CertFiles> 
 }
 
 /// `ISSUER=FILE`, split at the first `=`.
+/// `ISSUER=VALUE` (split at the first `=`), both parts non-empty.
+fn issuer_pair(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((issuer, value)) if !issuer.is_empty() && !value.is_empty() => {
+            Ok((issuer.to_owned(), value.to_owned()))
+        }
+        _ => Err("expected ISSUER=VALUE".to_owned()),
+    }
+}
+
 fn issuer_file(text: &str) -> Result<(String, PathBuf), String> {
     match text.split_once('=') {
         Some((issuer, file)) if !issuer.is_empty() && !file.is_empty() => {

@@ -105,6 +105,12 @@ impl App {
         let handle = KmsActor::spawn(actor, keystore, &Bus::new()).map_err(|e| e.to_string())?;
         // A provider that is down does not hold the start.
         let issuers = trust::issuers(tokens, &handle)?;
+        // After the providers start (which set their own policies, none).
+        for (issuer, policy) in &tokens.issuer_policies {
+            handle
+                .issuer_keys()
+                .set_validation(issuer, Some(policy.clone()));
+        }
         // After the store opened: a start that fails there leaves no file.
         // With client certificates, those authenticate instead.
         let admin_secret = match admin_token {

@@ -16,6 +16,7 @@ mod support;
 mod access_rules;
 mod config;
 mod forward_auth;
+mod issuer_policies;
 mod issuers;
 mod limits;
 mod proxy;

@@ -4,64 +4,13 @@
 //! fails keeps every old set and says why. Deadlines only catch hangs.
 #![cfg(unix)]
 
+use crate::support::partner;
 use crate::support::serving;
 
-use std::path::Path;
 use std::process::Command;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use base64::Engine;
-use ed25519_dalek::{Signer, SigningKey};
-use serde_json::json;
+use partner::{write_set, Partner};
 use serving::{Serving, HANG};
-
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
-
-/// A partner's key: its JWK Set entry and tokens it signs.
-struct Partner {
-    kid: &'static str,
-    key: SigningKey,
-}
-
-impl Partner {
-    fn new(kid: &'static str, seed: u8) -> Partner {
-        Partner {
-            kid,
-            key: SigningKey::from_bytes(&[seed; 32]),
-        }
-    }
-
-    fn jwk(&self) -> serde_json::Value {
-        json!({
-            "kty": "OKP",
-            "crv": "Ed25519",
-            "x": b64(&self.key.verifying_key().to_bytes()),
-            "kid": self.kid,
-        })
-    }
-
-    fn token(&self) -> String {
-        let exp = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .expect("clock")
-            .as_secs()
-            + 600;
-        let header = b64(json!({"alg": "EdDSA", "kid": self.kid})
-            .to_string()
-            .as_bytes());
-        let claims = b64(json!({"sub": self.kid, "exp": exp}).to_string().as_bytes());
-        let input = format!("{header}.{claims}");
-        let signature = b64(&self.key.sign(input.as_bytes()).to_bytes());
-        format!("{input}.{signature}")
-    }
-}
-
-fn write_set(path: &Path, partners: &[&Partner]) {
-    let keys: Vec<_> = partners.iter().map(|p| p.jwk()).collect();
-    std::fs::write(path, json!({ "keys": keys }).to_string()).expect("write the set");
-}
 
 /// SIGHUP, then the line the reload logged.
 fn hangup(s: &Serving) -> String {
