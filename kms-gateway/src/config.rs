@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use axum::http::uri::Authority;
-use kms::http::ClientAddress;
+use kms::http::{ClientAddress, ResourceMetadata};
 use kms::jose::{Algorithm, Validation};
 
 use crate::serve::access_rules::RulesFile;
@@ -406,6 +406,9 @@ pub(crate) struct ProxySettings {
     pub(crate) access_rules: Option<RulesFile>,
     /// `--token-cookie`: the cookie a token may come in.
     pub(crate) token_cookie: Option<String>,
+    /// `--resource` and `--authorization-server`: the protected-resource
+    /// metadata (RFC 9728), if served.
+    pub(crate) resource_metadata: Option<ResourceMetadata>,
 }
 
 impl Default for ProxySettings {
@@ -418,6 +421,7 @@ impl Default for ProxySettings {
             trusted_proxies: ClientAddress::default(),
             access_rules: None,
             token_cookie: None,
+            resource_metadata: None,
         }
     }
 }

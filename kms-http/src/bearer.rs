@@ -46,6 +46,7 @@ use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use kms_actor::{KmsClient, Origin, TokenKeys};
 
 use crate::client_address::ClientAddress;
+use crate::resource_metadata::ResourceMetadata;
 use crate::token_cookie;
 use kms_core::KmsError;
 use kms_jose::{Claims, Validation};
@@ -74,6 +75,9 @@ struct BearerState {
     client_address: Option<ClientAddress>,
     /// The cookie a token may come in ([`BearerLayer::with_token_cookie`]).
     token_cookie: Option<Arc<str>>,
+    /// The resource metadata's URL, in every 401 challenge
+    /// ([`BearerLayer::with_resource_metadata`]).
+    resource_metadata: Option<Arc<str>>,
 }
 
 impl BearerLayer {
@@ -89,6 +93,7 @@ impl BearerLayer {
                 validation,
                 client_address: None,
                 token_cookie: None,
+                resource_metadata: None,
             }),
         }
     }
@@ -121,6 +126,15 @@ impl BearerLayer {
     #[must_use]
     pub fn with_token_cookie(mut self, name: &str) -> Self {
         Arc::make_mut(&mut self.state).token_cookie = Some(Arc::from(name));
+        self
+    }
+
+    /// Adds `resource_metadata="URL"` (RFC 9728 §5.1), `metadata`'s URL,
+    /// to every 401 challenge, so that a client finds where to get a
+    /// token.
+    #[must_use]
+    pub fn with_resource_metadata(mut self, metadata: &ResourceMetadata) -> Self {
+        Arc::make_mut(&mut self.state).resource_metadata = Some(Arc::from(metadata.url()));
         self
     }
 }
@@ -195,10 +209,11 @@ impl BearerState {
     ) -> Result<(), Response<ResBody>> {
         // Borrowed from the request's header until the answer: the
         // token is copied once, into the verify request.
+        let metadata = self.resource_metadata.as_deref();
         let verified = match self.credential(request) {
             Err(refusal) => {
                 refusal.count(&self.client);
-                return Err(refusal.response());
+                return Err(refusal.response(metadata));
             }
             Ok(token) => {
                 let origin = self.client_address.as_ref().and_then(|address| {
@@ -228,7 +243,7 @@ impl BearerState {
                 extensions.insert(verified.signer);
                 Ok(())
             }
-            Err(e) => Err(Refusal::Kms(e).response()),
+            Err(e) => Err(Refusal::Kms(e).response(metadata)),
         }
     }
 }
@@ -288,7 +303,8 @@ impl Refusal {
         .increment(1);
     }
 
-    fn response<B: From<String>>(self) -> Response<B> {
+    /// The answer, its 401 challenge with `resource_metadata` when given.
+    fn response<B: From<String>>(self, resource_metadata: Option<&str>) -> Response<B> {
         let (status, challenge, code, message) = match self {
             Refusal::NoCredentials => (
                 StatusCode::UNAUTHORIZED,
@@ -337,6 +353,14 @@ impl Refusal {
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+        let challenge = match (challenge, resource_metadata) {
+            (Some(c), Some(url)) if status == StatusCode::UNAUTHORIZED => Some(if c == "Bearer" {
+                format!("Bearer resource_metadata=\"{url}\"")
+            } else {
+                format!("{c}, resource_metadata=\"{url}\"")
+            }),
+            (challenge, _) => challenge,
+        };
         if let Some(value) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
             headers.insert(WWW_AUTHENTICATE, value);
         }
@@ -355,11 +379,21 @@ impl Refusal {
 /// claim it cannot pass on, say), so that its refusal cannot be told from
 /// the layer's.
 pub fn invalid_token_response<B: From<String>>() -> Response<B> {
+    invalid_token_response_with(None)
+}
+
+/// [`invalid_token_response`], its challenge with `resource_metadata`
+/// (RFC 9728 §5.1) when given, as a layer
+/// [`with_resource_metadata`](BearerLayer::with_resource_metadata)
+/// answers.
+pub fn invalid_token_response_with<B: From<String>>(
+    resource_metadata: Option<&str>,
+) -> Response<B> {
     Refusal::Kms(KmsError::InvalidToken {
         code: "http.refused_by_service",
         reason: String::new(),
     })
-    .response()
+    .response(resource_metadata)
 }
 
 /// The challenge of every refused token (RFC 6750 §3), whatever the
@@ -433,7 +467,7 @@ mod tests {
                 code,
                 reason: reason.to_owned(),
             })
-            .response::<String>()
+            .response::<String>(None)
         };
         let expired = answer("jose.expired", "expired at 1");
         let destroyed = answer(

@@ -37,13 +37,17 @@ mod json_body;
 mod jwks;
 mod key_admin;
 mod mint;
+mod resource_metadata;
 mod token_cookie;
 
 pub use access::{AccessLayer, AccessRule, AccessService, Anyone};
 pub use admin::admin_router;
 pub use admin_state::AdminConfig;
-pub use bearer::{invalid_token_response, BearerLayer, BearerService, VerifiedClaims};
+pub use bearer::{
+    invalid_token_response, invalid_token_response_with, BearerLayer, BearerService, VerifiedClaims,
+};
 pub use client_address::ClientAddress;
 pub use error_body::error_response;
 pub use jwks::{jwks_router, jwks_router_with, JwksConfig, JWKS_PATH};
+pub use resource_metadata::{InvalidResource, ResourceMetadata};
 pub use token_cookie::remove_cookie;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::http::uri::Authority;
 use clap::Args;
 use ipnet::IpNet;
-use kms::http::ClientAddress;
+use kms::http::{ClientAddress, ResourceMetadata};
 use kms::jose::Algorithm;
 
 use super::seconds::{timeout, Seconds};
@@ -309,6 +309,16 @@ struct ProxyArgs {
     /// carrying it is 403. Passed upstream unless --strip-authorization.
     #[arg(long, value_name = "NAME", value_parser = cookie_name)]
     token_cookie: Option<String>,
+    /// This gateway's resource identifier (an https URL): the public face
+    /// serves its OAuth protected-resource metadata (RFC 9728) at the
+    /// well-known URL derived from it, and every 401 challenge names
+    /// that URL in `resource_metadata`.
+    #[arg(long, value_name = "URL", requires = "authorization_server")]
+    resource: Option<String>,
+    /// An authorization server that issues tokens for --resource
+    /// (repeatable).
+    #[arg(long, value_name = "URL", requires = "resource")]
+    authorization_server: Vec<String>,
 }
 
 /// Checks a `--token-cookie` name (clap's value parser): an RFC 6265
@@ -559,7 +569,15 @@ impl ProxyArgs {
             (None, None) => Some(config::FORWARD_AUTH_PATH.to_owned()),
             (None, Some(_)) => None,
         };
+        let resource_metadata = self
+            .resource
+            .map(|resource| {
+                ResourceMetadata::new(&resource, self.authorization_server)
+                    .map_err(|e| format!("--resource: {e}"))
+            })
+            .transpose()?;
         Ok(ProxySettings {
+            resource_metadata,
             upstream,
             forward_auth_path,
             claim_headers,

@@ -24,7 +24,7 @@
 
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use axum::response::Response;
-use kms::http::invalid_token_response;
+use kms::http::invalid_token_response_with;
 use kms::jose::Claims;
 use serde_json::Value;
 
@@ -173,8 +173,14 @@ impl ClaimHeaders {
 }
 
 /// The 401 of a verified token whose chosen claim cannot be a header
-/// value, counted and told at debug level as the layer's refusals are.
-pub(crate) fn refuse_unwritable(topic: &str, claim: &str) -> Response {
+/// value (its challenge naming `resource_metadata`'s URL when the face
+/// serves one), counted and told at debug level as the layer's refusals
+/// are.
+pub(crate) fn refuse_unwritable(
+    topic: &str,
+    claim: &str,
+    resource_metadata: Option<&str>,
+) -> Response {
     metrics::counter!(
         kms::actor::metrics::TOKEN_REFUSALS_TOTAL,
         "topic" => topic.to_owned(),
@@ -182,7 +188,7 @@ pub(crate) fn refuse_unwritable(topic: &str, claim: &str) -> Response {
     )
     .increment(1);
     tracing::debug!(claim, "token refused: the claim cannot be a header value");
-    invalid_token_response()
+    invalid_token_response_with(resource_metadata)
 }
 
 #[cfg(test)]

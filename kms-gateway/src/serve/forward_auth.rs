@@ -66,8 +66,17 @@ pub(crate) fn path(text: &str) -> Result<String, String> {
 
 /// The forward-auth routes at `path` and under it, for any method; to be
 /// put behind the bearer layer, which sets [`VerifiedClaims`].
-pub(crate) fn routes(path: &str, headers: Arc<ClaimHeaders>, topic: String) -> Router {
-    let answer = Arc::new(Answer { headers, topic });
+pub(crate) fn routes(
+    path: &str,
+    headers: Arc<ClaimHeaders>,
+    topic: String,
+    resource_metadata: Option<Arc<str>>,
+) -> Router {
+    let answer = Arc::new(Answer {
+        headers,
+        topic,
+        resource_metadata,
+    });
     // One reference count per request.
     let handler = move |request: Request| Arc::clone(&answer).answer(request);
     Router::new()
@@ -81,6 +90,9 @@ struct Answer {
     headers: Arc<ClaimHeaders>,
     /// The KMS client's topic, for the refusal counter.
     topic: String,
+    /// The protected-resource metadata's URL, for the refusal's
+    /// challenge.
+    resource_metadata: Option<Arc<str>>,
 }
 
 impl Answer {
@@ -91,7 +103,11 @@ impl Answer {
             Some(VerifiedClaims(claims)) => {
                 match self.headers.write(&claims, response.headers_mut()) {
                     Ok(()) => response,
-                    Err(unwritable) => refuse_unwritable(&self.topic, &unwritable.claim),
+                    Err(unwritable) => refuse_unwritable(
+                        &self.topic,
+                        &unwritable.claim,
+                        self.resource_metadata.as_deref(),
+                    ),
                 }
             }
             // An access rule let anyone in: 200 with no claim headers.

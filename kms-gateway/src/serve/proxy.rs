@@ -130,6 +130,9 @@ pub(crate) struct Proxy {
     /// `--token-cookie`: removed from `Cookie` with
     /// `--strip-authorization`.
     token_cookie: Option<String>,
+    /// The protected-resource metadata's URL, for the challenge of a
+    /// refusal.
+    resource_metadata: Option<Arc<str>>,
 }
 
 impl Proxy {
@@ -143,6 +146,7 @@ impl Proxy {
         topic: String,
         trusted_proxies: ClientAddress,
         token_cookie: Option<String>,
+        resource_metadata: Option<Arc<str>>,
     ) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
@@ -160,6 +164,7 @@ impl Proxy {
             topic,
             trusted_proxies,
             token_cookie,
+            resource_metadata,
         }
     }
 
@@ -197,7 +202,11 @@ impl Proxy {
         match &claims {
             Some(claims) => {
                 if let Err(unwritable) = self.claim_headers.write(claims, headers) {
-                    return refuse_unwritable(&self.topic, &unwritable.claim);
+                    return refuse_unwritable(
+                        &self.topic,
+                        &unwritable.claim,
+                        self.resource_metadata.as_deref(),
+                    );
                 }
             }
             None => self.claim_headers.remove_from(headers),
@@ -438,6 +447,7 @@ mod tests {
             false,
             "kms".to_owned(),
             ClientAddress::new(trusted.iter().map(|t| cidr(t).unwrap()).collect()),
+            None,
             None,
         )
     }

@@ -6,8 +6,10 @@
 //! (`forward_auth.rs`, behind the same layer). Nothing here issues tokens
 //! or changes keys; any other path is 404. Every answer has a
 //! `Content-Type` (but forward auth's empty 200) and
-//! `X-Content-Type-Options: nosniff`. The main job's HTTP phase serves the
-//! same router.
+//! `X-Content-Type-Options: nosniff`. With `--resource`, the
+//! protected-resource metadata document (RFC 9728) at its well-known
+//! path, and every 401 challenge names it. The main job's HTTP phase
+//! serves the same router.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +24,7 @@ use kms::actor::TokenKeys;
 use kms::core::KeyId;
 use kms::http::{
     error_response, jwks_router_with, AccessLayer, BearerLayer, ClientAddress, JwksConfig,
-    VerifiedClaims,
+    ResourceMetadata, VerifiedClaims,
 };
 use kms::jose::Validation;
 use serde_json::{json, Value};
@@ -54,6 +56,8 @@ pub(crate) struct Options {
     pub(crate) access_rules: Option<AccessRules>,
     /// `--token-cookie`: the cookie a token may come in.
     pub(crate) token_cookie: Option<String>,
+    /// `--resource`: the protected-resource metadata, if served.
+    pub(crate) resource_metadata: Option<ResourceMetadata>,
 }
 
 impl Options {
@@ -69,6 +73,10 @@ impl Options {
         topic: &str,
     ) -> Self {
         let claim_headers = Arc::new(proxy.claim_headers.clone());
+        let metadata_url = proxy
+            .resource_metadata
+            .as_ref()
+            .map(|metadata| Arc::from(metadata.url()));
         let upstream = proxy.upstream.as_ref().map(|upstream| {
             Arc::new(Proxy::new(
                 upstream.clone(),
@@ -78,6 +86,7 @@ impl Options {
                 topic.to_owned(),
                 proxy.trusted_proxies.clone(),
                 proxy.token_cookie.clone(),
+                metadata_url,
             ))
         });
         Options {
@@ -90,6 +99,7 @@ impl Options {
             client_address: proxy.trusted_proxies.clone(),
             access_rules: proxy.access_rules.as_ref().map(|file| file.rules.clone()),
             token_cookie: proxy.token_cookie.clone(),
+            resource_metadata: proxy.resource_metadata.clone(),
         }
     }
 }
@@ -114,6 +124,9 @@ pub(crate) fn router(
         .with_client_address(options.client_address);
     if let Some(name) = &options.token_cookie {
         bearer = bearer.with_token_cookie(name);
+    }
+    if let Some(metadata) = &options.resource_metadata {
+        bearer = bearer.with_resource_metadata(metadata);
     }
     let access = options
         .access_rules
@@ -144,11 +157,18 @@ pub(crate) fn router(
             path,
             Arc::clone(&options.claim_headers),
             handle.client().topic().to_owned(),
+            options
+                .resource_metadata
+                .as_ref()
+                .map(|metadata| Arc::from(metadata.url())),
         );
         own = own.merge(match &access {
             Some(access) => checks.layer(access.for_forward_auth(path)),
             None => checks.layer(bearer.clone()),
         });
+    }
+    if let Some(metadata) = &options.resource_metadata {
+        own = own.merge(metadata.router(access.clone()));
     }
     let own = own
         .merge(jwks_router_with(handle.client(), key.clone(), options.jwks))

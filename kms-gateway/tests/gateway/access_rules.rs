@@ -381,3 +381,74 @@ fn a_token_may_come_in_a_cookie_but_not_for_another_sites_form() {
     assert_eq!(received(&json(&body), "cookie"), [cookie.as_str()]);
     assert_eq!(s.stop(), 0);
 }
+
+#[test]
+fn the_protected_resource_metadata_and_every_401_name_each_other() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = write_rules(dir.path(), RULES);
+    let up = Upstream::start();
+    let url = format!("http://{}", up.addr);
+    let s = Serving::start(&[
+        "--upstream",
+        &url,
+        "--access-rules",
+        &rules,
+        "--resource",
+        "https://api.example.com/v1",
+        "--authorization-server",
+        "https://idp.example.com",
+        "--authorization-server",
+        "https://login.example.com/tenant",
+    ]);
+    let metadata_url = "https://api.example.com/.well-known/oauth-protected-resource/v1";
+    let (status, lines, body) = http_full(
+        s.public,
+        "GET",
+        "/.well-known/oauth-protected-resource/v1",
+        &[],
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(header(&lines, "content-type"), Some("application/json"));
+    assert_eq!(
+        json(&body),
+        serde_json::json!({
+            "resource": "https://api.example.com/v1",
+            "authorization_servers": ["https://idp.example.com", "https://login.example.com/tenant"],
+            "bearer_methods_supported": ["header"],
+            "scopes_supported": ["orders:write"],
+        })
+    );
+    let challenge = |target: &str, auth: &[(&str, &str)]| {
+        let (status, lines, _) = http_full(s.public, "GET", target, auth, "");
+        (
+            status,
+            header(&lines, "www-authenticate").unwrap_or("").to_owned(),
+        )
+    };
+    let bare = format!("Bearer resource_metadata=\"{metadata_url}\"");
+    assert_eq!(challenge("/orders/1", &[]), (401, bare.clone()));
+    assert_eq!(challenge("/whoami", &[]), (401, bare));
+    let (status, refused) = challenge("/orders/1", &[("Authorization", "Bearer a.b.c")]);
+    assert_eq!(status, 401);
+    assert!(
+        refused.starts_with("Bearer error=\"invalid_token\""),
+        "{refused}"
+    );
+    assert!(
+        refused.ends_with(&format!(", resource_metadata=\"{metadata_url}\"")),
+        "{refused}"
+    );
+    assert_eq!(s.stop(), 0);
+
+    let mut command = serve_command();
+    command.args([
+        "--resource",
+        "http://api.example.com",
+        "--authorization-server",
+        "https://idp.example.com",
+    ]);
+    let (code, _, stderr) = run_to_exit(command);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("must be https"), "{stderr}");
+}
