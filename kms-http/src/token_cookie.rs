@@ -99,7 +99,7 @@ pub fn remove_cookie(headers: &mut HeaderMap, name: &str) {
             let rest: Vec<&str> = text
                 .split(';')
                 .map(|pair| pair.trim_matches(' '))
-                .filter(|pair| pair.split_once('=').map_or(true, |(n, _)| n != name))
+                .filter(|pair| pair.split_once('=').is_none_or(|(n, _)| n != name))
                 .filter(|pair| !pair.is_empty())
                 .collect();
             (!rest.is_empty())

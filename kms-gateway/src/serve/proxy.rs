@@ -54,7 +54,7 @@ use tokio::sync::oneshot;
 
 use super::claim_headers::{refuse_unwritable, ClaimHeaders, FORWARDING};
 use super::idle_body::IdleBody;
-use crate::config::Upstream;
+use crate::config::{ProxySettings, Upstream};
 
 /// How long an idle pooled connection to the upstream is kept.
 const POOL_IDLE: Duration = Duration::from_secs(90);
@@ -136,17 +136,16 @@ pub(crate) struct Proxy {
 }
 
 impl Proxy {
-    /// A proxy to `upstream`, whose bodies may stall for `idle`; `tls` says
-    /// whether the public face is HTTPS (`X-Forwarded-Proto`).
+    /// A proxy to `upstream`, with `settings`' trusted proxies, token
+    /// cookie and resource metadata, whose bodies may stall for `idle`;
+    /// `tls` says whether the public face is HTTPS (`X-Forwarded-Proto`).
     pub(crate) fn new(
         upstream: Upstream,
+        settings: &ProxySettings,
         idle: Duration,
         claim_headers: Arc<ClaimHeaders>,
         tls: bool,
         topic: String,
-        trusted_proxies: ClientAddress,
-        token_cookie: Option<String>,
-        resource_metadata: Option<Arc<str>>,
     ) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
@@ -162,9 +161,12 @@ impl Proxy {
             claim_headers,
             proto: if tls { "https" } else { "http" },
             topic,
-            trusted_proxies,
-            token_cookie,
-            resource_metadata,
+            trusted_proxies: settings.trusted_proxies.clone(),
+            token_cookie: settings.token_cookie.clone(),
+            resource_metadata: settings
+                .resource_metadata
+                .as_ref()
+                .map(|metadata| Arc::from(metadata.url())),
         }
     }
 
@@ -436,19 +438,21 @@ mod tests {
     }
 
     fn proxy(trusted: &[&str]) -> Proxy {
+        let settings = ProxySettings {
+            trusted_proxies: ClientAddress::new(trusted.iter().map(|t| cidr(t).unwrap()).collect()),
+            ..ProxySettings::default()
+        };
         Proxy::new(
             Upstream {
                 authority: upstream("http://127.0.0.1:1").unwrap(),
                 timeout: Duration::from_secs(1),
                 strip_authorization: false,
             },
+            &settings,
             Duration::from_secs(1),
             Arc::default(),
             false,
             "kms".to_owned(),
-            ClientAddress::new(trusted.iter().map(|t| cidr(t).unwrap()).collect()),
-            None,
-            None,
         )
     }
 

@@ -73,20 +73,14 @@ impl Options {
         topic: &str,
     ) -> Self {
         let claim_headers = Arc::new(proxy.claim_headers.clone());
-        let metadata_url = proxy
-            .resource_metadata
-            .as_ref()
-            .map(|metadata| Arc::from(metadata.url()));
         let upstream = proxy.upstream.as_ref().map(|upstream| {
             Arc::new(Proxy::new(
                 upstream.clone(),
+                proxy,
                 faces.limits.idle_timeout,
                 Arc::clone(&claim_headers),
                 tls,
                 topic.to_owned(),
-                proxy.trusted_proxies.clone(),
-                proxy.token_cookie.clone(),
-                metadata_url,
             ))
         });
         Options {
