@@ -4,6 +4,7 @@
 //! with its line and column) and SIGHUP's all-or-nothing reload.
 #![cfg(target_os = "linux")]
 
+use crate::support::runbook::runbook_block;
 use crate::support::serving;
 use crate::support::upstream;
 
@@ -13,27 +14,10 @@ use std::process::Command;
 use serving::{http_full, json, run_to_exit, serve_command, Serving, CLAIM_HEADERS, HANG};
 use upstream::{received, Upstream};
 
-/// A typical API's rules (docs/RUNBOOK.md shows the same shape).
-const RULES: &str = r#"
-default = "deny"
-[[rule]]
-path = "/public/"
-methods = ["GET", "HEAD"]
-allow = "anyone"
-[[rule]]
-path = "/"
-methods = ["OPTIONS"]
-allow = "anyone"
-[[rule]]
-path = "/orders/"
-methods = ["POST", "PUT", "DELETE"]
-scopes = ["orders:write"]
-[[rule]]
-path = "/orders/"
-[[rule]]
-path = "/admin/"
-claims = { groups = "ops" }
-"#;
+/// The rules RUNBOOK shows for a typical API.
+fn runbook_rules() -> String {
+    runbook_block("access-rules")
+}
 
 fn write_rules(dir: &Path, text: &str) -> String {
     let path = dir.join("rules.toml");
@@ -51,7 +35,7 @@ fn header<'a>(lines: &'a [String], name: &str) -> Option<&'a str> {
 #[test]
 fn the_rules_decide_what_reaches_the_upstream() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let rules = write_rules(dir.path(), RULES);
+    let rules = write_rules(dir.path(), &runbook_rules());
     let up = Upstream::start();
     let url = format!("http://{}", up.addr);
     let mut args = vec!["--upstream", url.as_str(), "--access-rules", rules.as_str()];
@@ -63,11 +47,11 @@ fn the_rules_decide_what_reaches_the_upstream() {
     );
     let reader = format!(
         "Bearer {}",
-        s.mint(r#"{"sub":"rita","scope":"orders:read"}"#)
+        s.mint(r#"{"sub":"rita","scope":"orders:read","tenant":"acme"}"#)
     );
     let writer = format!(
         "Bearer {}",
-        s.mint(r#"{"sub":"will","scope":"orders:read orders:write"}"#)
+        s.mint(r#"{"sub":"will","scope":"orders:read orders:write","tenant":"beta"}"#)
     );
     let send = |method: &str, target: &str, headers: &[(&str, &str)]| {
         http_full(s.public, method, target, headers, "")
@@ -174,13 +158,13 @@ fn the_rules_decide_what_reaches_the_upstream() {
 #[test]
 fn forward_auth_judges_the_original_request() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let rules = write_rules(dir.path(), RULES);
+    let rules = write_rules(dir.path(), &runbook_rules());
     let mut args = vec!["--access-rules", rules.as_str()];
     args.extend_from_slice(&CLAIM_HEADERS);
     let s = Serving::start(&args);
     let reader = format!(
         "Bearer {}",
-        s.mint(r#"{"sub":"rita","scope":"orders:read"}"#)
+        s.mint(r#"{"sub":"rita","scope":"orders:read","tenant":"acme"}"#)
     );
     let check = |headers: &[(&str, &str)]| {
         let (status, lines, _) = http_full(s.public, "GET", "/auth", headers, "");
@@ -265,7 +249,7 @@ fn hangup(s: &Serving) -> String {
 #[test]
 fn sighup_replaces_the_rules_all_or_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let rules = write_rules(dir.path(), RULES);
+    let rules = write_rules(dir.path(), &runbook_rules());
     let s = Serving::start(&["--access-rules", &rules]);
     let status = |uri: &str| http_full(s.public, "GET", "/auth", &[("X-Original-URI", uri)], "").0;
     assert_eq!((status("/public/x"), status("/status")), (200, 403));
@@ -295,7 +279,7 @@ fn sighup_replaces_the_rules_all_or_nothing() {
 #[test]
 fn a_token_may_come_in_a_cookie_but_not_for_another_sites_form() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let rules = write_rules(dir.path(), RULES);
+    let rules = write_rules(dir.path(), &runbook_rules());
     let up = Upstream::start();
     let url = format!("http://{}", up.addr);
     let mut args = vec![
@@ -311,7 +295,7 @@ fn a_token_may_come_in_a_cookie_but_not_for_another_sites_form() {
     ];
     args.extend_from_slice(&CLAIM_HEADERS);
     let s = Serving::start(&args);
-    let token = s.mint(r#"{"sub":"will","scope":"orders:write"}"#);
+    let token = s.mint(r#"{"sub":"will","scope":"orders:write","tenant":["x","acme"]}"#);
     let cookie = format!("theme=dark; kms_token={token}; lang=en");
     let bearer = format!("Bearer {token}");
     let send = |method: &str, target: &str, headers: &[(&str, &str)]| {
@@ -385,7 +369,7 @@ fn a_token_may_come_in_a_cookie_but_not_for_another_sites_form() {
 #[test]
 fn the_protected_resource_metadata_and_every_401_name_each_other() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let rules = write_rules(dir.path(), RULES);
+    let rules = write_rules(dir.path(), &runbook_rules());
     let up = Upstream::start();
     let url = format!("http://{}", up.addr);
     let s = Serving::start(&[

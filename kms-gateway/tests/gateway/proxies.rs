@@ -9,6 +9,7 @@
 //! `cargo test -p kms-gateway --features proxy-tests --test gateway proxies::`.
 #![cfg(target_os = "linux")]
 
+use crate::support::runbook::runbook_block;
 use crate::support::serving;
 use crate::support::upstream;
 
@@ -19,26 +20,6 @@ use std::time::{Duration, Instant};
 
 use serving::{forged, http_full, json, now, Serving, CLAIM_HEADERS, HANG};
 use upstream::{received, Upstream};
-
-/// The fenced block after `<!-- tested: NAME -->` in docs/RUNBOOK.md.
-fn runbook_block(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/RUNBOOK.md");
-    let text = std::fs::read_to_string(&path).expect("RUNBOOK.md");
-    let marker = format!("<!-- tested: {name} -->");
-    let after = text
-        .split_once(&marker)
-        .unwrap_or_else(|| panic!("no {marker} in RUNBOOK.md"))
-        .1;
-    let body = after
-        .split_once("```")
-        .and_then(|(_, rest)| rest.split_once('\n'))
-        .expect("a fenced block after the marker")
-        .1;
-    body.split_once("\n```")
-        .expect("the block's end")
-        .0
-        .to_owned()
-}
 
 /// A loopback port nobody listens on now.
 fn free_port() -> u16 {
@@ -232,4 +213,198 @@ fn nginx_auth_request_passes_only_verified_claims() {
 #[test]
 fn caddy_forward_auth_passes_only_verified_claims() {
     check_through("caddy", caddy);
+}
+
+/// The access rules RUNBOOK shows, through `proxy` configured as RUNBOOK
+/// shows: every kind of answer, the normalization cases against the rule
+/// on `/admin/`, the cookie cases. `gateway_body` says whether the proxy
+/// passes the gateway's refusal on whole (Caddy) or answers with its own
+/// page (NGINX).
+fn check_rules_through(
+    name: &str,
+    start: fn(&Path, SocketAddr, SocketAddr) -> Proxy,
+    gateway_body: bool,
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(&rules, runbook_block("access-rules")).expect("rules");
+    let rules = rules.to_str().expect("utf-8").to_owned();
+    let up = Upstream::start();
+    let mut args = vec![
+        "--access-rules",
+        rules.as_str(),
+        "--token-cookie",
+        "kms_token",
+    ];
+    args.extend_from_slice(&CLAIM_HEADERS);
+    let gw = Serving::start(&args);
+    let proxy = start(dir.path(), gw.public, up.addr);
+    let through = |method: &str, path: &str, headers: &[(&str, &str)]| {
+        let mut headers = headers.to_vec();
+        let host = proxy.addr.to_string();
+        headers.push(("Host", &host));
+        http_full(proxy.addr, method, path, &headers, "")
+    };
+    let reader = gw.mint(r#"{"sub":"rita","scope":"orders:read","tenant":"acme"}"#);
+    let writer = gw.mint(r#"{"sub":"will","scope":"orders:write","tenant":"beta"}"#);
+    let outsider = gw.mint(r#"{"sub":"otto","tenant":"zeta","groups":"dev"}"#);
+    let ops = gw.mint(r#"{"sub":"olga","groups":["ops"]}"#);
+    let bearer = |token: &str| format!("Bearer {token}");
+    let (reader_b, writer_b, outsider_b, ops_b) = (
+        bearer(&reader),
+        bearer(&writer),
+        bearer(&outsider),
+        bearer(&ops),
+    );
+
+    // (method, path, Authorization, status, the gateway's error, its
+    // requirement)
+    let cases: &[(&str, &str, &str, u16, &str, &str)] = &[
+        // A route needing no token, and its method.
+        ("GET", "/public/page?x=1", "", 200, "", ""),
+        ("POST", "/public/page", "", 403, "access_denied", ""),
+        // The preflight rule.
+        ("OPTIONS", "/orders/7", "", 200, "", ""),
+        // Token rules: none, a scope missing, a claim missing, both met.
+        ("POST", "/orders/7", "", 401, "", ""),
+        (
+            "POST",
+            "/orders/7",
+            &reader_b,
+            403,
+            "insufficient_scope",
+            "scope",
+        ),
+        ("POST", "/orders/7", &writer_b, 200, "", ""),
+        (
+            "GET",
+            "/orders/7",
+            &outsider_b,
+            403,
+            "insufficient_scope",
+            "claim",
+        ),
+        ("GET", "/orders/7", &reader_b, 200, "", ""),
+        // The default.
+        ("GET", "/reports/1", &ops_b, 403, "access_denied", ""),
+        // Normalization against the rule on /admin/.
+        (
+            "GET",
+            "/admin/x",
+            &outsider_b,
+            403,
+            "insufficient_scope",
+            "claim",
+        ),
+        (
+            "GET",
+            "/orders/../admin/x",
+            &outsider_b,
+            403,
+            "insufficient_scope",
+            "claim",
+        ),
+        (
+            "GET",
+            "/orders/%2e%2e/admin/x",
+            &outsider_b,
+            403,
+            "insufficient_scope",
+            "claim",
+        ),
+        (
+            "GET",
+            "//admin/x",
+            &outsider_b,
+            403,
+            "insufficient_scope",
+            "claim",
+        ),
+        (
+            "GET",
+            "/%61dmin/x",
+            &outsider_b,
+            403,
+            "insufficient_scope",
+            "claim",
+        ),
+        ("GET", "/%61dmin/x", &ops_b, 200, "", ""),
+        ("GET", "/ADMIN/x", &ops_b, 403, "access_denied", ""),
+        ("GET", "/admin%2Fx", &ops_b, 403, "invalid_request", ""),
+        ("GET", "/public/..;/admin/x", "", 403, "invalid_request", ""),
+    ];
+    for (method, path, authorization, status, error, requirement) in cases {
+        let headers: Vec<(&str, &str)> = if authorization.is_empty() {
+            Vec::new()
+        } else {
+            vec![("Authorization", authorization)]
+        };
+        let (got, lines, body) = through(method, path, &headers);
+        assert_eq!(
+            got,
+            *status,
+            "{name}: {method} {path}: {body} {}",
+            proxy.log_text()
+        );
+        if gateway_body && !error.is_empty() {
+            let answer = json(&body);
+            assert_eq!(answer["error"], *error, "{name}: {method} {path}");
+            if !requirement.is_empty() {
+                assert_eq!(
+                    answer["requirement"], *requirement,
+                    "{name}: {method} {path}"
+                );
+                let challenge = lines
+                    .iter()
+                    .find_map(|l| {
+                        l.strip_prefix("www-authenticate: ")
+                            .or_else(|| l.strip_prefix("Www-Authenticate: "))
+                    })
+                    .unwrap_or("");
+                assert!(
+                    challenge.starts_with("Bearer error=\"insufficient_scope\""),
+                    "{name}: {lines:?}"
+                );
+            }
+        }
+    }
+    // A client's own X-Original-URI naming another path than the proxy's.
+    let (status, _, _) = through(
+        "GET",
+        "/admin/x",
+        &[
+            ("X-Original-URI", "/public/x"),
+            ("Authorization", &outsider_b),
+        ],
+    );
+    assert_eq!(status, 403, "{name}");
+    let (status, _, _) = through("GET", "/admin/x", &[("X-Original-URI", "/public/x")]);
+    assert!(status == 401 || status == 403, "{name}: {status}");
+    // The token in a cookie: a read passes, another site's form does not.
+    let cookie = format!("kms_token={writer}");
+    let (status, _, body) = through("GET", "/orders/7", &[("Cookie", &cookie)]);
+    assert_eq!(status, 200, "{name}: {body}");
+    assert_eq!(received(&json(&body), "x-auth-subject"), ["will"], "{name}");
+    let cross = [
+        ("Cookie", cookie.as_str()),
+        ("Sec-Fetch-Site", "cross-site"),
+    ];
+    assert_eq!(through("POST", "/orders/7", &cross).0, 403, "{name}");
+    let same = [
+        ("Cookie", cookie.as_str()),
+        ("Sec-Fetch-Site", "same-origin"),
+    ];
+    assert_eq!(through("POST", "/orders/7", &same).0, 200, "{name}");
+    drop(proxy);
+    assert_eq!(gw.stop(), 0);
+}
+
+#[test]
+fn nginx_auth_request_applies_the_access_rules() {
+    check_rules_through("nginx", nginx, false);
+}
+
+#[test]
+fn caddy_forward_auth_applies_the_access_rules() {
+    check_rules_through("caddy", caddy, true);
 }

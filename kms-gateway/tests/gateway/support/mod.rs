@@ -1,7 +1,9 @@
 //! What the gateway's tests share: the gateway as a child process
 //! (`serving`), an upstream that records what reaches it (`upstream`),
-//! and a partner issuer's key that signs what a test asks (`partner`).
+//! a partner issuer's key that signs what a test asks (`partner`), and
+//! the configurations RUNBOOK shows (`runbook`).
 
 pub mod partner;
+pub mod runbook;
 pub mod serving;
 pub mod upstream;
