@@ -42,6 +42,37 @@
 //! The rules are shared by every clone of the layer and by the layers
 //! made from it, and replaced whole ([`AccessLayer::replace_rules`]): a
 //! request is judged by one set of rules, from start to end.
+//!
+//! Mounting it in an app's own axum stack, in front of the routes it
+//! protects (a handler behind a token rule reads [`VerifiedClaims`]; one
+//! behind an `anyone` rule finds [`Anyone`] instead):
+//!
+//! ```
+//! use axum::{routing::get, Router};
+//! use kms_access::AccessRules;
+//! use kms_actor::{KmsHandle, TokenKeys};
+//! use kms_core::KeyId;
+//! use kms_http::{AccessLayer, BearerLayer};
+//! use kms_jose::Validation;
+//!
+//! fn app(handle: &KmsHandle, key: &KeyId) -> Result<Router, kms_access::RulesError> {
+//!     let rules = AccessRules::from_toml(r#"
+//!         [[rule]]
+//!         path = "/health"
+//!         allow = "anyone"
+//!         [[rule]]
+//!         path = "/orders/"
+//!         scopes = ["orders:read"]
+//!     "#)?;
+//!     let bearer = BearerLayer::new(handle.client(), TokenKeys::of(key), Validation::default());
+//!     let access = AccessLayer::new(rules, bearer);
+//!     // Keep a clone to replace the rules later (`access.replace_rules`).
+//!     Ok(Router::new()
+//!         .route("/health", get(|| async { "ok" }))
+//!         .route("/orders/{id}", get(|| async { "an order" }))
+//!         .layer(access))
+//! }
+//! ```
 
 use std::future::Future;
 use std::pin::Pin;
@@ -55,6 +86,7 @@ use kms_access::{normalize, Access, AccessRules, Decision, NormalPath, Requireme
 use tower::{Layer, Service};
 
 use crate::bearer::{BearerLayer, VerifiedClaims};
+use crate::resource_metadata::ResourceMetadata;
 
 /// In the extensions of a request an `anyone` rule let in: no token was
 /// looked at, and there are no [`VerifiedClaims`].
@@ -121,6 +153,23 @@ impl AccessLayer {
     /// The rules in force.
     pub fn rules(&self) -> Arc<AccessRules> {
         Arc::clone(&self.rules.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// `metadata`'s route ([`ResourceMetadata::router`]), its
+    /// `scopes_supported` every scope these rules ask for, from the rules
+    /// in force at each request.
+    pub fn metadata_router(&self, metadata: &ResourceMetadata) -> axum::Router {
+        let layer = self.clone();
+        metadata.router_with(move || {
+            let rules = layer.rules();
+            Some(
+                rules
+                    .scopes_supported()
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect(),
+            )
+        })
     }
 }
 

@@ -9,8 +9,9 @@
 //! the resource's own host. It holds `resource` exactly as given (§3.3
 //! asks a client to compare it with the identifier it started from),
 //! `authorization_servers`, `bearer_methods_supported` (`["header"]`) and,
-//! with access rules, `scopes_supported`: every scope a rule asks for,
-//! from the rules in force when the document is asked for.
+//! with access rules (`AccessLayer::metadata_router`), `scopes_supported`:
+//! every scope a rule asks for, from the rules in force when the document
+//! is asked for.
 
 use std::sync::Arc;
 
@@ -18,8 +19,6 @@ use axum::http::{header, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-
-use crate::access::AccessLayer;
 
 /// The well-known path segment of RFC 9728 §3.
 const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
@@ -106,29 +105,37 @@ impl ResourceMetadata {
         &self.inner.url
     }
 
-    /// `GET` [`ResourceMetadata::path`]: the document as JSON, its
-    /// `scopes_supported` from `access`'s rules in force.
-    pub fn router(&self, access: Option<AccessLayer>) -> Router {
+    /// `GET` [`ResourceMetadata::path`]: the document as JSON, without
+    /// `scopes_supported` (with access rules:
+    /// [`AccessLayer::metadata_router`](crate::AccessLayer::metadata_router)).
+    pub fn router(&self) -> Router {
+        self.router_with(|| None)
+    }
+
+    /// The document's route, `scopes_supported` from `scopes` when it
+    /// gives them (asked at every request).
+    pub(crate) fn router_with(
+        &self,
+        scopes: impl Fn() -> Option<Vec<String>> + Clone + Send + Sync + 'static,
+    ) -> Router {
         let metadata = self.clone();
         Router::new().route(
             self.path(),
             get(move || {
-                let metadata = metadata.clone();
-                let access = access.clone();
-                async move { metadata.document(access.as_ref()) }
+                let document = metadata.document(scopes());
+                async move { document }
             }),
         )
     }
 
-    fn document(&self, access: Option<&AccessLayer>) -> Response {
+    fn document(&self, scopes: Option<Vec<String>>) -> Response {
         let mut document = serde_json::json!({
             "resource": self.inner.resource,
             "authorization_servers": self.inner.authorization_servers,
             "bearer_methods_supported": ["header"],
         });
-        if let Some(access) = access {
-            let rules = access.rules();
-            document["scopes_supported"] = serde_json::json!(rules.scopes_supported());
+        if let Some(scopes) = scopes {
+            document["scopes_supported"] = serde_json::json!(scopes);
         }
         (
             StatusCode::OK,

@@ -160,7 +160,7 @@ struct TokenArgs {
     /// instead of an --audience.
     #[arg(long, value_name = "ISSUER=AUD", value_parser = issuer_pair)]
     issuer_audience: Vec<(String, String)>,
-    /// ISSUER=TYP, e.g. https://idp.example.com=at+jwt: tokens whose `iss`
+    /// ISSUER=TYP, e.g. `https://idp.example.com=at+jwt`: tokens whose `iss`
     /// is ISSUER (an --issuer or --trust-jwks-issuer issuer) must carry
     /// `typ` TYP, compared as a media type (case ignored, `application/`
     /// optional), so that its ID tokens are refused where its access

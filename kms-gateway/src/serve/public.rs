@@ -162,7 +162,10 @@ pub(crate) fn router(
         });
     }
     if let Some(metadata) = &options.resource_metadata {
-        own = own.merge(metadata.router(access.clone()));
+        own = own.merge(match &access {
+            Some(access) => access.metadata_router(metadata),
+            None => metadata.router(),
+        });
     }
     let own = own
         .merge(jwks_router_with(handle.client(), key.clone(), options.jwks))
