@@ -14,7 +14,11 @@
 #    Figure: the auth server's CPU µs per request (as benches/http/cpu.sh
 #    measures it); target gateway ≤ 0.75 × jsonwebtoken. The gateway is
 #    measured with its verified-token cache on (its default; the 20 000
-#    tokens repeat within a run, as real clients' do) and off.
+#    tokens repeat within a run, as real clients' do) and off, and with a
+#    file of 100 access rules (--access-rules: 99 rules on other paths,
+#    each asking a scope and a claim, then the one that matches, last),
+#    NGINX passing X-Original-URI and X-Original-Method as RUNBOOK's
+#    configuration does; target rules ≤ 1.05 × none.
 # 2. proxy: wrk against the gateway's proxy mode (--upstream, an NGINX
 #    that echoes X-Auth-Subject) beside wrk against the same gateway's
 #    /whoami; the gateway's CPU µs per request (the upstream's left out);
@@ -96,7 +100,7 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
   -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
 chmod 600 "$work/tls.key"
 
-up=$(port) front_gw=$(port) front_nocache=$(port) front_jwt=$(port) peer_return=$(port) peer_proxy=$(port)
+up=$(port) front_gw=$(port) front_nocache=$(port) front_rules=$(port) front_jwt=$(port) peer_return=$(port) peer_proxy=$(port)
 # The TLS pair runs with wrk on one CPU and its two gateways on another:
 # sharing the cores, wrk's own TLS work (OpenSSL reads each record's
 # header and body with two reads) would set both rates, and the ratio
@@ -122,6 +126,14 @@ gateway plain
 gw_pid=${pids[-1]}
 gateway cache-off --token-cache 0
 nocache_pid=${pids[-1]}
+# 100 access rules: the one that matches every path comes last, so each
+# check walks all of them.
+for i in $(seq 1 99); do
+  printf '[[rule]]\npath = "/svc-%s/"\nscopes = ["svc%s:read"]\nclaims = { tenant = "t%s" }\n' "$i" "$i" "$i"
+done >"$work/rules.toml"
+printf '[[rule]]\npath = "/"\n' >>"$work/rules.toml"
+gateway rules --access-rules "$work/rules.toml"
+rules_pid=${pids[-1]}
 CPUS=$server_cpus gateway tls --tls-cert "$work/tls.crt" --tls-key "$work/tls.key"
 tls_pid=${pids[-1]}
 CPUS=$server_cpus gateway tls-twin
@@ -137,6 +149,7 @@ public() {
 }
 gw=$(public plain http)
 nocache=$(public cache-off http)
+rules=$(public rules http)
 tls=$(public tls https)
 twin=$(public tls-twin http)
 wait_for "$work/peer.log" "listening on http://.* \(ready\)"
@@ -165,6 +178,8 @@ front() {
             proxy_pass http://$2/auth;
             proxy_pass_request_body off;
             proxy_set_header Content-Length "";
+            proxy_set_header X-Original-URI \$request_uri;
+            proxy_set_header X-Original-Method \$request_method;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
         }
@@ -187,9 +202,11 @@ http {
 $(temp_paths "$work")
     upstream gateway { server $gw; keepalive 512; }
     upstream gateway_cache_off { server $nocache; keepalive 512; }
+    upstream gateway_rules { server $rules; keepalive 512; }
     upstream jsonwebtoken { server $jwt; keepalive 512; }
 $(front "$front_gw" gateway)
 $(front "$front_nocache" gateway_cache_off)
+$(front "$front_rules" gateway_rules)
 $(front "$front_jwt" jsonwebtoken)
     server {
         listen 127.0.0.1:$up;
@@ -285,6 +302,7 @@ done
 # a measurement that fails ends the script (set -e).
 measurements="\
 forward-auth/gateway $gw_pid http://127.0.0.1:$front_gw /whoami -
+forward-auth-rules/gateway $rules_pid http://127.0.0.1:$front_rules /whoami -
 forward-auth/jsonwebtoken $jwt_pid http://127.0.0.1:$front_jwt /whoami -
 forward-auth-cache-off/gateway $nocache_pid http://127.0.0.1:$front_nocache /whoami -
 proxy/gateway $gw_pid http://$gw /app -
@@ -314,6 +332,7 @@ added() { awk -v a="$1" -v b="$2" 'BEGIN {printf "+%.2f", a - b}'; }
 busy() { awk -v c="$(median "$1" 5)" -v r="$(median "$1" 2)" 'BEGIN {printf "%.2f", c * r / 1e6}'; }
 echo "medians over $runs runs at c=$connections:"
 echo "  forward auth through NGINX, auth server CPU per request: gateway $(median forward-auth/gateway 4) µs, jsonwebtoken $(median forward-auth/jsonwebtoken 4) µs: $(ratio "$(median forward-auth/gateway 4)" "$(median forward-auth/jsonwebtoken 4)") × (target ≤ 0.75); req/s $(median forward-auth/gateway 2) vs $(median forward-auth/jsonwebtoken 2), p99 $(median forward-auth/gateway 3) vs $(median forward-auth/jsonwebtoken 3) ms"
+echo "  the same with 100 access rules: $(median forward-auth-rules/gateway 4) vs $(median forward-auth/gateway 4) µs: $(ratio "$(median forward-auth-rules/gateway 4)" "$(median forward-auth/gateway 4)") × (target ≤ 1.05); req/s $(median forward-auth-rules/gateway 2) vs $(median forward-auth/gateway 2)"
 echo "  the same, the gateway's cache off: $(median forward-auth-cache-off/gateway 4) µs: $(ratio "$(median forward-auth-cache-off/gateway 4)" "$(median forward-auth/jsonwebtoken 4)") ×; req/s $(median forward-auth-cache-off/gateway 2)"
 echo "  proxy mode vs /whoami, gateway CPU per request: $(median proxy/gateway 4) vs $(median proxy/whoami 4) µs: $(ratio "$(median proxy/gateway 4)" "$(median proxy/whoami 4)") × (target ≤ 1.25); req/s $(median proxy/gateway 2) vs $(median proxy/whoami 2)"
 echo "  the peer, NGINX's own CPU per request: proxy_pass $(median proxy-peer/nginx-proxy_pass 4) vs return 200 $(median proxy-peer/nginx-return 4) µs: $(ratio "$(median proxy-peer/nginx-proxy_pass 4)" "$(median proxy-peer/nginx-return 4)") ×; one more exchange: NGINX $(added "$(median proxy-peer/nginx-proxy_pass 4)" "$(median proxy-peer/nginx-return 4)") µs, the gateway $(added "$(median proxy/gateway 4)" "$(median proxy/whoami 4)") µs"

@@ -8,6 +8,8 @@
 //! `kid`; with the provider stopped, known keys still verify and an
 //! unknown `kid` is refused within the fetch timeout; a flood of unknown
 //! `kid`s causes a bounded number of fetches, counted at the provider.
+//! With `--issuer-typ ISSUER=at+jwt` and `--issuer-audience`, the
+//! provider's ID tokens are refused and its access tokens accepted.
 //! Deadlines only catch hangs.
 //!
 //! `cargo test -p kms-gateway --features oidc-tests --test gateway oidc_provider::`
@@ -65,10 +67,13 @@ impl Provider {
         let counter = Arc::clone(&jwks);
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                // Read to the end even once nobody waits for a line: a
+                // pipe closed early would fail the provider's next write
+                // (EPIPE ends Node).
                 if line == "jwks" {
                     counter.fetch_add(1, Ordering::SeqCst);
-                } else if tx.send(line).is_err() {
-                    break;
+                } else {
+                    let _ = tx.send(line);
                 }
             }
         });
@@ -110,6 +115,21 @@ impl Provider {
             .as_str()
             .expect("access_token")
             .to_owned()
+    }
+
+    /// An OpenID Connect ID token for `sub` (`typ` JWT, `aud` the
+    /// client's id, `svc`), signed with the same keys as the access
+    /// tokens.
+    fn id_token(&self, sub: &str) -> String {
+        let (status, token) = http(
+            self.addr,
+            "GET",
+            &format!("/test/id_token?sub={sub}"),
+            &[],
+            "",
+        );
+        assert_eq!(status, 200, "{token}");
+        token
     }
 
     fn jwks_fetches(&self) -> usize {
@@ -266,4 +286,46 @@ fn a_real_providers_tokens_rotation_and_outage() {
     assert!(waited < Duration::from_secs(4), "answered after {waited:?}");
     assert_eq!(s.whoami(&rotated).0, 200);
     assert_eq!(s.stop(), 0);
+}
+
+#[test]
+fn an_issuers_id_token_is_refused_where_its_access_tokens_are_required() {
+    let provider = Provider::start(0);
+    let issuer = provider.issuer.clone();
+    // Both audiences the provider's tokens carry are the issuer's own,
+    // so the ID token can fail on its `typ` alone; the global --audience
+    // is another's.
+    let s = Serving::start(&[
+        "--issuer",
+        &issuer,
+        "--audience",
+        "gateway",
+        "--issuer-audience",
+        &format!("{issuer}={AUDIENCE}"),
+        "--issuer-audience",
+        &format!("{issuer}=svc"),
+        "--issuer-typ",
+        &format!("{issuer}=at+jwt"),
+    ]);
+    let access = provider.token("RS256");
+    assert_eq!(header(&access)["typ"], "at+jwt");
+    until_status(&s, &access, 200);
+    let id_token = provider.id_token("alice");
+    let id_header = header(&id_token);
+    assert_ne!(id_header["typ"], "at+jwt", "{id_header}");
+    assert_eq!(id_header["alg"], "RS256");
+    let (status, body) = s.whoami(&id_token);
+    assert_eq!(status, 401, "an ID token passed: {body}");
+    // Without the typ policy the same ID token verifies: the refusal
+    // above is the policy's.
+    let plain = Serving::start(&[
+        "--issuer",
+        &issuer,
+        "--issuer-audience",
+        &format!("{issuer}=svc"),
+    ]);
+    until_status(&plain, &id_token, 200);
+    assert_eq!(plain.stop(), 0);
+    assert_eq!(s.stop(), 0);
+    provider.stop();
 }

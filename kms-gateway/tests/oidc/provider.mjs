@@ -9,6 +9,10 @@
 // Each start makes new keys (new kids). The resource indicator
 // https://api.example/<ALG> gets an access token signed with <ALG>,
 // audience https://api.example.
+// GET /test/id_token?sub=SUB: an OpenID Connect ID token for SUB, issued
+// by the provider itself to the client `svc` (`typ` JWT, `aud` svc,
+// signed RS256 with the same keys as the access tokens), for the tests
+// that must tell the two apart without a browser's login.
 // Stdout: "listening http://127.0.0.1:<port>" once, then "jwks" for every
 // request to the JWK Set (the tests count them). Exits on SIGTERM.
 import * as crypto from 'node:crypto';
@@ -69,7 +73,15 @@ server.listen(Number(process.env.PORT || 0), '127.0.0.1', () => {
     if (ctx.path === '/jwks') console.log('jwks');
     await next();
   });
-  server.on('request', provider.callback());
+  const callback = provider.callback();
+  server.on('request', async (req, res) => {
+    const url = new URL(req.url, issuer);
+    if (url.pathname !== '/test/id_token') return callback(req, res);
+    const client = await provider.Client.find('svc');
+    const token = new provider.IdToken({ sub: url.searchParams.get('sub') || 'alice' }, { client });
+    token.scope = 'openid';
+    res.end(await token.issue({ use: 'idtoken' }));
+  });
   console.log(`listening ${issuer}`);
 });
 
