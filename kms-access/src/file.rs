@@ -17,7 +17,7 @@
 //! Every refusal ([`RulesError`]) names the line and column of the key or
 //! value at fault: an unknown key, a wrong type, an empty `path` or one
 //! not starting with `/` or not in normal form (one that normalization
-//! would change, or holding `%`), an unknown `allow` or `default`, a
+//! would change, or holding `%`, `;` or a character a path must escape), an unknown `allow` or `default`, a
 //! method that is not an upper-case HTTP token, a scope that could not
 //! stand in a `WWW-Authenticate` challenge (RFC 6750 §3: `%x21 / %x23-5B /
 //! %x5D-7E`), an empty list that must hold a match (`methods`,
@@ -31,7 +31,7 @@ use http::Method;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::path::normalize;
+use crate::path::{normalize, plain};
 use crate::requirements::{ClaimRequirement, Requirements};
 use crate::rules::{AccessRules, DefaultAccess, Rule};
 
@@ -84,7 +84,8 @@ impl AccessRules {
     /// [`RulesError`], with the line and column of the first fault: TOML
     /// that does not parse, an unknown key, a wrong type, an empty `path`
     /// or one not starting with `/` or not in normal form (or holding
-    /// `%`), an unknown `allow` or `default`, a method that is not an
+    /// `%`, `;` or a character a path must escape), an unknown `allow` or
+    /// `default`, a method that is not an
     /// upper-case HTTP token, a scope that cannot stand in a challenge, an
     /// empty `methods`, `issuers`, `audiences` or claim value list, an
     /// empty claim name, or requirements on an `anyone` rule.
@@ -134,6 +135,17 @@ fn rule(
         return Err(at(
             entry.path.span(),
             format!("path {path:?} holds %: write the character itself"),
+        ));
+    }
+    if let Some(c) = path
+        .chars()
+        .find(|&c| c == ';' || !c.is_ascii() || !plain(c as u8))
+    {
+        return Err(at(
+            entry.path.span(),
+            format!(
+                "path {path:?} holds {c:?}: a rule's path holds letters, digits, / and -._~!$&'()*+,=:@ (a request's ;params are left out before matching)"
+            ),
         ));
     }
     match normalize(path) {

@@ -58,6 +58,6 @@ mod requirements;
 mod rules;
 
 pub use file::RulesError;
-pub use path::{normalize, NormalPath, PathError};
+pub use path::{is_plain_path, normalize, NormalPath, PathError};
 pub use requirements::{Requirement, Requirements};
 pub use rules::{Access, AccessRules, Decision, DefaultAccess};

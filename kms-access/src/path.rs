@@ -4,7 +4,10 @@
 //! The steps, in order (each on the result of the one before):
 //! 1. percent-escapes of unreserved characters (`A`–`Z`, `a`–`z`, `0`–`9`,
 //!    `-`, `.`, `_`, `~`) decoded; every other escape kept, its hex digits
-//!    upper-cased (RFC 3986 §6.2.2.1 and §6.2.2.2);
+//!    upper-cased (RFC 3986 §6.2.2.1 and §6.2.2.2); every byte a path may
+//!    not hold as it is (RFC 3986 §3.3: anything but `pchar` and `/`, so
+//!    non-ASCII UTF-8 too) percent-encoded, so that a path sent raw and
+//!    the same path sent encoded are one;
 //! 2. runs of `/` merged into one;
 //! 3. dot-segments removed (RFC 3986 §5.2.4).
 //!
@@ -12,14 +15,19 @@
 //! them as another path than the one matched:
 //! * a path that does not start with `/`;
 //! * `%2F` or `%5C` (an encoded `/` or `\`), a backslash, a NUL (raw or
-//!   `%00`), a `%` not followed by two hex digits;
+//!   `%00`), a `%` not followed by two hex digits, a `#` (a fragment is
+//!   never part of a request's target, RFC 9112 §3.2; a proxy that ends
+//!   the path there would serve another than the one matched);
 //! * a `..` that would climb above the root;
 //! * a segment whose part before its first `;` is `.` or `..` (`/..;/`:
 //!   servlet containers strip `;params` before they resolve dot-segments).
 //!
 //! Invariants: a normalized path starts with `/`, holds no `//`, no `.`
-//! or `..` segment and no escape of an unreserved character, and
-//! normalizing it again gives it back unchanged.
+//! or `..` segment, no escape of an unreserved character and nothing but
+//! `pchar`s, `/` and upper-case escapes, and normalizing it again gives
+//! it back unchanged. [`NormalPath::restructured`] says whether steps 2
+//! and 3 changed anything: a proxy that passes the request's path on
+//! unresolved serves another path than the normal one exactly then.
 
 use std::borrow::Cow;
 
@@ -43,6 +51,9 @@ pub enum PathError {
     /// A `%` not followed by two hex digits.
     #[error("the path holds a % that is not an escape")]
     BadEscape,
+    /// A `#`.
+    #[error("the path holds a #")]
+    Fragment,
     /// A `..` segment that would climb above the root.
     #[error("the path climbs above the root")]
     AboveRoot,
@@ -54,30 +65,42 @@ pub enum PathError {
 /// A path in normal form (module docs): what [`normalize`] gives and
 /// what the rules match ([`AccessRules::decide`](crate::AccessRules::decide)).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NormalPath<'a>(Cow<'a, str>);
+pub struct NormalPath<'a> {
+    path: Cow<'a, str>,
+    /// Whether repeated slashes were merged or dot-segments removed.
+    restructured: bool,
+}
 
 impl<'a> NormalPath<'a> {
     /// The path.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.path
     }
 
     /// Whether normalizing changed the path: the path to serve is then
     /// [`NormalPath::as_str`], not the request's.
     pub fn changed(&self) -> bool {
-        matches!(self.0, Cow::Owned(_))
+        matches!(self.path, Cow::Owned(_))
+    }
+
+    /// Whether normalizing merged repeated slashes or removed
+    /// dot-segments (not only escapes): a server that receives the
+    /// request's own path and does not resolve them (most routers) reads
+    /// another path than this one.
+    pub fn restructured(&self) -> bool {
+        self.restructured
     }
 
     /// The path, borrowed from the request's where normalizing did not
     /// change it.
     pub fn into_cow(self) -> Cow<'a, str> {
-        self.0
+        self.path
     }
 }
 
 impl std::fmt::Display for NormalPath<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.path)
     }
 }
 
@@ -107,9 +130,11 @@ pub fn normalize(path: &str) -> Result<NormalPath<'_>, PathError> {
     // Whether the result ends in `/` (a trailing slash, or a last segment
     // that was a dot-segment: RFC 3986 §5.2.4 keeps the `/` before it).
     let mut trailing = false;
+    let mut restructured = false;
     let mut segments = decoded[1..].split('/').peekable();
     while let Some(segment) = segments.next() {
         let last = segments.peek().is_none();
+        restructured |= matches!(segment, "." | "..") || (segment.is_empty() && !last);
         let before_params = segment.split(';').next().unwrap_or(segment);
         if segment.contains(';') && matches!(before_params, "." | "..") {
             return Err(PathError::DotSegmentWithParameters);
@@ -137,25 +162,27 @@ pub fn normalize(path: &str) -> Result<NormalPath<'_>, PathError> {
     if trailing || kept.is_empty() {
         normal.push('/');
     }
-    if normal == path {
-        Ok(NormalPath(Cow::Borrowed(path)))
+    let path = if normal == path {
+        Cow::Borrowed(path)
     } else {
-        Ok(NormalPath(Cow::Owned(normal)))
-    }
+        Cow::Owned(normal)
+    };
+    Ok(NormalPath { path, restructured })
 }
 
 /// Step 1 (module docs), with the refusals that need the escapes read.
 fn decode_unreserved(path: &str) -> Result<Cow<'_, str>, PathError> {
     let bytes = path.as_bytes();
-    if !bytes.iter().any(|b| matches!(b, b'%' | b'\\' | 0)) {
+    if bytes.iter().all(|&b| b != b'%' && plain(b)) {
         return Ok(Cow::Borrowed(path));
     }
-    let mut out = String::with_capacity(path.len());
+    let mut out = String::with_capacity(path.len() + path.len() / 2);
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
             b'\\' => return Err(PathError::Backslash),
             0 => return Err(PathError::Nul),
+            b'#' => return Err(PathError::Fragment),
             b'%' => {
                 let (Some(high), Some(low)) = (
                     bytes.get(i + 1).and_then(|b| hex(*b)),
@@ -163,34 +190,50 @@ fn decode_unreserved(path: &str) -> Result<Cow<'_, str>, PathError> {
                 ) else {
                     return Err(PathError::BadEscape);
                 };
-                let byte = high << 4 | low;
-                match byte {
+                match high << 4 | low {
                     b'/' | b'\\' => return Err(PathError::EncodedSeparator),
                     0 => return Err(PathError::Nul),
-                    b if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') => {
-                        out.push(char::from(b));
-                    }
-                    b => {
-                        out.push('%');
-                        out.push(char::from(HEX_UPPER[usize::from(b >> 4)]));
-                        out.push(char::from(HEX_UPPER[usize::from(b & 0x0f)]));
-                    }
+                    b if unreserved(b) => out.push(char::from(b)),
+                    b => escape(&mut out, b),
                 }
                 i += 3;
             }
-            _ => {
-                // Copy the run up to the next byte of interest whole: a
-                // run may hold multi-byte characters.
-                let end = bytes[i..]
-                    .iter()
-                    .position(|b| matches!(b, b'%' | b'\\' | 0))
-                    .map_or(bytes.len(), |n| i + n);
-                out.push_str(&path[i..end]);
-                i = end;
+            b if plain(b) => {
+                out.push(char::from(b));
+                i += 1;
+            }
+            b => {
+                escape(&mut out, b);
+                i += 1;
             }
         }
     }
     Ok(Cow::Owned(out))
+}
+
+/// RFC 3986 §2.3's unreserved characters.
+fn unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+/// Whether `path` holds only characters a normal path holds as they are:
+/// `pchar`s that are not escapes (RFC 3986 §3.3: letters, digits,
+/// `-._~!$&'()*+,;=:@`) and `/`; no `%`, space, quote, brace or non-ASCII
+/// character.
+pub fn is_plain_path(path: &str) -> bool {
+    path.bytes().all(plain)
+}
+
+/// A byte a normal path holds as it is: a `pchar` that is not an escape
+/// (RFC 3986 §3.3: unreserved, sub-delims, `:`, `@`), or `/`.
+pub(crate) fn plain(b: u8) -> bool {
+    unreserved(b) || b"!$&'()*+,;=:@/".contains(&b)
+}
+
+fn escape(out: &mut String, b: u8) {
+    out.push('%');
+    out.push(char::from(HEX_UPPER[usize::from(b >> 4)]));
+    out.push(char::from(HEX_UPPER[usize::from(b & 0x0f)]));
 }
 
 const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
@@ -252,7 +295,9 @@ mod tests {
             ("/a/..b/.c", "/a/..b/.c"),
             ("/a;x/b", "/a;x/b"),
             ("/a/%2E/b", "/a/b"),
-            ("/caf\u{e9}/%41", "/caf\u{e9}/A"),
+            ("/caf\u{e9}/%41", "/caf%C3%A9/A"),
+            ("/caf%c3%a9/", "/caf%C3%A9/"),
+            ("/a b/\"x\"", "/a%20b/%22x%22"),
         ] {
             assert_eq!(
                 normalize(path).as_ref().map(NormalPath::as_str),
@@ -271,6 +316,7 @@ mod tests {
             ("/a%5cb", PathError::EncodedSeparator),
             ("/a%00b", PathError::Nul),
             ("/a\0b", PathError::Nul),
+            ("/admin/x#/../../public/y", PathError::Fragment),
             ("/a%zz", PathError::BadEscape),
             ("/a%4", PathError::BadEscape),
             ("/a/.;x/b", PathError::DotSegmentWithParameters),
@@ -288,5 +334,27 @@ mod tests {
         assert_eq!(normal("/a%20b").as_deref(), Ok("/a%20b"));
         assert!(!normalize("/a%3Fb").unwrap().changed());
         assert!(normalize("/a%3fb").unwrap().changed());
+    }
+
+    #[test]
+    fn restructuring_is_told_apart_from_escapes() {
+        for (path, restructured) in [
+            ("/a/b", false),
+            ("/a/b/", false),
+            ("/", false),
+            ("/%61dmin/x", false),
+            ("/a//b", true),
+            ("//a", true),
+            ("/a/./b", true),
+            ("/a/../b", true),
+            ("/a/%2e%2e/b", true),
+            ("/a/.", true),
+        ] {
+            assert_eq!(
+                normalize(path).unwrap().restructured(),
+                restructured,
+                "{path}"
+            );
+        }
     }
 }

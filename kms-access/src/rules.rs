@@ -7,7 +7,10 @@
 //! match is empty.
 //!
 //! The first rule in file order whose path and method match decides; a
-//! request no rule matches gets the default.
+//! request no rule matches gets the default. Paths are compared with
+//! each segment's `;params` left out (`/admin;jsessionid=1/x` is
+//! `/admin/x`, and a segment left empty goes), as servlet containers
+//! read them before they serve; rule paths hold no `;`.
 
 use http::Method;
 
@@ -95,7 +98,14 @@ impl AccessRules {
     /// is served) with `method` (module docs). Linear in the rules, no
     /// allocation.
     pub fn decide(&self, path: &NormalPath<'_>, method: &Method) -> Decision<'_> {
-        let path = path.as_str();
+        let without_params;
+        let path = match path.as_str() {
+            path if path.contains(';') => {
+                without_params = strip_params(path);
+                without_params.as_str()
+            }
+            path => path,
+        };
         match self
             .rules
             .iter()
@@ -148,5 +158,45 @@ impl AccessRules {
     /// The default.
     pub fn default_access(&self) -> DefaultAccess {
         self.default
+    }
+}
+
+/// `path` with each segment's `;params` left out, and the segments left
+/// empty dropped (but a trailing `/`).
+fn strip_params(path: &str) -> String {
+    let mut stripped = String::with_capacity(path.len());
+    let mut segments = path.split('/').skip(1).peekable();
+    while let Some(segment) = segments.next() {
+        let name = segment.split(';').next().unwrap_or(segment);
+        let last = segments.peek().is_none();
+        if !name.is_empty() {
+            stripped.push('/');
+            stripped.push_str(name);
+        } else if last {
+            stripped.push('/');
+        }
+    }
+    if stripped.is_empty() {
+        stripped.push('/');
+    }
+    stripped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_params;
+
+    #[test]
+    fn parameters_are_left_out_of_each_segment() {
+        for (path, stripped) in [
+            ("/admin;x/secret", "/admin/secret"),
+            ("/;x/admin", "/admin"),
+            ("/admin;jsessionid=1", "/admin"),
+            ("/admin/;x", "/admin/"),
+            ("/a;b;c/d;e/", "/a/d/"),
+            ("/;x", "/"),
+        ] {
+            assert_eq!(strip_params(path), stripped, "{path}");
+        }
     }
 }

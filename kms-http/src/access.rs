@@ -5,12 +5,16 @@
 //! 1. the judged path and method: the request's own
 //!    ([`AccessLayer::new`]), or, for a forward-auth check
 //!    ([`AccessLayer::for_forward_auth`]), the original request's (below);
-//! 2. the path normalized (`kms_access::normalize`); one that is refused
-//!    is 400 `invalid_request` for a request judged on its own path (403
-//!    for a forward-auth check: NGINX answers 500 for any status but 401
-//!    and 403); a request judged on its own path whose path changed goes
-//!    on with the normalized path (its query kept), so that the rules and
-//!    the service see the same one;
+//! 2. the path normalized (`kms_access::normalize`); one that is refused,
+//!    or a method with a lower-case letter (`post`, which some servers
+//!    serve as `POST`), is 400 `invalid_request` for a request judged on
+//!    its own path (403 for a forward-auth check: NGINX answers 500 for
+//!    any status but 401 and 403); a request judged on its own path whose
+//!    path changed goes on with the normalized path (its query kept), so
+//!    that the rules and the service see the same one. A forward-auth
+//!    check's original path with dot-segments or repeated slashes is
+//!    refused (403): the proxy passes the path on as the client sent it,
+//!    and the service may read it otherwise than the rules did;
 //! 3. the first matching rule, else the default (`AccessRules::decide`):
 //!    * `deny`: 403 `access_denied`, token or not;
 //!    * `anyone`: the inner service, with no token looked at and
@@ -31,31 +35,38 @@
 //! `X-Original-URI` (NGINX), else `X-Forwarded-Uri` (Traefik, Caddy), else
 //! the check's own path under the forward-auth route (Envoy's `ext_authz`
 //! appends it), else `/`; its method from `X-Original-Method`, else
-//! `X-Forwarded-Method`, else the check's own. A proxy that passes the
-//! client's own headers on (Caddy, Traefik) lets a client add a header of
-//! its own, so the check is refused (403) when two sources of the path
-//! are present and do not name the same path once normalized, when the
-//! two method headers differ, when a header is repeated or not text, or
-//! when a URI header does not start with `/`. The query (after `?`) is
-//! not part of the path.
+//! `X-Forwarded-Method`, else the check's own (but with `X-Original-URI`,
+//! `X-Original-Method` is required: NGINX's check is always a GET). A
+//! proxy that passes the client's own headers on (Caddy, Traefik; NGINX
+//! too, for the headers its configuration does not set) lets a client
+//! add a header of its own, so the check is refused (403) when two
+//! sources of the path are present and do not name the same path once
+//! normalized, when the two method headers differ, when a header is
+//! repeated or not text, or when a URI header does not start with `/`.
+//! The query (after `?`) is not part of the path.
 //!
 //! The rules are shared by every clone of the layer and by the layers
 //! made from it, and replaced whole ([`AccessLayer::replace_rules`]): a
 //! request is judged by one set of rules, from start to end.
 //!
-//! Mounting it in an app's own axum stack, in front of the routes it
-//! protects (a handler behind a token rule reads [`VerifiedClaims`]; one
-//! behind an `anyone` rule finds [`Anyone`] instead):
+//! Mounting it in an app's own axum stack: around the whole router, so
+//! that the router routes on the normalized path the rules matched. (An
+//! axum `Router::layer` runs after routing: the router would have picked
+//! its handler from the raw path, and `/admin/%2e%2e/public/x` would reach
+//! an `/admin/{*rest}` handler judged as `/public/x`.) A handler behind a
+//! token rule reads [`VerifiedClaims`]; one behind an `anyone` rule finds
+//! [`Anyone`] instead.
 //!
 //! ```
 //! use axum::{routing::get, Router};
 //! use kms_access::AccessRules;
 //! use kms_actor::{KmsHandle, TokenKeys};
 //! use kms_core::KeyId;
-//! use kms_http::{AccessLayer, BearerLayer};
+//! use kms_http::{AccessLayer, AccessService, BearerLayer};
 //! use kms_jose::Validation;
+//! use tower::Layer;
 //!
-//! fn app(handle: &KmsHandle, key: &KeyId) -> Result<Router, kms_access::RulesError> {
+//! fn app(handle: &KmsHandle, key: &KeyId) -> Result<AccessService<Router>, kms_access::RulesError> {
 //!     let rules = AccessRules::from_toml(r#"
 //!         [[rule]]
 //!         path = "/health"
@@ -66,11 +77,17 @@
 //!     "#)?;
 //!     let bearer = BearerLayer::new(handle.client(), TokenKeys::of(key), Validation::default());
 //!     let access = AccessLayer::new(rules, bearer);
-//!     // Keep a clone to replace the rules later (`access.replace_rules`).
-//!     Ok(Router::new()
+//!     let router = Router::new()
 //!         .route("/health", get(|| async { "ok" }))
-//!         .route("/orders/{id}", get(|| async { "an order" }))
-//!         .layer(access))
+//!         .route("/orders/{id}", get(|| async { "an order" }));
+//!     // Around the router, not `router.layer(access)`. Keep a clone of
+//!     // `access` to replace the rules later.
+//!     Ok(access.layer(router))
+//! }
+//!
+//! async fn serve(app: AccessService<Router>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+//!     let app = axum::ServiceExt::<axum::extract::Request>::into_make_service(app);
+//!     axum::serve(listener, app).await
 //! }
 //! ```
 
@@ -264,6 +281,13 @@ fn own<'r, B, R: From<String>>(
             &format!("the request's path is refused: {e}"),
         )
     })?;
+    if has_lowercase(request.method()) {
+        return Err(refuse(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "the method is not upper case",
+        ));
+    }
     let decision = rules.decide(&path, request.method());
     if path.changed() {
         let target = match request.uri().query() {
@@ -322,6 +346,14 @@ fn original<'r, B, R: From<String>>(
     for source in sources.iter().flatten() {
         let normal = normalize(source)
             .map_err(|e| forbidden(&format!("the original path is refused: {e}")))?;
+        // The proxy passes the request's own path on: one that holds
+        // dot-segments or repeated slashes reaches the service
+        // unresolved, where it may name another path than this one.
+        if normal.restructured() {
+            return Err(forbidden(
+                "the original path holds dot-segments or repeated slashes",
+            ));
+        }
         match &judged {
             None => judged = Some(normal),
             Some(first) if first.as_str() == normal.as_str() => {}
@@ -347,10 +379,25 @@ fn original<'r, B, R: From<String>>(
             return Err(forbidden("the original method headers disagree"))
         }
         (Some(method), _) | (None, Some(method)) => method,
+        // NGINX's check is always a GET: with its URI header, the method
+        // must come in its own.
+        (None, None) if headers.contains_key(X_ORIGINAL_URI) => {
+            return Err(forbidden("X-Original-URI came without X-Original-Method"))
+        }
         (None, None) => request.method().clone(),
     };
+    if has_lowercase(&method) {
+        return Err(forbidden("the original method is not upper case"));
+    }
     let root = normalize("/").map_err(|_| forbidden("the root path is refused"))?;
     Ok(rules.decide(judged.as_ref().unwrap_or(&root), &method))
+}
+
+/// Whether `method` holds a lower-case letter: `post` is not `POST` to
+/// the rules, but servers that upper-case it (Django, Werkzeug) serve it
+/// as `POST`, so it is refused before any rule.
+fn has_lowercase(method: &Method) -> bool {
+    method.as_str().bytes().any(|b| b.is_ascii_lowercase())
 }
 
 /// The one value of `name`, as text.

@@ -262,7 +262,6 @@ impl BearerState {
             Some(_) if headers.contains_key(AUTHORIZATION) => Err(Refusal::BadRequest(
                 "a token in both the Authorization header and the cookie",
             )),
-            Some("") => Err(Refusal::BadRequest("the token cookie is empty")),
             Some(_) if token_cookie::cross_site_unsafe(request.method(), headers) => {
                 Err(Refusal::CrossSite)
             }

@@ -42,7 +42,9 @@ struct Inner {
 
 /// Why a resource or an authorization server cannot be used (RFC 9728 §2
 /// and §1.2: an `https` URL with no query or fragment; `http` only to a
-/// loopback host, for tests and local development).
+/// loopback host, for tests and local development; a path of plain
+/// characters, since it becomes a route and a quoted challenge
+/// parameter).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{what} {url:?}: {reason}")]
 pub struct InvalidResource {
@@ -176,6 +178,11 @@ fn check_url(what: &'static str, text: &str) -> Result<Uri, InvalidResource> {
     if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
         return Err(refuse("must hold no user information"));
     }
+    if !kms_access::is_plain_path(uri.path()) {
+        return Err(refuse(
+            "must have a path of letters, digits, / and -._~!$&'()*+,;=:@ only",
+        ));
+    }
     Ok(uri)
 }
 
@@ -225,6 +232,9 @@ mod tests {
             "https://user@api.example.com",
             "/relative",
             "api.example.com",
+            "https://api.example.com/{id}",
+            "https://api.example.com/a\"b",
+            "https://api.example.com/%7Bid%7D",
         ] {
             assert!(ResourceMetadata::new(bad, servers()).is_err(), "{bad}");
         }

@@ -3,51 +3,65 @@
 //! another site's form from riding it, and removing it from what a proxy
 //! passes on ([`remove_cookie`]).
 //!
-//! The `Cookie` header is read as RFC 6265 §4.2.1 writes it: pairs
-//! `name=value` separated by `;` and optional spaces, a value optionally
-//! in double quotes (§4.1.1); every `Cookie` header of the request is
-//! read (HTTP/2 sends one per pair). The token cookie twice is refused:
-//! a request whose credentials cannot be told apart carries none.
+//! The `Cookie` header is read as RFC 6265 §5.4 reads it: pairs
+//! `name=value` separated by `;`, names and values trimmed of spaces and
+//! tabs, a value optionally in double quotes (§4.1.1), any octet in the
+//! other cookies; every `Cookie` header of the request is read (HTTP/2
+//! sends one per pair). An empty token cookie (a logout's) is no cookie;
+//! the token cookie twice is refused: a request whose credentials cannot
+//! be told apart carries none.
 
 use http::header::COOKIE;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
-/// The value of cookie `name` in `headers`, if it is there.
+/// The value of cookie `name` in `headers`, if it is there with a value
+/// (an empty one, as a logout leaves it, counts as absent).
 ///
 /// # Errors
-/// The reason, for a 400: `name` twice, or a `Cookie` header that is not
-/// visible ASCII.
+/// The reason, for a 400: `name` twice, or its value not text.
 pub(crate) fn value<'h>(
     headers: &'h HeaderMap,
     name: &str,
 ) -> Result<Option<&'h str>, &'static str> {
     let mut found = None;
     for header in headers.get_all(COOKIE) {
-        let text = header
-            .to_str()
-            .map_err(|_| "a Cookie header is not visible ASCII")?;
-        for (pair_name, pair_value) in pairs(text) {
-            if pair_name == name {
-                if found.is_some() {
-                    return Err("the token cookie is sent twice");
-                }
-                found = Some(pair_value);
+        for (pair_name, pair_value) in pairs(header.as_bytes()) {
+            if pair_name != name.as_bytes() || pair_value.is_empty() {
+                continue;
             }
+            if found.is_some() {
+                return Err("the token cookie is sent twice");
+            }
+            let text =
+                std::str::from_utf8(pair_value).map_err(|_| "the token cookie is not text")?;
+            found = Some(text);
         }
     }
     Ok(found)
 }
 
-/// The `name=value` pairs of one `Cookie` header (a value unquoted).
-fn pairs(text: &str) -> impl Iterator<Item = (&str, &str)> {
-    text.split(';').filter_map(|pair| {
-        let (name, value) = pair.trim_matches(' ').split_once('=')?;
+/// The `name=value` pairs of one `Cookie` header, as bytes (other cookies
+/// may hold any octet), names and values trimmed of spaces and tabs
+/// (RFC 6265 §5.4), a value unquoted.
+fn pairs(header: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    header.split(|&b| b == b';').filter_map(|pair| {
+        let at = pair.iter().position(|&b| b == b'=')?;
+        let (name, value) = (trim(&pair[..at]), trim(&pair[at + 1..]));
         let value = value
-            .strip_prefix('"')
-            .and_then(|v| v.strip_suffix('"'))
+            .strip_prefix(b"\"")
+            .and_then(|v| v.strip_suffix(b"\""))
             .unwrap_or(value);
         Some((name, value))
     })
+}
+
+fn trim(bytes: &[u8]) -> &[u8] {
+    let start = bytes.iter().position(|b| !matches!(b, b' ' | b'\t'));
+    let end = bytes.iter().rposition(|b| !matches!(b, b' ' | b'\t'));
+    match (start, end) {
+        (Some(start), Some(end)) => &bytes[start..=end],
+        _ => &[],
+    }
 }
 
 /// The methods a form on another site cannot use to change anything
@@ -84,26 +98,34 @@ pub(crate) fn cross_site_unsafe(method: &Method, headers: &HeaderMap) -> bool {
 }
 
 /// Removes cookie `name` from every `Cookie` header of `headers`, keeping
-/// the others' pairs in order (a header left empty goes); a header that
-/// is not visible ASCII is removed whole, since its pairs cannot be told
-/// apart.
+/// the other pairs as they came, in order (a header left empty goes).
 pub fn remove_cookie(headers: &mut HeaderMap, name: &str) {
+    let name = name.as_bytes();
+    if !headers
+        .get_all(COOKIE)
+        .iter()
+        .any(|header| pairs(header.as_bytes()).any(|(n, _)| n == name))
+    {
+        return;
+    }
     let kept: Vec<HeaderValue> = headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|header| {
-            let text = header.to_str().ok()?;
-            if !pairs(text).any(|(n, _)| n == name) {
-                return Some(header.clone());
-            }
-            let rest: Vec<&str> = text
-                .split(';')
-                .map(|pair| pair.trim_matches(' '))
-                .filter(|pair| pair.split_once('=').is_none_or(|(n, _)| n != name))
-                .filter(|pair| !pair.is_empty())
+            let rest: Vec<&[u8]> = header
+                .as_bytes()
+                .split(|&b| b == b';')
+                .map(trim)
+                .filter(|pair| {
+                    !pair.is_empty()
+                        && pair
+                            .iter()
+                            .position(|&b| b == b'=')
+                            .is_none_or(|at| trim(&pair[..at]) != name)
+                })
                 .collect();
             (!rest.is_empty())
-                .then(|| HeaderValue::from_str(&rest.join("; ")).ok())
+                .then(|| HeaderValue::from_bytes(&rest.join(&b"; "[..])).ok())
                 .flatten()
         })
         .collect();
@@ -127,13 +149,24 @@ mod tests {
 
     #[test]
     fn the_token_cookie_is_found_once_in_any_cookie_header() {
-        let headers = cookies(&["a=1; kms_token=abc.def.ghi", "b=2"]);
+        let headers = cookies(&["a=1;  kms_token = abc.def.ghi", "b=2"]);
         assert_eq!(value(&headers, "kms_token"), Ok(Some("abc.def.ghi")));
         assert_eq!(value(&headers, "b"), Ok(Some("2")));
         assert_eq!(value(&headers, "kms"), Ok(None));
         assert_eq!(value(&cookies(&["t=\"x.y.z\""]), "t"), Ok(Some("x.y.z")));
         assert!(value(&cookies(&["t=1", "t=2"]), "t").is_err());
         assert!(value(&cookies(&["t=1; t=2"]), "t").is_err());
+        // An empty value (a logout's) is no cookie.
+        assert_eq!(value(&cookies(&["t=; a=1"]), "t"), Ok(None));
+        // Another cookie's octets do not matter.
+        let mut raw = HeaderMap::new();
+        raw.append(
+            COOKIE,
+            HeaderValue::from_bytes(b"n=caf\xc3\xa9; t=x.y.z").unwrap(),
+        );
+        assert_eq!(value(&raw, "t"), Ok(Some("x.y.z")));
+        remove_cookie(&mut raw, "t");
+        assert_eq!(raw[COOKIE].as_bytes(), b"n=caf\xc3\xa9");
     }
 
     #[test]
@@ -154,7 +187,7 @@ mod tests {
 
     #[test]
     fn removing_the_token_cookie_keeps_the_others() {
-        let mut headers = cookies(&["a=1; kms_token=abc; b=2", "kms_token=x", "c=3"]);
+        let mut headers = cookies(&["a=1; kms_token=abc; b=2", "\tkms_token =x", "c=3"]);
         remove_cookie(&mut headers, "kms_token");
         let left: Vec<&str> = headers
             .get_all(COOKIE)

@@ -81,12 +81,11 @@ fn each_fault_is_refused_where_it_is() {
         ("[[rule]]\npath = \"/a/../b\"", 2, 8, "not in normal form"),
         ("[[rule]]\npath = \"/a%41\"", 2, 8, "holds %"),
         ("[[rule]]\npath = \"/a%2F\"", 2, 8, "holds %"),
-        (
-            "[[rule]]\npath = \"/..;/a\"",
-            2,
-            8,
-            "dot-segment with parameters",
-        ),
+        ("[[rule]]\npath = \"/..;/a\"", 2, 8, "holds ';'"),
+        ("[[rule]]\npath = \"/a;b/\"", 2, 8, "holds ';'"),
+        ("[[rule]]\npath = \"/caf\u{e9}/\"", 2, 8, "holds '\u{e9}'"),
+        ("[[rule]]\npath = \"/a b/\"", 2, 8, "holds ' '"),
+        ("[[rule]]\npath = \"/a#b\"", 2, 8, "holds '#'"),
         (
             "[[rule]]\npath = \"/a\"\nmethods = []",
             3,

@@ -576,6 +576,14 @@ impl ProxyArgs {
                     .map_err(|e| format!("--resource: {e}"))
             })
             .transpose()?;
+        if let (Some(metadata), Some(path)) = (&resource_metadata, &forward_auth_path) {
+            if forward_auth::overlaps(metadata.path(), path) {
+                return Err(format!(
+                    "--forward-auth-path {path} overlaps the metadata route {} of --resource",
+                    metadata.path()
+                ));
+            }
+        }
         Ok(ProxySettings {
             resource_metadata,
             upstream,

@@ -49,19 +49,21 @@ pub(crate) fn path(text: &str) -> Result<String, String> {
     {
         return Err("may hold visible ASCII but ? # { } * %".to_owned());
     }
+    if let Some(own) = OWN_ROUTES.iter().find(|own| overlaps(own, text)) {
+        return Err(format!("overlaps the public face's own route {own}"));
+    }
+    Ok(text.to_owned())
+}
+
+/// Whether routes `a` and `b` are one, or one lies under the other.
+pub(crate) fn overlaps(a: &str, b: &str) -> bool {
     let under = |outer: &str, inner: &str| {
         inner == outer
             || inner
                 .strip_prefix(outer)
                 .is_some_and(|r| r.starts_with('/'))
     };
-    if let Some(own) = OWN_ROUTES
-        .iter()
-        .find(|own| under(own, text) || under(text, own))
-    {
-        return Err(format!("overlaps the public face's own route {own}"));
-    }
-    Ok(text.to_owned())
+    under(a, b) || under(b, a)
 }
 
 /// The forward-auth routes at `path` and under it, for any method; to be

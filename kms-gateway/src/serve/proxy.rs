@@ -43,7 +43,7 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use axum::http::uri::{Authority, PathAndQuery, Scheme, Uri};
-use axum::http::{Method, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -175,7 +175,10 @@ impl Proxy {
         let (mut parts, body) = request.into_parts();
         // CONNECT would ask the upstream for a tunnel, TRACE echo the
         // request's headers (the claim headers included) back.
-        if matches!(parts.method, Method::CONNECT | Method::TRACE) {
+        // Compared without regard to case: servers that upper-case the
+        // method would read `trace` as TRACE.
+        let method = parts.method.as_str();
+        if method.eq_ignore_ascii_case("CONNECT") || method.eq_ignore_ascii_case("TRACE") {
             return error_response(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "proxy.method_not_allowed",

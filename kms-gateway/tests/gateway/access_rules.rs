@@ -166,43 +166,47 @@ fn forward_auth_judges_the_original_request() {
         "Bearer {}",
         s.mint(r#"{"sub":"rita","scope":"orders:read","tenant":"acme"}"#)
     );
-    let check = |headers: &[(&str, &str)]| {
-        let (status, lines, _) = http_full(s.public, "GET", "/auth", headers, "");
+    // NGINX's check: X-Original-URI and X-Original-Method, as RUNBOOK's
+    // configuration sets them.
+    let check = |uri: &str, method: &str, extra: &[(&str, &str)]| {
+        let mut headers = vec![("X-Original-URI", uri), ("X-Original-Method", method)];
+        headers.extend_from_slice(extra);
+        let (status, lines, _) = http_full(s.public, "GET", "/auth", &headers, "");
         (status, header(&lines, "x-auth-subject").map(str::to_owned))
     };
-    assert_eq!(check(&[("X-Original-URI", "/public/x")]), (200, None));
+    let auth = [("Authorization", reader.as_str())];
+    assert_eq!(check("/public/x", "GET", &[]), (200, None));
+    assert_eq!(check("/public/x", "DELETE", &[]).0, 403);
     assert_eq!(
-        check(&[
-            ("X-Original-URI", "/public/x"),
-            ("X-Original-Method", "DELETE")
-        ])
-        .0,
-        403
-    );
-    assert_eq!(
-        check(&[("X-Original-URI", "/orders/1"), ("Authorization", &reader)]),
+        check("/orders/1", "GET", &auth),
         (200, Some("rita".to_owned()))
     );
+    assert_eq!(check("/orders/1", "PUT", &auth).0, 403);
+    assert_eq!(check("/orders/1", "GET", &[]).0, 401);
+    // NGINX answers 500 for any status but 401 and 403: a refused path is
+    // 403; so is one NGINX would pass on unresolved.
+    for refused in [
+        "/public/..;/admin/x",
+        "/admin/../public/x",
+        "/admin/%2e%2e/public/x",
+        "//public/x",
+    ] {
+        assert_eq!(check(refused, "GET", &[]).0, 403, "{refused}");
+    }
     assert_eq!(
-        check(&[
-            ("X-Original-URI", "/orders/1"),
-            ("X-Original-Method", "PUT"),
-            ("Authorization", &reader)
-        ])
-        .0,
+        check("/public/x", "GET", &[("X-Forwarded-Uri", "/admin/x")]).0,
         403
     );
-    assert_eq!(check(&[("X-Original-URI", "/orders/1")]).0, 401);
-    // NGINX answers 500 for any status but 401 and 403: a refused path is 403.
-    assert_eq!(check(&[("X-Original-URI", "/public/..;/admin/x")]).0, 403);
-    assert_eq!(
-        check(&[
-            ("X-Original-URI", "/public/x"),
-            ("X-Forwarded-Uri", "/admin/x")
-        ])
-        .0,
-        403
+    // Without X-Original-Method, NGINX's GET check would stand for any
+    // method.
+    let (status, _, _) = http_full(
+        s.public,
+        "GET",
+        "/auth",
+        &[("X-Original-URI", "/public/x")],
+        "",
     );
+    assert_eq!(status, 403);
     // Envoy: the original path under the route.
     let (status, _, _) = http_full(s.public, "GET", "/auth/public/x", &[], "");
     assert_eq!(status, 200);
@@ -251,7 +255,10 @@ fn sighup_replaces_the_rules_all_or_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let rules = write_rules(dir.path(), &runbook_rules());
     let s = Serving::start(&["--access-rules", &rules]);
-    let status = |uri: &str| http_full(s.public, "GET", "/auth", &[("X-Original-URI", uri)], "").0;
+    let status = |uri: &str| {
+        let original = [("X-Original-URI", uri), ("X-Original-Method", "GET")];
+        http_full(s.public, "GET", "/auth", &original, "").0
+    };
     assert_eq!((status("/public/x"), status("/status")), (200, 403));
 
     write_rules(
