@@ -118,7 +118,7 @@ impl AccessRules {
             .into_iter()
             .map(|entry| rule(entry.into_inner(), &at))
             .collect::<Result<_, _>>()?;
-        Ok(AccessRules { default, rules })
+        Ok(AccessRules::new(default, rules))
     }
 }
 

@@ -128,11 +128,18 @@ const X_FORWARDED_METHOD: HeaderName = HeaderName::from_static("x-forwarded-meth
 /// The access rules in front of a service (module docs); clone it freely.
 #[derive(Clone, Debug)]
 pub struct AccessLayer {
+    /// Behind one `Arc`: a request costs one reference count.
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    /// The rules in force, shared with every layer made from this one.
     rules: Arc<RwLock<Arc<AccessRules>>>,
     bearer: BearerLayer,
     /// `None`: the request is judged on its own path and method; else
     /// the forward-auth route whose checks judge the original request.
-    forward_auth: Option<Arc<str>>,
+    forward_auth: Option<Box<str>>,
 }
 
 impl AccessLayer {
@@ -141,9 +148,11 @@ impl AccessLayer {
     /// path and method, the tokens verified by `bearer`.
     pub fn new(rules: AccessRules, bearer: BearerLayer) -> Self {
         AccessLayer {
-            rules: Arc::new(RwLock::new(Arc::new(rules))),
-            bearer,
-            forward_auth: None,
+            shared: Arc::new(Shared {
+                rules: Arc::new(RwLock::new(Arc::new(rules))),
+                bearer,
+                forward_auth: None,
+            }),
         }
     }
 
@@ -153,9 +162,11 @@ impl AccessLayer {
     #[must_use]
     pub fn for_forward_auth(&self, route: &str) -> Self {
         AccessLayer {
-            rules: Arc::clone(&self.rules),
-            bearer: self.bearer.clone(),
-            forward_auth: Some(Arc::from(route.trim_end_matches('/'))),
+            shared: Arc::new(Shared {
+                rules: Arc::clone(&self.shared.rules),
+                bearer: self.shared.bearer.clone(),
+                forward_auth: Some(Box::from(route.trim_end_matches('/'))),
+            }),
         }
     }
 
@@ -164,12 +175,22 @@ impl AccessLayer {
     pub fn replace_rules(&self, rules: AccessRules) {
         // A poisoned lock held an `Arc` swap that cannot have half
         // happened: the value inside is whole.
-        *self.rules.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(rules);
+        *self
+            .shared
+            .rules
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(rules);
     }
 
     /// The rules in force.
     pub fn rules(&self) -> Arc<AccessRules> {
-        Arc::clone(&self.rules.read().unwrap_or_else(PoisonError::into_inner))
+        Arc::clone(
+            &self
+                .shared
+                .rules
+                .read()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
     }
 
     /// `metadata`'s route ([`ResourceMetadata::router`]), its
@@ -229,7 +250,7 @@ where
         let layer = self.layer.clone();
         Box::pin(async move {
             let rules = layer.rules();
-            let judged = match &layer.forward_auth {
+            let judged = match &layer.shared.forward_auth {
                 None => own(&mut request, &rules),
                 Some(route) => original(&request, route, &rules),
             };
@@ -249,7 +270,7 @@ where
                     inner.call(request).await
                 }
                 Access::Token(requirements) => {
-                    if let Err(refusal) = layer.bearer.authorize(&mut request).await {
+                    if let Err(refusal) = layer.shared.bearer.authorize(&mut request).await {
                         return Ok(refusal);
                     }
                     let met = match request.extensions().get::<VerifiedClaims>() {

@@ -109,3 +109,18 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// Bad input is a typed error, never a panic: any text as a path
+    /// (multi-byte characters beside escapes included), any text as a
+    /// rules file.
+    #[test]
+    fn no_input_panics(path in "[/%a-f0-9.;é\\\\#\\x00 ]{0,24}", file in "\\PC{0,80}") {
+        if let Ok(normal) = normalize(&path) {
+            prop_assert!(normal.as_str().is_ascii());
+        }
+        let _ = AccessRules::from_toml(&file);
+    }
+}

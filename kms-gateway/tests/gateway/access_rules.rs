@@ -235,6 +235,21 @@ fn a_bad_rules_file_is_refused_at_start_with_its_line_and_column() {
     assert_eq!(code, 2, "{stderr}");
 }
 
+#[test]
+fn the_config_files_access_rules_key_is_the_flag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = write_rules(dir.path(), &runbook_rules());
+    let config = dir.path().join("serve.toml");
+    std::fs::write(&config, format!("access-rules = {rules:?}\n")).expect("config");
+    let s = Serving::start(&["--config", config.to_str().expect("utf-8")]);
+    let status = |uri: &str| {
+        let original = [("X-Original-URI", uri), ("X-Original-Method", "GET")];
+        http_full(s.public, "GET", "/auth", &original, "").0
+    };
+    assert_eq!((status("/public/x"), status("/reports")), (200, 403));
+    assert_eq!(s.stop(), 0);
+}
+
 /// SIGHUP, then the line the reload of the rules logged.
 fn hangup(s: &Serving) -> String {
     let status = Command::new("kill")
