@@ -399,12 +399,13 @@ fn original<'r, B, R: From<String>>(
         (Some(a), Some(b)) if a != b => {
             return Err(forbidden("the original method headers disagree"))
         }
-        (Some(method), _) | (None, Some(method)) => method,
-        // NGINX's check is always a GET: with its URI header, the method
-        // must come in its own.
-        (None, None) if headers.contains_key(X_ORIGINAL_URI) => {
+        // NGINX's check is always a GET, and NGINX passes the client's
+        // own headers on (an `X-Forwarded-Method` among them): with its
+        // URI header, the method must come in its own.
+        (None, _) if headers.contains_key(X_ORIGINAL_URI) => {
             return Err(forbidden("X-Original-URI came without X-Original-Method"))
         }
+        (Some(method), _) | (None, Some(method)) => method,
         (None, None) => request.method().clone(),
     };
     if has_lowercase(&method) {

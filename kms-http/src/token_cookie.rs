@@ -23,21 +23,26 @@ pub(crate) fn value<'h>(
     headers: &'h HeaderMap,
     name: &str,
 ) -> Result<Option<&'h str>, &'static str> {
-    let mut found = None;
+    let mut found: Option<&[u8]> = None;
     for header in headers.get_all(COOKIE) {
         for (pair_name, pair_value) in pairs(header.as_bytes()) {
-            if pair_name != name.as_bytes() || pair_value.is_empty() {
+            if pair_name != name.as_bytes() {
                 continue;
             }
+            // Twice, even with one copy empty: a service reading the
+            // first would see another than the one verified.
             if found.is_some() {
                 return Err("the token cookie is sent twice");
             }
-            let text =
-                std::str::from_utf8(pair_value).map_err(|_| "the token cookie is not text")?;
-            found = Some(text);
+            found = Some(pair_value);
         }
     }
-    Ok(found)
+    match found {
+        None | Some(b"") => Ok(None),
+        Some(value) => std::str::from_utf8(value)
+            .map(Some)
+            .map_err(|_| "the token cookie is not text"),
+    }
 }
 
 /// The `name=value` pairs of one `Cookie` header, as bytes (other cookies
@@ -98,7 +103,8 @@ pub(crate) fn cross_site_unsafe(method: &Method, headers: &HeaderMap) -> bool {
 }
 
 /// Removes cookie `name` from every `Cookie` header of `headers`, keeping
-/// the other pairs as they came, in order (a header left empty goes).
+/// the other pairs in order, trimmed and joined by `; ` (a header left
+/// empty goes).
 pub fn remove_cookie(headers: &mut HeaderMap, name: &str) {
     let name = name.as_bytes();
     if !headers
@@ -158,6 +164,7 @@ mod tests {
         assert!(value(&cookies(&["t=1; t=2"]), "t").is_err());
         // An empty value (a logout's) is no cookie.
         assert_eq!(value(&cookies(&["t=; a=1"]), "t"), Ok(None));
+        assert!(value(&cookies(&["t=; t=x.y.z"]), "t").is_err());
         // Another cookie's octets do not matter.
         let mut raw = HeaderMap::new();
         raw.append(

@@ -338,6 +338,13 @@ async fn a_forward_auth_check_judges_the_original_request() {
         ("GET", "/auth", &[uri("/admin/x"), method("GET"), auth], no),
         // Without the method header, NGINX's GET would stand for any.
         ("GET", "/auth", &[uri("/public/x")], no),
+        // ...nor a client's own X-Forwarded-Method beside it.
+        (
+            "GET",
+            "/auth",
+            &[uri("/orders/7"), ("x-forwarded-method", "GET"), auth],
+            no,
+        ),
         // Traefik, Caddy: X-Forwarded-Uri and -Method.
         (
             "GET",
