@@ -9,9 +9,8 @@ use crate::support::serving;
 use crate::support::upstream;
 
 use std::path::Path;
-use std::process::Command;
 
-use serving::{http_full, json, run_to_exit, serve_command, Serving, CLAIM_HEADERS, HANG};
+use serving::{http_full, json, run_to_exit, serve_command, Serving, CLAIM_HEADERS};
 use upstream::{received, Upstream};
 
 /// The rules RUNBOOK shows for a typical API.
@@ -250,21 +249,6 @@ fn the_config_files_access_rules_key_is_the_flag() {
     assert_eq!(s.stop(), 0);
 }
 
-/// SIGHUP, then the line the reload of the rules logged.
-fn hangup(s: &Serving) -> String {
-    let status = Command::new("kill")
-        .args(["-HUP", &s.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    loop {
-        let line = s.lines.recv_timeout(HANG).expect("a line about the reload");
-        if line.contains("access rules") {
-            return line;
-        }
-    }
-}
-
 #[test]
 fn sighup_replaces_the_rules_all_or_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -280,7 +264,7 @@ fn sighup_replaces_the_rules_all_or_nothing() {
         dir.path(),
         "[[rule]]\npath = \"/status\"\nallow = \"anyone\"\n",
     );
-    let line = hangup(&s);
+    let line = s.hangup("access rules");
     assert!(
         line.contains("reloaded the access rules: 1 rules"),
         "{line}"
@@ -288,7 +272,7 @@ fn sighup_replaces_the_rules_all_or_nothing() {
     assert_eq!((status("/public/x"), status("/status")), (403, 200));
 
     write_rules(dir.path(), "[[rule]]\npath = \"/a//b\"\n");
-    let line = hangup(&s);
+    let line = s.hangup("access rules");
     assert!(
         line.contains("reload refused, the old access rules stay"),
         "{line}"

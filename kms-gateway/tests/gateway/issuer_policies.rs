@@ -8,11 +8,9 @@
 use crate::support::partner;
 use crate::support::serving;
 
-use std::process::Command;
-
 use partner::{write_set, Partner};
 use serde_json::json;
-use serving::{run_to_exit, serve_command, Serving, HANG};
+use serving::{run_to_exit, serve_command, Serving};
 
 const IDP: &str = "https://idp.example.com";
 const OTHER: &str = "https://other.example.com";
@@ -59,17 +57,7 @@ fn each_issuer_is_checked_by_its_own_policy() {
     assert_eq!(whoami(&other_token("orders")), 401);
 
     // A reload of the sets keeps each issuer's policy.
-    let status = Command::new("kill")
-        .args(["-HUP", &s.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    loop {
-        let line = s.lines.recv_timeout(HANG).expect("a line about the reload");
-        if line.contains("reloaded the trusted JWK Sets") {
-            break;
-        }
-    }
+    s.hangup("reloaded the trusted JWK Sets");
     assert_eq!(whoami(&access(Some("JWT"), "orders")), 401);
     assert_eq!(whoami(&access(Some("at+jwt"), "orders")), 200);
     assert_eq!(s.stop(), 0);

@@ -299,12 +299,7 @@ fn both_faces_serve_tls_rotate_certificates_and_the_admin_face_checks_clients() 
     replace(d, "public.key", &key3, 0o600);
     wait_for_line(&s, "(changed on disk)");
     // SIGHUP reloads too (the files are unchanged since).
-    let hup = Command::new("kill")
-        .args(["-HUP", &s.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(hup.success());
-    let line = wait_for_line(&s, "(SIGHUP)");
+    let line = s.hangup("(SIGHUP)");
     assert!(line.contains("reloaded --tls-cert"), "{line}");
     assert_eq!(served(&connect(&config, s.public)), der(&cert3));
 

@@ -7,25 +7,8 @@
 use crate::support::partner;
 use crate::support::serving;
 
-use std::process::Command;
-
 use partner::{write_set, Partner};
-use serving::{Serving, HANG};
-
-/// SIGHUP, then the line the reload logged.
-fn hangup(s: &Serving) -> String {
-    let status = Command::new("kill")
-        .args(["-HUP", &s.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    loop {
-        let line = s.lines.recv_timeout(HANG).expect("a line about the reload");
-        if line.contains("reload") {
-            return line;
-        }
-    }
-}
+use serving::Serving;
 
 #[test]
 fn sighup_reloads_the_trusted_sets_all_or_nothing() {
@@ -53,7 +36,7 @@ fn sighup_reloads_the_trusted_sets_all_or_nothing() {
 
     // Drop partner 1, add partner 3.
     write_set(&first, &[&p3]);
-    let line = hangup(&s);
+    let line = s.hangup("reload");
     assert!(
         line.contains("reloaded") && line.contains("2 keys"),
         "{line}"
@@ -64,7 +47,7 @@ fn sighup_reloads_the_trusted_sets_all_or_nothing() {
 
     // One bad file: nothing changes, and the log says why.
     std::fs::write(&second, "{not json").expect("write");
-    let line = hangup(&s);
+    let line = s.hangup("reload");
     assert!(
         line.contains("refused") && line.contains("second.json"),
         "{line}"
@@ -73,7 +56,7 @@ fn sighup_reloads_the_trusted_sets_all_or_nothing() {
     assert_eq!(s.whoami(&p3.token()).0, 200);
     // A kid twice across the files: refused whole too.
     write_set(&second, &[&p3]);
-    let line = hangup(&s);
+    let line = s.hangup("reload");
     assert!(line.contains("refused"), "{line}");
     assert_eq!(s.whoami(&p2.token()).0, 200);
     assert_eq!(s.stop(), 0);

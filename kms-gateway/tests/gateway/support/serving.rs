@@ -255,6 +255,25 @@ impl Serving {
             .expect("a generated admin secret")
     }
 
+    /// SIGHUP, then the first stderr line after it that holds `about`
+    /// (what the reload logged), within the deadline.
+    pub fn hangup(&self, about: &str) -> String {
+        let status = Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(HANG)
+                .unwrap_or_else(|e| panic!("no line about {about:?} after SIGHUP: {e}"));
+            if line.contains(about) {
+                return line;
+            }
+        }
+    }
+
     /// SIGTERM, then the exit status, within the deadline.
     pub fn stop(mut self) -> i32 {
         self.stop_in_place()
