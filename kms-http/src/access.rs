@@ -91,18 +91,17 @@
 //! }
 //! ```
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, PoisonError, RwLock};
-use std::task::{Context, Poll};
 
-use http::header::{CONTENT_TYPE, WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS};
+use http::header::WWW_AUTHENTICATE;
 use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri};
 use kms_access::{normalize, Access, AccessRules, Decision, NormalPath, Requirement};
-use tower::{Layer, Service};
+use tower::Layer;
 
+use crate::authorize::{Authorize, Authorized};
 use crate::bearer::{BearerLayer, VerifiedClaims};
+use crate::error_body::{error_body, json_response};
 use crate::resource_metadata::ResourceMetadata;
 
 /// In the extensions of a request an `anyone` rule let in: no token was
@@ -215,77 +214,52 @@ impl<S> Layer<S> for AccessLayer {
     type Service = AccessService<S>;
 
     fn layer(&self, inner: S) -> AccessService<S> {
-        AccessService {
-            inner,
-            layer: self.clone(),
-        }
+        Authorized::new(inner, self.clone())
     }
 }
 
 /// The service [`AccessLayer`] makes.
-#[derive(Clone, Debug)]
-pub struct AccessService<S> {
-    inner: S,
-    layer: AccessLayer,
-}
+pub type AccessService<S> = Authorized<S, AccessLayer>;
 
-impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for AccessService<S>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
-    S::Future: Send,
-    ReqBody: Send + 'static,
-    ResBody: From<String> + Send + 'static,
-{
-    type Response = Response<ResBody>;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let layer = self.layer.clone();
-        Box::pin(async move {
-            let rules = layer.rules();
-            let judged = match &layer.shared.forward_auth {
-                None => own(&mut request, &rules),
-                Some(route) => original(&request, route, &rules),
-            };
-            let decision = match judged {
-                Ok(decision) => decision,
-                Err(refusal) => return Ok(refusal),
-            };
-            request.extensions_mut().insert(AccessRule(decision.rule));
-            match decision.access {
-                Access::Deny => Ok(refuse(
-                    StatusCode::FORBIDDEN,
-                    "access_denied",
-                    "no access rule lets this request in",
-                )),
-                Access::Anyone => {
-                    request.extensions_mut().insert(Anyone);
-                    inner.call(request).await
-                }
-                Access::Token(requirements) => {
-                    if let Err(refusal) = layer.shared.bearer.authorize(&mut request).await {
-                        return Ok(refusal);
-                    }
-                    let met = match request.extensions().get::<VerifiedClaims>() {
-                        Some(VerifiedClaims(claims)) => requirements.check(claims),
-                        // The bearer layer sets them whenever it passes a
-                        // request.
-                        None => Err(Requirement::Claim),
-                    };
-                    match met {
-                        Ok(()) => inner.call(request).await,
-                        Err(unmet) => Ok(insufficient(unmet, requirements.scopes())),
-                    }
-                }
+impl Authorize for AccessLayer {
+    /// The rules' decision for `request` (module docs), with the bearer
+    /// layer's verification and the rule's requirements for a token rule.
+    ///
+    /// # Errors
+    /// The refusal to answer with: 400 or 403 for a refused path or
+    /// method, 403 `access_denied`, the bearer layer's refusals, 403
+    /// `insufficient_scope`.
+    async fn authorize<B: Send, R: From<String>>(
+        &self,
+        request: &mut Request<B>,
+    ) -> Result<(), Response<R>> {
+        let rules = self.rules();
+        let decision = match &self.shared.forward_auth {
+            None => own(request, &rules)?,
+            Some(route) => original(request, route, &rules)?,
+        };
+        request.extensions_mut().insert(AccessRule(decision.rule));
+        match decision.access {
+            Access::Deny => Err(error_body(
+                StatusCode::FORBIDDEN,
+                "access_denied",
+                "no access rule lets this request in",
+            )),
+            Access::Anyone => {
+                request.extensions_mut().insert(Anyone);
+                Ok(())
             }
-        })
+            Access::Token(requirements) => {
+                self.shared.bearer.authorize(request).await?;
+                let met = match request.extensions().get::<VerifiedClaims>() {
+                    Some(VerifiedClaims(claims)) => requirements.check(claims),
+                    // The bearer layer sets them whenever it passes a
+                    // request.
+                    None => Err(Requirement::Claim),
+                };
+                met.map_err(|unmet| insufficient(unmet, requirements.scopes()))
+            }
+        }
     }
 }
 
@@ -296,14 +270,14 @@ fn own<'r, B, R: From<String>>(
     rules: &'r AccessRules,
 ) -> Result<Decision<'r>, Response<R>> {
     let path = normalize(request.uri().path()).map_err(|e| {
-        refuse(
+        error_body(
             StatusCode::BAD_REQUEST,
             "invalid_request",
             &format!("the request's path is refused: {e}"),
         )
     })?;
     if has_lowercase(request.method()) {
-        return Err(refuse(
+        return Err(error_body(
             StatusCode::BAD_REQUEST,
             "invalid_request",
             "the method is not upper case",
@@ -318,7 +292,7 @@ fn own<'r, B, R: From<String>>(
         let mut parts = request.uri().clone().into_parts();
         parts.path_and_query = PathAndQuery::try_from(target).ok();
         *request.uri_mut() = Uri::from_parts(parts).map_err(|_| {
-            refuse(
+            error_body(
                 StatusCode::BAD_REQUEST,
                 "invalid_request",
                 "the request's normalized path is not a request target",
@@ -335,7 +309,7 @@ fn original<'r, B, R: From<String>>(
     route: &str,
     rules: &'r AccessRules,
 ) -> Result<Decision<'r>, Response<R>> {
-    let forbidden = |message: &str| refuse(StatusCode::FORBIDDEN, "invalid_request", message);
+    let forbidden = |message: &str| error_body(StatusCode::FORBIDDEN, "invalid_request", message);
     let headers = request.headers();
     let uri_header = |name: &HeaderName| -> Result<Option<&str>, Response<R>> {
         match one(headers, name) {
@@ -437,12 +411,6 @@ fn one<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Result<Option<&'h str>,
     value.to_str().map(Some).map_err(|_| ())
 }
 
-/// A refusal with the JSON body `{"error": code, "message": message}`.
-fn refuse<R: From<String>>(status: StatusCode, code: &str, message: &str) -> Response<R> {
-    let body = serde_json::json!({"error": code, "message": message}).to_string();
-    json_response(status, body)
-}
-
 /// The 403 of a verified token that misses `unmet` (module docs).
 fn insufficient<R: From<String>>(unmet: Requirement, scopes: &[String]) -> Response<R> {
     let body = serde_json::json!({"error": "insufficient_scope", "requirement": unmet.as_str()})
@@ -460,14 +428,5 @@ fn insufficient<R: From<String>>(unmet: Requirement, scopes: &[String]) -> Respo
     if let Ok(value) = HeaderValue::from_str(&challenge) {
         response.headers_mut().insert(WWW_AUTHENTICATE, value);
     }
-    response
-}
-
-fn json_response<R: From<String>>(status: StatusCode, body: String) -> Response<R> {
-    let mut response = Response::new(R::from(body));
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     response
 }

@@ -32,25 +32,22 @@
 //! the request's extensions ([`VerifiedClaims`]) beside the key that signed
 //! it ([`kms_actor::JwtSigner`]).
 
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use axum::extract::ConnectInfo;
-use http::header::{
-    AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS,
-};
+use http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use kms_actor::{KmsClient, Origin, TokenKeys};
 
+use crate::authorize::{Authorize, Authorized};
 use crate::client_address::ClientAddress;
+use crate::error_body::error_body;
 use crate::resource_metadata::ResourceMetadata;
 use crate::token_cookie;
 use kms_core::KmsError;
 use kms_jose::{Claims, Validation};
-use tower::{Layer, Service};
+use tower::Layer;
 
 /// The claims of the request's verified bearer token, in its extensions.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,66 +140,29 @@ impl<S> Layer<S> for BearerLayer {
     type Service = BearerService<S>;
 
     fn layer(&self, inner: S) -> BearerService<S> {
-        BearerService {
-            inner,
-            state: Arc::clone(&self.state),
-        }
+        Authorized::new(inner, self.clone())
     }
 }
 
 /// The service [`BearerLayer`] makes.
-#[derive(Clone, Debug)]
-pub struct BearerService<S> {
-    inner: S,
-    state: Arc<BearerState>,
-}
+pub type BearerService<S> = Authorized<S, BearerLayer>;
 
-impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for BearerService<S>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
-    S::Future: Send,
-    ReqBody: Send + 'static,
-    ResBody: From<String> + Send + 'static,
-{
-    type Response = Response<ResBody>;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
-        // The instance polled ready serves this request; a fresh clone
-        // takes its place (tower's usual pattern).
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let state = Arc::clone(&self.state);
-        Box::pin(async move {
-            match state.authorize(&mut request).await {
-                Ok(()) => inner.call(request).await,
-                Err(refusal) => Ok(refusal),
-            }
-        })
-    }
-}
-
-impl BearerLayer {
+impl Authorize for BearerLayer {
     /// Verifies `request`'s bearer token (module docs) and puts its
     /// [`VerifiedClaims`] and signer in the request's extensions.
     ///
     /// # Errors
     /// The refusal to answer with, in the module docs' order.
-    pub(crate) async fn authorize<ReqBody, ResBody: From<String>>(
+    async fn authorize<B: Send, R: From<String>>(
         &self,
-        request: &mut Request<ReqBody>,
-    ) -> Result<(), Response<ResBody>> {
+        request: &mut Request<B>,
+    ) -> Result<(), Response<R>> {
         self.state.authorize(request).await
     }
 }
 
 impl BearerState {
-    /// [`BearerLayer::authorize`].
+    /// `BearerLayer`'s [`Authorize::authorize`].
     async fn authorize<ReqBody, ResBody: From<String>>(
         &self,
         request: &mut Request<ReqBody>,
@@ -346,12 +306,7 @@ impl Refusal {
                 "internal error",
             ),
         };
-        let body = serde_json::json!({"error": code, "message": message}).to_string();
-        let mut response = Response::new(B::from(body));
-        *response.status_mut() = status;
-        let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+        let mut response = error_body::<B>(status, code, message);
         let challenge = match (challenge, resource_metadata) {
             (Some(c), Some(url)) if status == StatusCode::UNAUTHORIZED => Some(if c == "Bearer" {
                 format!("Bearer resource_metadata=\"{url}\"")
@@ -361,10 +316,7 @@ impl Refusal {
             (challenge, _) => challenge,
         };
         if let Some(value) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
-            headers.insert(WWW_AUTHENTICATE, value);
-        }
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            headers.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+            response.headers_mut().insert(WWW_AUTHENTICATE, value);
         }
         response
     }
@@ -427,6 +379,7 @@ fn bearer_token(headers: &HeaderMap) -> Result<&str, Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::header::{CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
 
     fn headers(values: &[&str]) -> HeaderMap {
         let mut map = HeaderMap::new();

@@ -39,27 +39,43 @@ pub(crate) fn status_of(error: &KmsError) -> StatusCode {
 /// `status`, `Content-Type: application/json`, `X-Content-Type-Options:
 /// nosniff`, and `Retry-After: 1` on a 503.
 pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response {
+    error_body(status, code, message)
+}
+
+/// [`error_response`] with any body type a `String` makes (the layers'
+/// refusals, whatever the inner service's body).
+pub(crate) fn error_body<B: From<String>>(
+    status: StatusCode,
+    code: &str,
+    message: &str,
+) -> http::Response<B> {
     let body = serde_json::json!({"error": code, "message": message}).to_string();
-    let mut response = (
-        status,
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            ),
-            (
-                header::X_CONTENT_TYPE_OPTIONS,
-                HeaderValue::from_static("nosniff"),
-            ),
-        ],
-        body,
-    )
-        .into_response();
+    let mut response = json_response(status, body);
     if status == StatusCode::SERVICE_UNAVAILABLE {
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
+    response
+}
+
+/// `body`, JSON, with `status`, `Content-Type: application/json` and
+/// `X-Content-Type-Options: nosniff`.
+pub(crate) fn json_response<B: From<String>>(
+    status: StatusCode,
+    body: String,
+) -> http::Response<B> {
+    let mut response = http::Response::new(B::from(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     response
 }
 

@@ -30,6 +30,7 @@ mod access;
 mod admin;
 mod admin_guard;
 mod admin_state;
+mod authorize;
 mod bearer;
 mod client_address;
 mod error_body;
@@ -43,6 +44,7 @@ mod token_cookie;
 pub use access::{AccessLayer, AccessRule, AccessService, Anyone};
 pub use admin::admin_router;
 pub use admin_state::AdminConfig;
+pub use authorize::{Authorize, Authorized};
 pub use bearer::{
     invalid_token_response, invalid_token_response_with, BearerLayer, BearerService, VerifiedClaims,
 };

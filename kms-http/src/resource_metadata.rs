@@ -15,10 +15,12 @@
 
 use std::sync::Arc;
 
-use axum::http::{header, HeaderValue, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::http::{StatusCode, Uri};
+use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
+
+use crate::error_body::json_response;
 
 /// The well-known path segment of RFC 9728 §3.
 const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
@@ -139,21 +141,7 @@ impl ResourceMetadata {
         if let Some(scopes) = scopes {
             document["scopes_supported"] = serde_json::json!(scopes);
         }
-        (
-            StatusCode::OK,
-            [
-                (
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                ),
-                (
-                    header::X_CONTENT_TYPE_OPTIONS,
-                    HeaderValue::from_static("nosniff"),
-                ),
-            ],
-            document.to_string(),
-        )
-            .into_response()
+        json_response(StatusCode::OK, document.to_string())
     }
 }
 
