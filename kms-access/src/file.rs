@@ -170,15 +170,17 @@ fn rule(
             let mut parsed = Vec::with_capacity(methods.get_ref().len());
             for method in methods.into_inner() {
                 let name = method.get_ref();
-                let valid = !name.bytes().any(|b| b.is_ascii_lowercase())
-                    && Method::from_bytes(name.as_bytes()).is_ok();
-                if !valid {
-                    return Err(at(
-                        method.span(),
-                        format!("method {name:?} is not an upper-case HTTP method"),
-                    ));
+                match Method::from_bytes(name.as_bytes()) {
+                    Ok(valid) if !name.bytes().any(|b| b.is_ascii_lowercase()) => {
+                        parsed.push(valid);
+                    }
+                    _ => {
+                        return Err(at(
+                            method.span(),
+                            format!("method {name:?} is not an upper-case HTTP method"),
+                        ))
+                    }
                 }
-                parsed.extend(Method::from_bytes(name.as_bytes()).ok());
             }
             Some(parsed)
         }

@@ -72,6 +72,14 @@ pub struct NormalPath<'a> {
 }
 
 impl<'a> NormalPath<'a> {
+    /// `/`, the root.
+    pub fn root() -> Self {
+        NormalPath {
+            path: Cow::Borrowed("/"),
+            restructured: false,
+        }
+    }
+
     /// The path.
     pub fn as_str(&self) -> &str {
         &self.path

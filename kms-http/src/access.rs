@@ -385,8 +385,8 @@ fn original<'r, B, R: From<String>>(
     if has_lowercase(&method) {
         return Err(forbidden("the original method is not upper case"));
     }
-    let root = normalize("/").map_err(|_| forbidden("the root path is refused"))?;
-    Ok(rules.decide(judged.as_ref().unwrap_or(&root), &method))
+    let judged = judged.unwrap_or_else(NormalPath::root);
+    Ok(rules.decide(&judged, &method))
 }
 
 /// Whether `method` holds a lower-case letter: `post` is not `POST` to
