@@ -13,7 +13,7 @@
 //! whole prefix again and applies what differs.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -38,6 +38,8 @@ struct State {
     stale_since: Mutex<Option<Instant>>,
     /// Times the watch was started again (counts).
     restarts: AtomicU64,
+    /// Whether a watch has answered since the follower started.
+    synced: AtomicBool,
 }
 
 impl State {
@@ -83,6 +85,7 @@ impl Follower {
         let state = Arc::new(State {
             stale_since: Mutex::new(None),
             restarts: AtomicU64::new(0),
+            synced: AtomicBool::new(false),
         });
         let (tx, applied) = watch::channel(storage.mirror().revision());
         let task = storage.spawn(follow(storage.clone(), keystore, state.clone(), tx))?;
@@ -97,6 +100,15 @@ impl Follower {
     /// follows; otherwise its keys may be that stale.
     pub fn staleness(&self) -> Duration {
         self.state.staleness()
+    }
+
+    /// Whether this node has followed etcd since it started: true once
+    /// the first watch answered (the node then has every change after the
+    /// revision it loaded, or is receiving them), and true from then on,
+    /// through later outages ([`Follower::staleness`] tells those).
+    pub fn synced(&self) -> bool {
+        // Relaxed: a flag read on its own, synchronising with nothing.
+        self.state.synced.load(Ordering::Relaxed)
     }
 
     /// Times the watch was started again (counts).
@@ -215,6 +227,8 @@ async fn follow(
                     }
                 }
             }
+            // Relaxed: a flag read on its own (`Follower::synced`).
+            state.synced.store(true, Ordering::Relaxed);
             if state.stale_since().is_some() {
                 state.set_stale(false);
                 metrics::gauge!(names::STALENESS).set(0.0);

@@ -34,6 +34,8 @@ pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// `--request-timeout`'s default.
 pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// `--drain-timeout`'s default.
+pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// `--max-connections`' default (per face).
 pub(crate) const MAX_CONNECTIONS: u32 = 4096;
 /// `--mint-max-lifetime`'s default (seconds).
@@ -134,6 +136,12 @@ pub(crate) struct FaceSettings {
     /// How long the gateway's own routes may take to start answering
     /// (`--request-timeout`; then 503).
     pub(crate) request_timeout: Duration,
+    /// How long it serves on after a stop signal, not ready
+    /// (`--shutdown-delay`).
+    pub(crate) shutdown_delay: Duration,
+    /// How long requests in flight get once the listeners close
+    /// (`--drain-timeout`).
+    pub(crate) drain_timeout: Duration,
 }
 
 impl Default for FaceSettings {
@@ -144,6 +152,8 @@ impl Default for FaceSettings {
             metrics_listen: None,
             limits: Limits::default(),
             request_timeout: REQUEST_TIMEOUT,
+            shutdown_delay: Duration::ZERO,
+            drain_timeout: DRAIN_TIMEOUT,
         }
     }
 }

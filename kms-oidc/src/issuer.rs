@@ -68,6 +68,9 @@ pub(crate) enum Ask {
     Schedule,
     /// A token named a `kid` the set lacks: subject to the cooldown.
     UnknownKid,
+    /// An operator asked for every issuer's keys again
+    /// ([`crate::Issuers::refresh`]): subject to the cooldown.
+    Refresh,
 }
 
 struct State {
@@ -151,7 +154,7 @@ impl Issuer {
     }
 
     /// Starts a fetch, or joins the one in flight; `None` when an unknown
-    /// `kid` asks within the cooldown. Await the receiver's `changed()`
+    /// `kid` or a refresh asks within the cooldown. Await the receiver's `changed()`
     /// for the fetch's end.
     pub(crate) fn fetch_or_join(self: &Arc<Self>, ask: Ask) -> Option<watch::Receiver<u64>> {
         let mut state = self.state();
@@ -163,7 +166,7 @@ impl Issuer {
             return Some(finished);
         }
         let now = Instant::now();
-        if ask == Ask::UnknownKid
+        if ask != Ask::Schedule
             && state
                 .last_fetch
                 .is_some_and(|last| now.duration_since(last) < self.settings.refetch_cooldown)
@@ -383,6 +386,11 @@ impl Issuer {
             return;
         };
         let _ = tokio::time::timeout(self.settings.fetch_timeout, finished.changed()).await;
+    }
+
+    /// Whether a fetch has succeeded since the issuer was made.
+    pub(crate) fn fetched(&self) -> bool {
+        self.state().last_success.is_some()
     }
 
     pub(crate) fn status(&self) -> IssuerStatus {

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::{FetchSettings, IssuerConfig};
 use crate::fetch::Fetcher;
-use crate::issuer::{Issuer, IssuerStatus};
+use crate::issuer::{Ask, Issuer, IssuerStatus};
 
 /// Why [`Issuers::start`] refused its configuration.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -114,6 +114,30 @@ impl Issuers {
         let mut all: Vec<IssuerStatus> = self.by_issuer.values().map(|i| i.status()).collect();
         all.sort_by(|a, b| a.issuer.cmp(&b.issuer));
         all
+    }
+
+    /// Whether every issuer's keys have been fetched at least once since
+    /// [`Issuers::start`] (a later outage does not undo it: the keys last
+    /// fetched serve on, up to the maximum stale age).
+    pub fn all_fetched(&self) -> bool {
+        self.by_issuer.values().all(|issuer| issuer.fetched())
+    }
+
+    /// Asks every issuer for a fetch now (an operator's reload, after a
+    /// provider removed a key): one fetch per issuer in flight at most,
+    /// and none for an issuer whose last fetch began within the refetch
+    /// cooldown (`FetchSettings::with_refetch_cooldown`). Returns at once;
+    /// the fetches run in the background. Returns the issuers a fetch was
+    /// started or joined for, sorted.
+    pub fn refresh(&self) -> Vec<&str> {
+        let mut asked: Vec<&str> = self
+            .by_issuer
+            .values()
+            .filter(|issuer| issuer.fetch_or_join(Ask::Refresh).is_some())
+            .map(|issuer| issuer.issuer())
+            .collect();
+        asked.sort_unstable();
+        asked
     }
 
     /// The issuers, sorted.

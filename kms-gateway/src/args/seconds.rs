@@ -1,5 +1,5 @@
-//! Durations given to flags in seconds: [`Seconds`], and the parser of
-//! the timeout flags, [`timeout`].
+//! Durations given to flags in seconds: [`Seconds`], and the parsers of
+//! the timeout flags, [`timeout`], and of the delay flags, [`delay`].
 
 use std::fmt;
 use std::time::Duration;
@@ -17,6 +17,14 @@ impl fmt::Display for Seconds {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0.as_secs_f64())
     }
+}
+
+/// A delay flag's value: seconds, fractions allowed, from 0 to a day.
+pub(super) fn delay(text: &str) -> Result<Seconds, String> {
+    if text.parse::<f64>().is_ok_and(|secs| secs == 0.0) {
+        return Ok(Seconds(Duration::ZERO));
+    }
+    timeout(text)
 }
 
 /// A timeout flag's value: seconds, fractions allowed, more than 0 and at

@@ -12,7 +12,7 @@ use ipnet::IpNet;
 use kms::http::{ClientAddress, ResourceMetadata};
 use kms::jose::Algorithm;
 
-use super::seconds::{timeout, Seconds};
+use super::seconds::{delay, timeout, Seconds};
 use crate::config::{
     self, AdminSettings, CertFiles, ConfigError, FaceSettings, Limits, ProxySettings, ServeConfig,
     StoreSettings, TlsSettings, TokenSettings, Upstream,
@@ -77,6 +77,15 @@ struct FaceArgs {
     #[arg(long, value_name = "N", default_value_t = config::MAX_CONNECTIONS,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
+    /// Seconds the gateway keeps serving after SIGTERM (or a first SIGINT)
+    /// with /readyz answering 503, so load balancers stop sending first;
+    /// a second signal skips what is left.
+    #[arg(long, value_name = "SECS", default_value_t = Seconds(Duration::ZERO), value_parser = delay)]
+    shutdown_delay: Seconds,
+    /// Seconds requests in flight get to finish once the listeners close;
+    /// then their connections are closed.
+    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::DRAIN_TIMEOUT), value_parser = timeout)]
+    drain_timeout: Seconds,
 }
 
 /// The faces' certificates.
@@ -409,6 +418,8 @@ impl ServeArgs {
                     max_connections: usize::try_from(face.max_connections).unwrap_or(usize::MAX),
                 },
                 request_timeout: face.request_timeout.0,
+                shutdown_delay: face.shutdown_delay.0,
+                drain_timeout: face.drain_timeout.0,
             },
             tokens,
             store,

@@ -18,14 +18,12 @@ use kms::oidc::Issuers;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use super::readiness::Readiness;
 use super::secrets::{self, AdminSecret};
 use super::signals::{Signal, Signals};
 use super::{access_rules, listener, public, store, tls, trust};
 use crate::config::{CertFiles, Limits, ServeConfig};
 use crate::telemetry;
-
-/// How long the listeners may take to answer what is in flight at a stop.
-const DRAIN: Duration = Duration::from_secs(30);
 
 /// How often the metrics recorder's upkeep runs (histogram rotation).
 const METRICS_UPKEEP: Duration = Duration::from_secs(5);
@@ -42,14 +40,19 @@ pub(crate) struct App {
     /// The access rules' file and the layer whose rules SIGHUP replaces.
     access_rules: Option<(PathBuf, AccessLayer)>,
     /// The line that says the gateway serves.
-    readiness: String,
-    /// Held while serving: each provider's keys kept current in the
-    /// background.
-    _issuers: Option<Issuers>,
+    serving_line: String,
+    /// What `/readyz` reads; the first stop signal turns it 503.
+    readiness: Arc<Readiness>,
+    /// `--shutdown-delay` and `--drain-timeout`.
+    shutdown_delay: Duration,
+    drain_timeout: Duration,
+    /// Each provider's keys kept current in the background (SIGHUP asks
+    /// for them again).
+    issuers: Option<Arc<Issuers>>,
     /// Held while serving: a generated secret's directory goes with it.
     _admin_secret: Option<AdminSecret>,
     /// Held while serving: it applies the other fleet nodes' changes.
-    _follower: Option<store::Follower>,
+    _follower: Option<Arc<store::Follower>>,
 }
 
 /// One face: its socket, its routes and its TLS.
@@ -104,7 +107,9 @@ impl App {
             .with_token_cache_bytes(tokens.token_cache_bytes);
         let handle = KmsActor::spawn(actor, keystore, &Bus::new()).map_err(|e| e.to_string())?;
         // A provider that is down does not hold the start.
-        let issuers = trust::issuers(tokens, &handle)?;
+        let issuers = trust::issuers(tokens, &handle)?.map(Arc::new);
+        let follower = follower.map(Arc::new);
+        let readiness = Arc::new(Readiness::new(issuers.clone(), follower.clone()));
         // After the providers start (which set their own policies, none).
         for (issuer, policy) in &tokens.issuer_policies {
             handle
@@ -154,7 +159,7 @@ impl App {
             eprintln!("gateway serve: admin secret in {}", path.display());
         }
         let scheme = |tls: &Option<FaceTls>| if tls.is_some() { "https" } else { "http" };
-        let readiness = format!(
+        let serving_line = format!(
             "gateway serve: public face on {}://{}, admin face on {}://{admin_addr}, signing key {key}",
             scheme(&public_tls),
             local(&public_listener)?,
@@ -169,13 +174,14 @@ impl App {
         for watched in &certificates {
             tokio::spawn(tls::watch(Arc::clone(watched)));
         }
-        let public_options = public::Options::new(
+        let mut public_options = public::Options::new(
             tokens,
             &config.proxy,
             faces,
             public_tls.is_some(),
             handle.client().topic(),
         );
+        public_options.readiness = Arc::clone(&readiness);
         let (public_router, access) = public::router(&handle, &key, public_options);
         let access_rules = config
             .proxy
@@ -216,18 +222,22 @@ impl App {
             certificates,
             jwks_files: config.tokens.jwks_files,
             access_rules,
+            serving_line,
             readiness,
-            _issuers: issuers,
+            shutdown_delay: faces.shutdown_delay,
+            drain_timeout: faces.drain_timeout,
+            issuers,
             _admin_secret: admin_secret,
             _follower: follower,
         })
     }
 
-    /// Serves until SIGINT or SIGTERM (SIGHUP reloads), then stops
-    /// accepting, drains what is in flight for at most [`DRAIN`] and shuts
-    /// the actor down (the store is closed).
+    /// Serves until SIGINT or SIGTERM (SIGHUP reloads); then, not ready,
+    /// serves on for the shutdown delay (a second stop signal ends it),
+    /// stops accepting, drains what is in flight for at most the drain
+    /// timeout and shuts the actor down (the store is closed).
     pub(crate) async fn run(self, mut signals: Signals) {
-        eprintln!("{}", self.readiness);
+        eprintln!("{}", self.serving_line);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let servers: Vec<_> = self
             .faces
@@ -243,20 +253,47 @@ impl App {
                 (face.name, tokio::spawn(server))
             })
             .collect();
-        while signals.next().await == Signal::Reload {
+        let reload = || {
             trust::reload(&self.handle, &self.jwks_files);
+            if let Some(issuers) = &self.issuers {
+                trust::refresh(issuers);
+            }
             if let Some((path, layer)) = &self.access_rules {
                 access_rules::reload(path, layer);
             }
             for certificates in &self.certificates {
                 tls::report(certificates, "SIGHUP", certificates.reload());
             }
+        };
+        while signals.next().await == Signal::Reload {
+            reload();
+        }
+        self.readiness.shut_down();
+        if !self.shutdown_delay.is_zero() {
+            eprintln!(
+                "gateway serve: stopping in {} s (--shutdown-delay): /readyz answers 503, everything else is served",
+                self.shutdown_delay.as_secs_f64()
+            );
+            let delay = tokio::time::sleep(self.shutdown_delay);
+            tokio::pin!(delay);
+            loop {
+                tokio::select! {
+                    () = &mut delay => break,
+                    signal = signals.next() => match signal {
+                        Signal::Reload => reload(),
+                        Signal::Stop => {
+                            eprintln!("gateway serve: a second stop signal: the shutdown delay is cut short");
+                            break;
+                        }
+                    },
+                }
+            }
         }
         eprintln!("gateway serve: stopping");
         let _ = stop_tx.send(true);
         // One deadline for every face together: a connection that never
         // finishes its request must not keep the store open forever.
-        let drained_by = tokio::time::Instant::now() + DRAIN;
+        let drained_by = tokio::time::Instant::now() + self.drain_timeout;
         for (name, server) in servers {
             let abort = server.abort_handle();
             match tokio::time::timeout_at(drained_by, server).await {
@@ -265,8 +302,8 @@ impl App {
                 Err(_) => {
                     abort.abort();
                     eprintln!(
-                        "gateway serve: the {name} face did not drain in {} s; closing anyway",
-                        DRAIN.as_secs()
+                        "gateway serve: the {name} face did not drain in {} s (--drain-timeout); closing anyway",
+                        self.drain_timeout.as_secs_f64()
                     );
                 }
             }

@@ -27,7 +27,13 @@ use super::claim_headers::{refuse_unwritable, ClaimHeaders};
 
 /// The public face's own routes, which a forward-auth path may neither be
 /// nor lie under or above.
-const OWN_ROUTES: [&str; 3] = ["/healthz", "/whoami", kms::http::JWKS_PATH];
+const OWN_ROUTES: [&str; 5] = [
+    "/healthz",
+    "/livez",
+    "/readyz",
+    "/whoami",
+    kms::http::JWKS_PATH,
+];
 
 /// Checks a `--forward-auth-path` (clap's value parser: an error is a
 /// usage error, exit 2): `/` then one or more segments of visible ASCII
@@ -150,6 +156,8 @@ mod tests {
             "/.well-known",
             "/.well-known/jwks.json",
             "/healthz",
+            "/livez",
+            "/readyz/x",
         ] {
             assert!(path(bad).is_err(), "{bad:?}");
         }

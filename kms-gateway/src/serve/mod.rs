@@ -3,8 +3,9 @@
 //! * Public face (`--listen`, default `127.0.0.1:8080`; port 0 picks a
 //!   free port, logged; `public.rs`): `GET /.well-known/jwks.json`, `GET /whoami`
 //!   (behind `kms_http::BearerLayer`: 200 with the verified claims, else
-//!   the RFC 6750 challenge), `GET /healthz`. Nothing that issues tokens
-//!   or changes keys: any other path is 404.
+//!   the RFC 6750 challenge), the probes `GET /livez`, `/healthz` and
+//!   `/readyz` (`readiness.rs`). Nothing that issues tokens or changes
+//!   keys: any other path is 404.
 //! * Admin face (`--admin-listen`, default `127.0.0.1:8081`):
 //!   `POST /tokens`, `POST /keys/rotate`, `GET`/`POST /keys/policy`,
 //!   `POST /keys/trim`, `POST /keys/destroy`, `GET /metrics`
@@ -39,12 +40,14 @@
 //!
 //! SIGHUP reloads the `--trust-jwks` files, all or nothing (a file that
 //! fails leaves every old set in place, and the log says why; the
-//! outcome is one stderr line).
+//! outcome is one stderr line), and refetches every `--issuer`'s keys.
 //!
 //! Shutdown on SIGINT/SIGTERM (handlers installed before the store opens)
-//! is graceful: both listeners stop accepting, requests in flight are
-//! answered (for at most 30 s), the actor shuts down (the store is closed),
-//! exit 0. Every start-up error is a message and exit 1.
+//! is graceful: `/readyz` turns 503 at once and everything is served for
+//! `--shutdown-delay` (a second signal cuts it short); then every listener
+//! stops accepting, requests in flight are answered (for at most
+//! `--drain-timeout`), the actor shuts down (the store is closed), exit 0.
+//! Every start-up error is a message and exit 1.
 //!
 //! It runs in two steps (`app.rs`): build (store, actor, issuers,
 //! certificates, bound faces), then serve until a signal. Each subsystem
@@ -58,6 +61,7 @@ mod idle_body;
 pub(crate) mod listener;
 pub(crate) mod proxy;
 pub(crate) mod public;
+pub(crate) mod readiness;
 mod secrets;
 mod signals;
 mod store;

@@ -2,7 +2,8 @@
 //! key-set change, `Cache-Control: public, max-age=--jwks-max-age`,
 //! `ETag`, 304), `GET /whoami`
 //! behind `kms::http::BearerLayer` (200 with the verified claims, else the
-//! RFC 6750 challenge), `GET /healthz`, and the forward-auth routes
+//! RFC 6750 challenge), the probes `GET /livez`, `/healthz` and `/readyz`
+//! (`readiness.rs`), and the forward-auth routes
 //! (`forward_auth.rs`, behind the same layer). Nothing here issues tokens
 //! or changes keys; any other path is 404. Every answer has a
 //! `Content-Type` (but forward auth's empty 200) and
@@ -27,10 +28,11 @@ use kms::http::{
     ResourceMetadata, VerifiedClaims,
 };
 use kms::jose::Validation;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::claim_headers::ClaimHeaders;
 use super::proxy::Proxy;
+use super::readiness::{self, Readiness};
 use super::{forward_auth, listener};
 use crate::config::{FaceSettings, ProxySettings, TokenSettings};
 
@@ -58,6 +60,8 @@ pub(crate) struct Options {
     pub(crate) token_cookie: Option<String>,
     /// `--resource`: the protected-resource metadata, if served.
     pub(crate) resource_metadata: Option<ResourceMetadata>,
+    /// What `/readyz` reads (always ready unless set).
+    pub(crate) readiness: Arc<Readiness>,
 }
 
 impl Options {
@@ -94,12 +98,13 @@ impl Options {
             access_rules: proxy.access_rules.as_ref().map(|file| file.rules.clone()),
             token_cookie: proxy.token_cookie.clone(),
             resource_metadata: proxy.resource_metadata.clone(),
+            readiness: Arc::default(),
         }
     }
 }
 
 /// The public face: JWKS, `/whoami` and forward auth behind the bearer
-/// layer, `/healthz`; with a proxy, every other path behind the same
+/// layer, the probes; with a proxy, every other path behind the same
 /// layer to the upstream, else 404. With access rules, forward auth and
 /// the proxy sit behind them instead (`kms::http::AccessLayer`), and the
 /// layer comes back with the router, for SIGHUP to replace its rules.
@@ -144,7 +149,7 @@ pub(crate) fn router(
         }),
     );
     let mut own = Router::new()
-        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .merge(readiness::routes(options.readiness))
         .merge(verified.layer(bearer.clone()));
     if let Some(path) = &options.forward_auth {
         let checks = forward_auth::routes(

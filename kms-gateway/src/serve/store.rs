@@ -20,6 +20,19 @@ pub(crate) type Follower = kms::etcd::Follower;
 #[derive(Debug)]
 pub(crate) enum Follower {}
 
+/// Whether a fleet node has followed etcd since it started
+/// (`kms::etcd::Follower::synced`).
+#[cfg(feature = "etcd")]
+pub(crate) fn synced(follower: &Follower) -> bool {
+    follower.synced()
+}
+
+/// A build without the `etcd` feature has no follower to ask.
+#[cfg(not(feature = "etcd"))]
+pub(crate) fn synced(follower: &Follower) -> bool {
+    match *follower {}
+}
+
 /// The keystore `settings` name, and on a fleet what follows it.
 ///
 /// # Errors

@@ -51,6 +51,18 @@ pub(crate) fn reload(handle: &KmsHandle, files: &[(Option<String>, PathBuf)]) {
     }
 }
 
+/// SIGHUP: asks every `--issuer` for its keys again (one fetch per
+/// issuer in flight, none within its refetch cooldown), so that a key a
+/// provider removed stops verifying now; the outcome is one stderr line.
+pub(crate) fn refresh(issuers: &Issuers) {
+    let asked = issuers.refresh();
+    let all = issuers.issuers().len();
+    eprintln!(
+        "gateway serve: refetching the keys of {} of {all} issuers (the others fetched within --jwks-refetch-cooldown)",
+        asked.len()
+    );
+}
+
 /// The `--issuer`s, kept current for `handle`'s actor.
 ///
 /// # Errors

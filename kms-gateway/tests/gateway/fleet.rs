@@ -72,7 +72,7 @@ fn face(node: &Serving) -> (SocketAddr, &str) {
 #[test]
 fn three_gateways_share_one_key_and_follow_each_others_rotations() {
     use std::os::unix::fs::PermissionsExt;
-    let cluster = EtcdCluster::start(1).expect("etcd");
+    let mut cluster = EtcdCluster::start(1).expect("etcd");
     let dir = tempfile::tempdir().expect("tempdir");
     let key_file = dir.path().join("master.hex");
     std::fs::write(&key_file, format!("{}\n", "5a".repeat(32))).expect("write key");
@@ -103,6 +103,10 @@ fn three_gateways_share_one_key_and_follow_each_others_rotations() {
             .map(|t| t.join().expect("start"))
             .collect()
     });
+    // Ready once each follows etcd.
+    for node in &nodes {
+        serving::readyz_until(node.public, 200, serving::HANG);
+    }
     let first: BTreeSet<String> = nodes[0].kids().into_iter().collect();
     assert_eq!(first.len(), 1, "one signing key, version 1: {first:?}");
     wait_for_kids(&nodes, &first);
@@ -146,6 +150,16 @@ fn three_gateways_share_one_key_and_follow_each_others_rotations() {
     want.extend(made);
     assert_eq!(want.len(), 12, "v1, v2 and ten more");
     wait_for_kids(&nodes, &want);
+
+    // An outage of etcd, which every node shares, leaves them in rotation,
+    // serving from memory.
+    cluster.kill_all();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    for node in &nodes {
+        assert_eq!(serving::http(node.public, "GET", "/readyz", &[], "").0, 200);
+        assert_eq!(sub_at(node, &token2), (200, "bob".to_owned()));
+    }
+    cluster.restart_stopped().expect("etcd again");
 
     for node in nodes {
         assert_eq!(node.stop(), 0);

@@ -18,6 +18,7 @@ mod config;
 mod forward_auth;
 mod issuer_policies;
 mod issuers;
+mod lifecycle;
 mod limits;
 mod proxy;
 mod serve;

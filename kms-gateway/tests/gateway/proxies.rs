@@ -74,9 +74,15 @@ impl Drop for Proxy {
 }
 
 fn nginx(dir: &Path, gateway: SocketAddr, service: SocketAddr) -> Proxy {
+    nginx_for(dir, &[gateway], service)
+}
+
+/// NGINX as RUNBOOK shows it, with one `server` line per gateway.
+fn nginx_for(dir: &Path, gateways: &[SocketAddr], service: SocketAddr) -> Proxy {
     let port = free_port();
+    let servers: Vec<String> = gateways.iter().map(|g| format!("server {g};")).collect();
     let site = runbook_block("nginx")
-        .replace("127.0.0.1:8080", &gateway.to_string())
+        .replace("server 127.0.0.1:8080;", &servers.join("\n    "))
         .replace("127.0.0.1:3000", &service.to_string())
         .replace("listen 8000;", &format!("listen 127.0.0.1:{port};"));
     std::fs::write(dir.join("site.conf"), site).expect("site.conf");
@@ -203,6 +209,82 @@ fn check_through(name: &str, start: fn(&Path, SocketAddr, SocketAddr) -> Proxy) 
     );
     drop(proxy);
     assert_eq!(gw.stop(), 0);
+}
+
+/// A rolling update behind NGINX: two gateways trusting one partner's
+/// keys, a steady load through NGINX, and one gateway stopped with
+/// `--shutdown-delay 2`. Every request is answered 200: during the delay
+/// the stopping gateway still serves; after it, NGINX retries a refused
+/// or closed connection on the other.
+#[test]
+fn nginx_loses_no_request_while_a_gateway_stops_with_a_shutdown_delay() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let partner = crate::support::partner::Partner::new("p1", 7);
+    let set = dir.path().join("partner.jwks");
+    crate::support::partner::write_set(&set, &[&partner]);
+    let trust = format!("partner={}", set.display());
+    let args = [
+        "--trust-jwks-issuer",
+        trust.as_str(),
+        "--shutdown-delay",
+        "2",
+        "--claim-header",
+        "sub=X-Auth-Subject",
+    ];
+    let up = Upstream::start();
+    let mut leaving = Serving::start(&args);
+    let staying = Serving::start(&args);
+    let proxy = nginx_for(dir.path(), &[leaving.public, staying.public], up.addr);
+    let bearer = format!(
+        "Bearer {}",
+        partner.token_with(serde_json::json!({}), serde_json::json!({"iss": "partner"}))
+    );
+    let host = proxy.addr.to_string();
+    let stop = AtomicBool::new(false);
+    let answers = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                let headers = [("Authorization", bearer.as_str()), ("Host", host.as_str())];
+                let mut mine = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let (status, _, body) = http_full(proxy.addr, "GET", "/app", &headers, "");
+                    mine.push((status, body));
+                    // Steady, not a flood: a pause between requests.
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                answers.lock().expect("answers").extend(mine);
+            });
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let signalled = Instant::now();
+        leaving.signal("TERM");
+        let (took, _) = serving::readyz_until(leaving.public, 503, HANG);
+        assert!(took < Duration::from_millis(500), "503 after {took:?}");
+        let (code, log) = leaving.exited();
+        assert_eq!(code, 0, "{log:?}");
+        assert!(signalled.elapsed() >= Duration::from_secs(2));
+        // On past the stop, through the other gateway alone.
+        std::thread::sleep(Duration::from_millis(1500));
+        stop.store(true, Ordering::Relaxed);
+    });
+    let answers = answers.into_inner().expect("answers");
+    assert!(answers.len() > 100, "only {} requests", answers.len());
+    let lost: Vec<_> = answers
+        .iter()
+        .filter(|(status, _)| *status != 200)
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} requests not 200: {:?}\n{}",
+        lost.len(),
+        answers.len(),
+        lost.first(),
+        proxy.log_text()
+    );
+    assert_eq!(staying.stop(), 0);
 }
 
 #[test]

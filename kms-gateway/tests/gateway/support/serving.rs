@@ -274,6 +274,32 @@ impl Serving {
         }
     }
 
+    /// Sends `signal` (`TERM`, `INT`, `HUP`) and returns at once.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit (after a stop signal the test sent):
+    /// its exit code and the rest of its stderr.
+    pub fn exited(&mut self) -> (i32, Vec<String>) {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                let mut log = Vec::new();
+                while let Ok(line) = self.lines.recv_timeout(HANG) {
+                    log.push(line);
+                }
+                return (status.code().expect("exit code"), log);
+            }
+            assert!(started.elapsed() < HANG, "gateway serve did not stop");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// SIGTERM, then the exit status, within the deadline.
     pub fn stop(mut self) -> i32 {
         self.stop_in_place()
@@ -388,6 +414,23 @@ pub fn admin_http(
         )
     } else {
         http(addr, method, path, &[("Authorization", &bearer)], body)
+    }
+}
+
+/// Polls `GET /readyz` on `addr` until it answers `wanted`, failing past
+/// `deadline`: the time it took and the last body.
+pub fn readyz_until(addr: SocketAddr, wanted: u16, deadline: Duration) -> (Duration, String) {
+    let started = Instant::now();
+    loop {
+        let (status, body) = http(addr, "GET", "/readyz", &[], "");
+        if status == wanted {
+            return (started.elapsed(), body);
+        }
+        assert!(
+            started.elapsed() < deadline,
+            "/readyz stayed {status} ({body}), not {wanted}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

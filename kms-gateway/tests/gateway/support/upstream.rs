@@ -4,7 +4,7 @@
 //! byte for byte, every header received (name, value) in order, and the
 //! body's length in bytes, counted as it streams (never held). A path
 //! under `/hang` never answers; one under `/stall` sends its head and a
-//! first chunk, then nothing.
+//! first chunk, then nothing; one under `/slow` answers after a second.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -88,6 +88,9 @@ async fn echo(request: Request) -> axum::response::Response {
     let (parts, body) = request.into_parts();
     if parts.uri.path().starts_with("/hang") {
         std::future::pending::<()>().await;
+    }
+    if parts.uri.path().starts_with("/slow") {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
     if parts.uri.path().starts_with("/stall") {
         // The head and a first chunk, then nothing, ever.
