@@ -62,6 +62,8 @@ pub(crate) const TOKEN_CACHE: usize = 65_536;
 pub(crate) const TOKEN_CACHE_BYTES: usize = 64 << 20;
 /// `--upstream-timeout`'s default.
 pub(crate) const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
+/// `--upstream-connect-timeout`'s default.
+pub(crate) const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The forward-auth path's default (without `--upstream`).
 pub(crate) const FORWARD_AUTH_PATH: &str = "/auth";
 
@@ -443,6 +445,8 @@ pub(crate) struct Upstream {
     pub(crate) authority: Authority,
     /// `--upstream-timeout`.
     pub(crate) timeout: Duration,
+    /// `--upstream-connect-timeout`.
+    pub(crate) connect_timeout: Duration,
     /// `--strip-authorization`.
     pub(crate) strip_authorization: bool,
 }

@@ -284,10 +284,15 @@ struct ProxyArgs {
     #[arg(long, value_name = "URL", value_parser = proxy::upstream)]
     upstream: Option<Authority>,
     /// Seconds the upstream may take to send its response headers once
-    /// the request's body is sent whole; then 504.
+    /// the request's body is sent whole; then 504 (an upstream that takes
+    /// no byte of the body for --idle-timeout is 504 too).
     #[arg(long, value_name = "SECS", default_value_t = Seconds(config::UPSTREAM_TIMEOUT), requires = "upstream",
           value_parser = timeout)]
     upstream_timeout: Seconds,
+    /// Seconds a connection to the upstream may take to open; then 504.
+    #[arg(long, value_name = "SECS", default_value_t = Seconds(config::UPSTREAM_CONNECT_TIMEOUT), requires = "upstream",
+          value_parser = timeout)]
+    upstream_connect_timeout: Seconds,
     /// A proxy in front of this gateway, a CIDR or an address
     /// (repeatable): the rightmost X-Forwarded-For entry it sends that is
     /// not itself a trusted proxy names the client (whose failing
@@ -572,6 +577,7 @@ impl ProxyArgs {
         let upstream = self.upstream.map(|authority| Upstream {
             authority,
             timeout: self.upstream_timeout.0,
+            connect_timeout: self.upstream_connect_timeout.0,
             strip_authorization: self.strip_authorization,
         });
         // With a proxy, the forward-auth route only when asked for.

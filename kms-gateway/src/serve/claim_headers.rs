@@ -17,7 +17,8 @@
 //!   `Authorization`, `Cookie`, `Content-Length`, `Transfer-Encoding`,
 //!   the hop-by-hop headers (RFC 9110 §7.6.1) and the forwarding headers
 //!   (`Forwarded`, `X-Forwarded-For`/`-Proto`/`-Host`, `X-Real-IP`), as is
-//!   one header named for two claims.
+//!   one header named for two claims and a name holding `_` (which
+//!   CGI-style servers read as `-`).
 //!
 //! Invariant: the headers written are exactly the configured ones; every
 //! copy of them already in the map (a client's own) is removed first.
@@ -74,7 +75,7 @@ const REFUSED: [&str; 14] = [
 ///
 /// # Errors
 /// No `=`, an empty claim, a header name that is not a token (RFC 9110
-/// §5.1), or one of the refused headers (module docs).
+/// §5.1) or that holds `_`, or one of the refused headers (module docs).
 pub(crate) fn parse(text: &str) -> Result<ClaimHeader, String> {
     let (claim, header) = text
         .split_once('=')
@@ -84,6 +85,12 @@ pub(crate) fn parse(text: &str) -> Result<ClaimHeader, String> {
     }
     let header = HeaderName::from_bytes(header.as_bytes())
         .map_err(|_| format!("{header:?} is not a header name"))?;
+    if header.as_str().contains('_') {
+        return Err(format!(
+            "{header} holds `_`: CGI-style servers read `_` and `-` as one, and the proxy \
+             mode drops every client header with `_` (as NGINX does); name it with `-`"
+        ));
+    }
     if REFUSED.contains(&header.as_str()) || FORWARDING.contains(&header) {
         return Err(format!(
             "{header} carries the request's framing, routing or credentials; \

@@ -7,10 +7,15 @@
 //!
 //! It also says when the body has ended ([`IdleBody::new`]'s `ended`), so
 //! that the upstream timeout can start once the whole request is sent:
-//! an upload may take as long as it keeps moving.
+//! an upload may take as long as it keeps moving. And it says when its
+//! reader stopped taking frames ([`IdleBody::taken`]): an upstream that
+//! reads no more of the request's body leaves hyper unable to write, so
+//! the body is not polled at all and its own timer never runs.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -22,9 +27,67 @@ use tokio::time::{Instant, Sleep};
 /// The error types a body may carry (hyper's and axum's both convert).
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// When the body's reader was last handed a frame without asking for
+/// the next one since ([`IdleBody::taken`]). Written by the task that
+/// polls the body (hyper's connection task), read by the request's.
+#[derive(Debug, Clone)]
+pub(crate) struct Taken(Arc<TakenState>);
+
+#[derive(Debug)]
+struct TakenState {
+    born: Instant,
+    /// µs since `born` at which a frame was handed out, the reader not
+    /// having polled since; [`WAITING_NONE`] while it polls.
+    waiting: AtomicU64,
+}
+
+/// No frame is waiting for the reader to come back.
+const WAITING_NONE: u64 = u64::MAX;
+
+impl Taken {
+    fn new() -> Self {
+        Taken(Arc::new(TakenState {
+            born: Instant::now(),
+            waiting: AtomicU64::new(WAITING_NONE),
+        }))
+    }
+
+    fn polled(&self) {
+        // Relaxed: one value read on its own, publishing nothing else.
+        self.0.waiting.store(WAITING_NONE, Ordering::Relaxed);
+    }
+
+    fn handed_out(&self) {
+        let micros = u64::try_from(self.0.born.elapsed().as_micros()).unwrap_or(WAITING_NONE - 1);
+        // Relaxed: as in `polled`.
+        self.0.waiting.store(micros, Ordering::Relaxed);
+    }
+
+    /// Resolves once the reader has not come back for the next frame for
+    /// `idle` (checked at least every quarter of `idle`); never while it
+    /// keeps reading.
+    pub(crate) async fn stalled_for(&self, idle: Duration) {
+        loop {
+            // Relaxed: as in `polled`.
+            let waiting = self.0.waiting.load(Ordering::Relaxed);
+            if waiting == WAITING_NONE {
+                tokio::time::sleep(idle / 4).await;
+                continue;
+            }
+            let at = self.0.born + Duration::from_micros(waiting) + idle;
+            if Instant::now() >= at {
+                return;
+            }
+            tokio::time::sleep_until(at).await;
+        }
+    }
+}
+
 /// `inner`, ended with an error when no frame arrives for `idle`.
 pub(crate) struct IdleBody<B> {
     inner: B,
+    /// When the reader last took a frame.
+    taken: Taken,
     idle: Duration,
     /// When the last frame came (or the body was made).
     moved: Instant,
@@ -40,6 +103,7 @@ impl<B: Body> IdleBody<B> {
     pub(crate) fn new(inner: B, idle: Duration, ended: Option<oneshot::Sender<()>>) -> Self {
         let mut body = IdleBody {
             inner,
+            taken: Taken::new(),
             idle,
             moved: Instant::now(),
             timer: None,
@@ -50,6 +114,11 @@ impl<B: Body> IdleBody<B> {
             body.end();
         }
         body
+    }
+
+    /// Tells when its reader stopped taking frames (type docs).
+    pub(crate) fn taken(&self) -> Taken {
+        self.taken.clone()
     }
 
     fn end(&mut self) {
@@ -72,6 +141,7 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
+        this.taken.polled();
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 this.moved = Instant::now();
@@ -79,6 +149,8 @@ where
                 // end when the length says so.
                 if this.inner.is_end_stream() {
                     this.end();
+                } else {
+                    this.taken.handed_out();
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
@@ -150,6 +222,27 @@ mod tests {
         // It never ended: `ended` was dropped unfired.
         drop(body);
         assert!(was_ended.await.is_err());
+    }
+
+    #[tokio::test]
+    async fn taken_tells_a_reader_that_stopped_reading() {
+        let chunks = futures::stream::iter(
+            [b"one", b"two"].map(|c| Ok::<_, BoxError>(Frame::data(Bytes::from_static(c)))),
+        );
+        let mut body = IdleBody::new(StreamBody::new(chunks), Duration::from_secs(5), None);
+        let taken = body.taken();
+        let idle = Duration::from_millis(100);
+        // Nothing handed out yet: not stalled.
+        assert!(tokio::time::timeout(idle * 3, taken.stalled_for(idle))
+            .await
+            .is_err());
+        let _ = body.frame().await;
+        // A frame taken and the reader gone: stalled after `idle`.
+        let started = std::time::Instant::now();
+        tokio::time::timeout(Duration::from_secs(30), taken.stalled_for(idle))
+            .await
+            .expect("stalled");
+        assert!(started.elapsed() >= idle * 3 / 4);
     }
 
     #[tokio::test]

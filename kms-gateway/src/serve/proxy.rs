@@ -22,15 +22,26 @@
 //!   from a trusted proxy, `X-Forwarded-For` and `Forwarded` are appended
 //!   to and its `X-Forwarded-Proto` and `-Host` kept (they describe the
 //!   original request), or set where it sent none;
-//! * `Host` as the client sent it (as Caddy and Traefik do);
+//! * no client header whose name holds `_` (as NGINX drops them by
+//!   default): CGI, WSGI and Rack servers read `X_Auth_Roles` as
+//!   `X-Auth-Roles`, a claim header's spelling the gateway would not have
+//!   removed;
+//! * from a peer outside every `--trusted-proxy` CIDR, no `X-Real-IP` and
+//!   no `X-Forwarded-*` but the three the gateway sets;
+//! * `Host` as the client sent it (as Caddy and Traefik do), or an
+//!   absolute-form target's authority (RFC 9112 §3.2.2); a request with
+//!   two `Host`s, or one that is not `host[:port]`, is 400
+//!   `proxy.invalid_host`, never forwarded;
 //! * `Authorization` as the client sent it, or none with
 //!   `--strip-authorization`, which also removes the `--token-cookie`
 //!   cookie (and only it) from `Cookie`.
 //!
 //! The answer: the upstream's, without its hop-by-hop headers; 502
 //! `proxy.upstream_unavailable` when it cannot be reached or breaks the
-//! exchange, 504 `proxy.upstream_timeout` when its response headers come
-//! later than `--upstream-timeout` after the request's body was sent
+//! exchange, 504 `proxy.upstream_timeout` when the connection is not made
+//! within `--upstream-connect-timeout`, when the upstream takes no byte of
+//! the request's body for `--idle-timeout`, or when its response headers
+//! come later than `--upstream-timeout` after the request's body was sent
 //! whole. Both bodies stream; either one that stalls for longer than
 //! `--idle-timeout` between two chunks ends the exchange (`idle_body.rs`).
 //! CONNECT and TRACE are 405, never forwarded.
@@ -149,6 +160,7 @@ impl Proxy {
     ) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(upstream.connect_timeout));
         // A dead upstream host is noticed on a pooled connection too.
         connector.set_keepalive(Some(TCP_KEEPALIVE));
         let client = Client::builder(TokioExecutor::new())
@@ -202,8 +214,12 @@ impl Proxy {
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map(|ConnectInfo(peer)| peer.ip().to_canonical());
+        if let Err(why) = route_host(&parts.uri, &mut parts.headers) {
+            return error_response(StatusCode::BAD_REQUEST, "proxy.invalid_host", why);
+        }
         let headers = &mut parts.headers;
         remove_hop_by_hop(headers);
+        remove_underscored(headers);
         match &claims {
             Some(claims) => {
                 if let Err(unwritable) = self.claim_headers.write(claims, headers) {
@@ -244,14 +260,21 @@ impl Proxy {
         };
         // HTTP/1.1 to the upstream, whatever the client spoke.
         parts.version = axum::http::Version::HTTP_11;
-        let (sent, was_sent) = oneshot::channel();
-        let body = Body::new(IdleBody::new(body, self.idle, Some(sent)));
-        let response = self.client.request(Request::from_parts(parts, body));
+        let (sent, mut was_sent) = oneshot::channel();
+        let body = IdleBody::new(body, self.idle, Some(sent));
+        let taken = body.taken();
+        let response = self
+            .client
+            .request(Request::from_parts(parts, Body::new(body)));
         // The upstream timeout runs from the end of the request's body
         // (an upload takes as long as it keeps moving: the idle timeout
-        // bounds its stalls) to the response's headers.
+        // bounds its stalls, the client's and the upstream's) to the
+        // response's headers.
         let timeout = async {
-            let _ = was_sent.await;
+            tokio::select! {
+                _ = &mut was_sent => {}
+                () = taken.stalled_for(self.idle) => return,
+            }
             tokio::time::sleep(self.upstream.timeout).await;
         };
         let answered = tokio::select! {
@@ -264,6 +287,14 @@ impl Proxy {
                 let (mut parts, body) = response.into_parts();
                 remove_hop_by_hop(&mut parts.headers);
                 Response::from_parts(parts, Body::new(IdleBody::new(body, self.idle, None)))
+            }
+            Ok(Err(e)) if timed_out(&e) => {
+                tracing::warn!(error = %e, upstream = %self.upstream.authority, "upstream connect timed out");
+                error_response(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "proxy.upstream_timeout",
+                    "the upstream did not accept the connection within the connect timeout",
+                )
             }
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, upstream = %self.upstream.authority, "upstream failed");
@@ -278,7 +309,7 @@ impl Proxy {
                 error_response(
                     StatusCode::GATEWAY_TIMEOUT,
                     "proxy.upstream_timeout",
-                    "the upstream did not answer within the upstream timeout",
+                    "the upstream did not take the request or answer it in time",
                 )
             }
         }
@@ -298,6 +329,9 @@ impl Proxy {
             (!values.is_empty()).then(|| values.join(", "))
         };
         let [forwarded, xff, xfp, xfh] = &FORWARDING;
+        if !trusted {
+            remove_untrusted_forwarding(headers);
+        }
         let before = |name: &HeaderName| if trusted { joined(name, headers) } else { None };
         let (old_xff, old_forwarded) = (before(xff), before(forwarded));
         let keep_proto = trusted && headers.contains_key(xfp);
@@ -330,6 +364,107 @@ impl Proxy {
             element += &format!(";host=\"{quoted}\"");
         }
         set(headers, forwarded, append(old_forwarded, element));
+    }
+}
+
+/// Whether the client's failure was a timeout (the connect timeout:
+/// hyper-util's connector reports it as an `io::Error` of kind
+/// `TimedOut` in the error's sources).
+fn timed_out(e: &hyper_util::client::legacy::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(inner) = source {
+        if inner
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        source = inner.source();
+    }
+    false
+}
+
+/// The `Host` the upstream gets (module docs): an absolute-form target's
+/// authority replaces the client's `Host` (RFC 9112 §3.2.2).
+///
+/// # Errors
+/// Two `Host`s, or a `Host` (or target authority) that is not
+/// `host[:port]`: the reason, for the 400's message.
+fn route_host(uri: &Uri, headers: &mut HeaderMap) -> Result<(), &'static str> {
+    if headers.get_all(header::HOST).iter().nth(1).is_some() {
+        return Err("the request has more than one Host");
+    }
+    if let Some(authority) = uri.authority() {
+        if !is_host_port(authority.as_str()) {
+            return Err("the request target's authority is not host[:port]");
+        }
+        let value = HeaderValue::from_str(authority.as_str())
+            .map_err(|_| "the request target's authority is not host[:port]")?;
+        headers.insert(header::HOST, value);
+        return Ok(());
+    }
+    match headers.get(header::HOST) {
+        Some(host) if !is_host_port(host.to_str().unwrap_or("")) => {
+            Err("the request's Host is not host[:port]")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Whether `text` is `host[:port]` (RFC 9110 §7.2, RFC 3986 §3.2.2): a
+/// bracketed IPv6 address, or a name or IPv4 address of letters, digits,
+/// `-`, `.`, `_` and `~`; then optionally `:` and a port of 1 to 5
+/// digits at most 65535.
+fn is_host_port(text: &str) -> bool {
+    let (host_ok, port) = match text.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((ip, after)) => (ip.parse::<std::net::Ipv6Addr>().is_ok(), after),
+            None => return false,
+        },
+        None => {
+            let (host, port) = text.split_at(text.find(':').unwrap_or(text.len()));
+            let name = |b: u8| b.is_ascii_alphanumeric() || b"-._~".contains(&b);
+            (!host.is_empty() && host.bytes().all(name), port)
+        }
+    };
+    let port_ok = match port.strip_prefix(':') {
+        None => port.is_empty(),
+        Some(digits) => {
+            (1..=5).contains(&digits.len())
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && digits.parse::<u32>().is_ok_and(|p| p <= 65_535)
+        }
+    };
+    host_ok && port_ok
+}
+
+/// Removes every header whose name holds `_` (module docs).
+fn remove_underscored(headers: &mut HeaderMap) {
+    let underscored: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| name.as_str().contains('_'))
+        .cloned()
+        .collect();
+    for name in underscored {
+        headers.remove(name);
+    }
+}
+
+/// From a peer that is no trusted proxy: removes `X-Real-IP` and every
+/// `X-Forwarded-*` but the [`FORWARDING`] ones, which are replaced.
+fn remove_untrusted_forwarding(headers: &mut HeaderMap) {
+    let claimed: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| {
+            let name = name.as_str();
+            name == "x-real-ip"
+                || (name.starts_with("x-forwarded-")
+                    && !FORWARDING.iter().any(|f| f.as_str() == name))
+        })
+        .cloned()
+        .collect();
+    for name in claimed {
+        headers.remove(name);
     }
 }
 
@@ -411,6 +546,74 @@ mod tests {
     }
 
     #[test]
+    fn a_host_is_a_name_or_address_and_an_optional_port() {
+        for good in [
+            "api.example",
+            "api.example:8443",
+            "10.0.0.1:80",
+            "[::1]",
+            "[::1]:8080",
+            "a_b-c~d",
+        ] {
+            assert!(is_host_port(good), "{good:?}");
+        }
+        for bad in [
+            "",
+            ":80",
+            "api.example:",
+            "api.example:65536",
+            "api.example:123456",
+            "api.example:8o",
+            "a b",
+            "a\"b",
+            "user@api.example",
+            "[::1",
+            "[nope]:80",
+            "[::1]x",
+            "api.example:80:81",
+        ] {
+            assert!(!is_host_port(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn two_hosts_are_refused_and_an_absolute_target_names_the_host() {
+        let mut headers = HeaderMap::new();
+        headers.append(header::HOST, HeaderValue::from_static("a.example"));
+        headers.append(header::HOST, HeaderValue::from_static("b.example"));
+        assert!(route_host(&Uri::from_static("/x"), &mut headers).is_err());
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_static("b.example"));
+        route_host(&Uri::from_static("http://a.example:81/x"), &mut headers).unwrap();
+        assert_eq!(headers[header::HOST], "a.example:81");
+        headers.insert(header::HOST, HeaderValue::from_static("a\"b"));
+        assert!(route_host(&Uri::from_static("/x"), &mut headers).is_err());
+    }
+
+    #[test]
+    fn underscored_and_untrusted_forwarding_headers_go() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("x_auth_roles", "admin"),
+            ("x-auth-roles", "kept"),
+            ("x-real-ip", "1.2.3.4"),
+            ("x-forwarded-port", "443"),
+            ("x-forwarded-prefix", "/admin"),
+            ("x-forwarded-for", "1.2.3.4"),
+        ] {
+            headers.append(
+                HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            );
+        }
+        remove_underscored(&mut headers);
+        remove_untrusted_forwarding(&mut headers);
+        let mut left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+        left.sort_unstable();
+        assert_eq!(left, ["x-auth-roles", "x-forwarded-for"]);
+    }
+
+    #[test]
     fn hop_by_hop_headers_and_those_connection_names_go() {
         let mut headers = HeaderMap::new();
         for (name, value) in [
@@ -449,6 +652,7 @@ mod tests {
             Upstream {
                 authority: upstream("http://127.0.0.1:1").unwrap(),
                 timeout: Duration::from_secs(1),
+                connect_timeout: Duration::from_secs(1),
                 strip_authorization: false,
             },
             &settings,

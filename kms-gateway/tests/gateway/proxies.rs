@@ -168,10 +168,20 @@ fn check_through(name: &str, start: fn(&Path, SocketAddr, SocketAddr) -> Proxy) 
             ("Authorization", &alice),
             ("X-Auth-Subject", "forged"),
             ("X-Auth-Roles", "admin"),
+            // Read as X-Auth-Roles by CGI-style services.
+            ("X_Auth_Roles", "admin"),
         ],
     );
     assert_eq!(status, 200, "{name}: {body} {}", proxy.log_text());
     let echo = json(&body);
+    assert!(
+        echo["headers"]
+            .as_array()
+            .expect("headers")
+            .iter()
+            .all(|pair| !pair[0].as_str().expect("name").contains('_')),
+        "{name}: {echo}"
+    );
     assert_eq!(echo["target"], "/app/items?id=7", "{name}");
     assert_eq!(received(&echo, "x-auth-subject"), ["alice"], "{name}");
     // The token has no roles: the client's copy must not pass for one.

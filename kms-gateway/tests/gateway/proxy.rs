@@ -317,3 +317,204 @@ fn connect_and_trace_are_not_forwarded() {
     assert_eq!(up.requests(), 0);
     assert_eq!(s.stop(), 0);
 }
+
+#[test]
+fn no_underscored_header_and_no_untrusted_forwarding_header_reaches_the_upstream() {
+    let up = Upstream::start();
+    let s = start(up.addr, &[]);
+    let bearer = format!("Bearer {}", s.mint(r#"{"sub":"alice"}"#));
+    let (status, _, body) = http_full(
+        s.public,
+        "GET",
+        "/x",
+        &[
+            ("Authorization", &bearer),
+            // Read as X-Auth-Roles by CGI, WSGI and Rack servers.
+            ("X_Auth_Roles", "admin"),
+            ("X-Real-IP", "203.0.113.9"),
+            ("X-Forwarded-Port", "443"),
+            ("X-Forwarded-Prefix", "/admin"),
+        ],
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+    let echo = json(&body);
+    for name in [
+        "x_auth_roles",
+        "x-auth-roles",
+        "x-real-ip",
+        "x-forwarded-port",
+        "x-forwarded-prefix",
+    ] {
+        assert!(received(&echo, name).is_empty(), "{name}: {echo}");
+    }
+    assert_eq!(received(&echo, "x-forwarded-for"), ["127.0.0.1"]);
+    assert_eq!(s.stop(), 0);
+
+    // A trusted proxy's own forwarding headers stay; `_` never passes.
+    let s = start(up.addr, &["--trusted-proxy", "127.0.0.1"]);
+    let bearer = format!("Bearer {}", s.mint(r#"{"sub":"alice"}"#));
+    let (status, _, body) = http_full(
+        s.public,
+        "GET",
+        "/x",
+        &[
+            ("Authorization", &bearer),
+            ("X-Real-IP", "203.0.113.9"),
+            ("X-Forwarded-Port", "443"),
+            ("X_Auth_Subject", "mallory"),
+        ],
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+    let echo = json(&body);
+    assert_eq!(received(&echo, "x-real-ip"), ["203.0.113.9"]);
+    assert_eq!(received(&echo, "x-forwarded-port"), ["443"]);
+    assert!(received(&echo, "x_auth_subject").is_empty(), "{echo}");
+    assert_eq!(received(&echo, "x-auth-subject"), ["alice"]);
+    assert_eq!(s.stop(), 0);
+
+    // A claim header may not be named with `_`.
+    let mut command = serving::serve_command();
+    command.args(["--claim-header", "roles=X_Auth_Roles"]);
+    let (code, _, stderr) = serving::run_to_exit(command);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("_"), "{stderr}");
+}
+
+/// Sends `head` (a whole request head, no body) and reads the answer:
+/// its status and the echo's JSON body when 200.
+fn raw(addr: SocketAddr, head: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(HANG)).expect("timeout");
+    stream.write_all(head.as_bytes()).expect("write");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("read");
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {answer:?}"));
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_owned())
+}
+
+#[test]
+fn a_duplicate_or_malformed_host_is_400_and_an_absolute_target_names_the_host() {
+    let up = Upstream::start();
+    let s = start(up.addr, &[]);
+    let token = s.mint(r#"{"sub":"alice"}"#);
+    let request = |target: &str, hosts: &[&str]| {
+        let mut head = format!(
+            "GET {target} HTTP/1.1\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n"
+        );
+        for host in hosts {
+            head += &format!("Host: {host}\r\n");
+        }
+        raw(s.public, &(head + "\r\n"))
+    };
+    for hosts in [
+        &["a.example", "b.example"][..],
+        &["a\"b.example"],
+        &["a.example:99999"],
+        &["user@a.example"],
+    ] {
+        let (status, body) = request("/x", hosts);
+        assert_eq!(status, 400, "{hosts:?}: {body}");
+        assert_eq!(json(&body)["error"], "proxy.invalid_host", "{hosts:?}");
+    }
+    assert_eq!(up.requests(), 0);
+    let (status, body) = request("http://a.example:81/x?q=1", &["b.example"]);
+    assert_eq!(status, 200, "{body}");
+    let echo = json(&body);
+    assert_eq!(received(&echo, "host"), ["a.example:81"]);
+    assert_eq!(echo["target"], "/x?q=1");
+    assert_eq!(
+        received(&echo, "forwarded"),
+        ["for=127.0.0.1;proto=http;host=\"a.example:81\""]
+    );
+    assert_eq!(s.stop(), 0);
+}
+
+#[test]
+fn a_connect_that_hangs_and_an_upstream_that_stops_reading_are_504() {
+    // A listener whose backlog is full: further connects hang.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (full, _held) = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind("127.0.0.1:0".parse().expect("addr"))
+            .expect("bind");
+        let listener = socket.listen(0).expect("listen");
+        let addr = listener.local_addr().expect("addr");
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            if let Ok(Ok(stream)) = tokio::time::timeout(
+                Duration::from_millis(200),
+                tokio::net::TcpStream::connect(addr),
+            )
+            .await
+            {
+                held.push(stream);
+            }
+        }
+        (addr, (listener, held))
+    });
+    let s = start(full, &["--upstream-connect-timeout", "0.5"]);
+    let bearer = format!("Bearer {}", s.mint(r#"{"sub":"a"}"#));
+    let started = Instant::now();
+    let (status, _, body) = s.get_with("/x", &bearer);
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(json(&body)["error"], "proxy.upstream_timeout");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(s.stop(), 0);
+
+    // An upstream that accepts and never reads: the upload cannot be
+    // written, and the exchange ends at the idle timeout.
+    let deaf = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let deaf_addr = deaf.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        while let Ok((stream, _)) = deaf.accept() {
+            kept.push(stream);
+        }
+    });
+    let s = start(
+        deaf_addr,
+        &["--idle-timeout", "1", "--upstream-timeout", "600"],
+    );
+    let bearer = format!("Bearer {}", s.mint(r#"{"sub":"a"}"#));
+    const SIZE: usize = 512 * 1024 * 1024;
+    let mut stream = TcpStream::connect(s.public).expect("connect");
+    stream.set_read_timeout(Some(HANG)).expect("timeout");
+    let head = format!(
+        "POST /upload HTTP/1.1\r\nHost: {}\r\nAuthorization: {bearer}\r\n\
+         Content-Length: {SIZE}\r\nConnection: close\r\n\r\n",
+        s.public
+    );
+    stream.write_all(head.as_bytes()).expect("head");
+    let mut writer = stream.try_clone().expect("clone");
+    std::thread::spawn(move || {
+        let chunk = vec![0x5a_u8; 1024 * 1024];
+        for _ in 0..SIZE / chunk.len() {
+            if writer.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+    });
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 504"), "{answer}");
+    assert!(answer.contains("proxy.upstream_timeout"), "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(s.stop(), 0);
+}
