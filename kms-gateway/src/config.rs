@@ -85,9 +85,10 @@ pub(crate) enum ConfigError {
     /// The flags alone are wrong (the `--config` file's keys count as
     /// flags): a usage error, exit 2.
     Usage(String),
-    /// One of the two checks of the flags alone that exit 1, as
+    /// One of the three checks of the flags alone that exit 1, as
     /// docs/DESIGN.md §5c documents them: a non-loopback `--admin-listen`
-    /// without `--admin-token-file` or `--admin-client-ca`, and a wildcard
+    /// without `--admin-token-file` or `--admin-client-ca`, or without
+    /// `--admin-tls-cert` or `--admin-insecure-http`, and a wildcard
     /// `--admin-listen` without `--admin-host`.
     Start(String),
 }

@@ -59,6 +59,7 @@
 
 mod args;
 mod config;
+mod files;
 mod job;
 mod logging;
 mod serve;

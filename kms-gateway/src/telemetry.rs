@@ -41,18 +41,63 @@ pub fn install_handle() -> Result<PrometheusHandle, String> {
 
 /// `GET /metrics` alone, rendering `handle` (`--metrics-listen`: for
 /// Prometheus, without the admin secret); any other path is a JSON 404.
-/// (`serve` puts it under `listener::guarded`, as every face.)
-pub fn router(handle: PrometheusHandle) -> axum::Router {
+/// A request whose `Host` is not an IP literal (any address, any port:
+/// Prometheus scrapes pods by IP), `localhost:PORT` with the face's
+/// `port`, or one of `names` (`--admin-host`, bare or with the port) is
+/// 403 `metrics.forbidden_host`: a web page that rebinds its own name to
+/// this address cannot read the metrics. (`serve` puts it under
+/// `listener::guarded`, as every face.)
+pub fn router(handle: PrometheusHandle, port: u16, names: &[String]) -> axum::Router {
     use axum::http::{header, StatusCode};
     let metrics = axum::routing::get(move || {
         let text = handle.render();
         async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text) }
     });
+    let names: std::sync::Arc<[String]> = names.iter().map(|n| n.to_ascii_lowercase()).collect();
     axum::Router::new()
         .route("/metrics", metrics)
         .fallback(|| async {
             kms::http::error_response(StatusCode::NOT_FOUND, "http.not_found", "no such route")
         })
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let allowed = request
+                    .headers()
+                    .get(header::HOST)
+                    .and_then(|host| host.to_str().ok())
+                    .is_some_and(|host| host_allowed(host, port, &names));
+                async move {
+                    if allowed {
+                        next.run(request).await
+                    } else {
+                        kms::http::error_response(
+                            StatusCode::FORBIDDEN,
+                            "metrics.forbidden_host",
+                            "this face answers only an IP address, localhost or an --admin-host name as Host",
+                        )
+                    }
+                }
+            },
+        ))
+}
+
+/// Whether `host` (a `Host` value) names the metrics face (see
+/// [`router`]).
+fn host_allowed(host: &str, port: u16, names: &[String]) -> bool {
+    let host = host.to_ascii_lowercase();
+    if host.parse::<SocketAddr>().is_ok() || host.parse::<std::net::Ipv4Addr>().is_ok() {
+        return true;
+    }
+    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return inner.parse::<std::net::Ipv6Addr>().is_ok();
+    }
+    let (name, given_port) = match host.rsplit_once(':') {
+        Some((name, p)) => (name, Some(p)),
+        None => (host.as_str(), None),
+    };
+    let port_ok = given_port.is_none_or(|p| p.parse::<u16>() == Ok(port));
+    let named = names.iter().any(|n| n == name) || (name == "localhost" && given_port.is_some());
+    named && port_ok
 }
 
 /// The library's recommended histogram buckets.

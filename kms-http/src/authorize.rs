@@ -2,7 +2,9 @@
 //! through or answer it themselves ([`crate::BearerLayer`],
 //! [`crate::AccessLayer`]): the layer's [`Authorize::authorize`] runs
 //! first, and the inner service is called only when it lets the request
-//! in, with what it learned in the request's extensions.
+//! in, with what it learned in the request's extensions. A refusal carries
+//! `Cache-Control: no-store` (unless the layer set its own): it depends on
+//! the request's token.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -62,7 +64,14 @@ where
         Box::pin(async move {
             match authorizer.authorize(&mut request).await {
                 Ok(()) => inner.call(request).await,
-                Err(refusal) => Ok(refusal),
+                Err(mut refusal) => {
+                    // It depends on the request's token: no cache keeps it.
+                    refusal
+                        .headers_mut()
+                        .entry(http::header::CACHE_CONTROL)
+                        .or_insert(http::HeaderValue::from_static("no-store"));
+                    Ok(refusal)
+                }
             }
         })
     }

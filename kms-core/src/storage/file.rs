@@ -523,6 +523,11 @@ fn create_dir_durably(
     // `dir` and its ancestors up to the first that exists, nearest first.
     let mut missing = Vec::new();
     for ancestor in dir.ancestors() {
+        // A relative path's last ancestor is the empty path: the working
+        // directory, which exists.
+        if ancestor.as_os_str().is_empty() {
+            break;
+        }
         match fs::metadata(ancestor) {
             Ok(_) => break,
             Err(e) if e.kind() == ErrorKind::NotFound => missing.push(ancestor),

@@ -36,8 +36,9 @@ pub(crate) fn arguments(
     serve: &Command,
     given: &ArgMatches,
 ) -> Result<(Vec<OsString>, Origins), String> {
+    let bytes = crate::files::read_trusted(path, "--config")?;
     let text =
-        std::fs::read_to_string(path).map_err(|e| format!("--config {}: {e}", path.display()))?;
+        String::from_utf8(bytes).map_err(|_| format!("--config {}: not UTF-8", path.display()))?;
     let at = |offset: usize| {
         let (line, col) = line_col(&text, offset);
         format!("{}:{line}:{col}", path.display())

@@ -122,6 +122,11 @@ struct AdminArgs {
     /// (without it, on loopback, one is generated at every start).
     #[arg(long)]
     admin_token_file: Option<PathBuf>,
+    /// Serve the admin face over plain HTTP off loopback, with
+    /// --admin-token-file: TLS ends at a proxy on this host (without it
+    /// such an address needs --admin-tls-cert).
+    #[arg(long)]
+    admin_insecure_http: bool,
     /// A name clients give the admin face in `Host` (repeatable); its own
     /// address and localhost:PORT are always accepted.
     #[arg(long, value_name = "NAME")]
@@ -361,8 +366,9 @@ impl ServeArgs {
     /// without the `etcd` feature (saying how to build one), a `--key`
     /// without `:`. [`ConfigError::Start`] (exit 1): a non-loopback
     /// `--admin-listen` without `--admin-token-file` or
-    /// `--admin-client-ca`, a wildcard `--admin-listen` without
-    /// `--admin-host`.
+    /// `--admin-client-ca`, a non-loopback `--admin-listen` without
+    /// `--admin-tls-cert` or `--admin-insecure-http`, a wildcard
+    /// `--admin-listen` without `--admin-host`.
     pub(crate) fn config(self) -> Result<ServeConfig, ConfigError> {
         let ServeArgs {
             config: _,
@@ -395,6 +401,18 @@ impl ServeArgs {
             return Err(ConfigError::Start(format!(
                 "--admin-listen {} listens on every address, and the admin face answers only a \
                  Host that names it: give the names clients use with --admin-host",
+                face.admin_listen
+            )));
+        }
+        if !face.admin_listen.ip().is_loopback()
+            && tls.admin_tls_cert.is_none()
+            && !admin.admin_insecure_http
+        {
+            return Err(ConfigError::Start(format!(
+                "--admin-listen {} is not a loopback address: the admin secret would cross the \
+                 network in clear; serve the admin face over TLS (--admin-tls-cert and \
+                 --admin-tls-key), or pass --admin-insecure-http if TLS ends at a proxy on this \
+                 host",
                 face.admin_listen
             )));
         }

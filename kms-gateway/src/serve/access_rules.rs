@@ -21,10 +21,12 @@ pub(crate) struct RulesFile {
 /// Reads the rules in `path`.
 ///
 /// # Errors
-/// `FILE: …` when the file cannot be read, `FILE:LINE:COLUMN: …` when its
-/// rules are refused.
+/// `FILE: …` when the file cannot be read or is writable by other users
+/// (`files::read_trusted`), `FILE:LINE:COLUMN: …` when its rules are
+/// refused.
 pub(crate) fn read(path: &Path) -> Result<AccessRules, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes = crate::files::read_trusted(path, "")?;
+    let text = String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8", path.display()))?;
     AccessRules::from_toml(&text)
         .map_err(|e| format!("{}:{}:{}: {}", path.display(), e.line, e.column, e.message))
 }

@@ -204,6 +204,7 @@ impl App {
             },
         ];
         if let Some(socket) = metrics_listener {
+            let port = local(&socket)?.port();
             eprintln!(
                 "gateway serve: metrics on http://{}/metrics",
                 local(&socket)?
@@ -211,7 +212,10 @@ impl App {
             all.push(Face {
                 name: "metrics",
                 socket,
-                router: listener::guarded(telemetry::router(metrics), faces.request_timeout),
+                router: listener::guarded(
+                    telemetry::router(metrics, port, &admin.hosts),
+                    faces.request_timeout,
+                ),
                 tls: None,
             });
         }

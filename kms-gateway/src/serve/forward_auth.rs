@@ -91,6 +91,10 @@ pub(crate) fn routes(
         .route(path, any(handler.clone()))
         .route(&format!("{path}/"), any(handler.clone()))
         .route(&format!("{path}/{{*rest}}"), any(handler))
+        // Every answer depends on the request's token.
+        .layer(axum::middleware::map_response(|r: Response| async {
+            super::listener::no_store(r)
+        }))
 }
 
 /// What every forward-auth answer needs.

@@ -441,6 +441,16 @@ pub(crate) fn raise_open_files_limit() -> Result<Option<u64>, String> {
     Ok(limit.maximum)
 }
 
+/// `response` with `Cache-Control: no-store`: for answers that depend on
+/// the request's token or on the moment (a probe), which no cache may
+/// keep.
+pub(crate) fn no_store(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
 /// A face's own routes under the one layer every face has ([`within`]):
 /// the request timeout (`--request-timeout`) and
 /// `X-Content-Type-Options: nosniff` on every answer.

@@ -137,7 +137,7 @@ pub(crate) fn router(
             // would: the claims are written back as they came.
             match request.extensions_mut().remove::<VerifiedClaims>() {
                 Some(VerifiedClaims(claims)) => {
-                    Json(Value::Object(claims.into_map())).into_response()
+                    listener::no_store(Json(Value::Object(claims.into_map())).into_response())
                 }
                 // Only behind the layer, which always sets them.
                 None => error_response(

@@ -18,13 +18,14 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use kms::oidc::Issuers;
 use serde_json::json;
 
+use super::listener::no_store;
 use super::store::{self, Follower};
 
 /// The reason an issuer's keys were never fetched.
@@ -102,13 +103,6 @@ pub(crate) fn routes(readiness: Arc<Readiness>) -> Router {
                 no_store(response)
             }),
         )
-}
-
-fn no_store(mut response: Response) -> Response {
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
 }
 
 #[cfg(test)]

@@ -156,29 +156,10 @@ pub(crate) fn read_secret(
     allow_group: bool,
 ) -> Result<Zeroizing<Vec<u8>>, String> {
     let what = |e: &dyn std::fmt::Display| format!("{flag} {}: {e}", path.display());
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    // Not blocking in open: a FIFO without a writer would hang the start
-    // before the regular-file check below refuses it.
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(
-        &mut options,
-        rustix::fs::OFlags::NONBLOCK.bits() as i32,
-    );
-    let mut file = options.open(path).map_err(|e| what(&e))?;
-    let metadata = file.metadata().map_err(|e| what(&e))?;
-    if !metadata.is_file() {
-        return Err(what(&"is not a regular file"));
-    }
+    let (mut file, metadata) = crate::files::open_owned(path, &what)?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        let (owner, me) = (metadata.uid(), rustix::process::geteuid().as_raw());
-        if owner != me && owner != 0 {
-            return Err(what(&format!(
-                "is owned by uid {owner}, neither this user (uid {me}) nor root"
-            )));
-        }
         let mode = metadata.mode() & 0o777;
         if mode & 0o007 != 0 {
             return Err(what(&format!(

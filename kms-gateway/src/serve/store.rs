@@ -84,6 +84,27 @@ fn open_store(
     }
 }
 
+/// Whether an `--etcd` URL is plain HTTP (`http://`, or no scheme) to a
+/// host that is not loopback (`localhost`, 127.0.0.0/8, `::1`).
+#[cfg(feature = "etcd")]
+fn plain_remote(endpoint: &str) -> bool {
+    let rest = match endpoint.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
+        Some(_) => return false,
+        None => endpoint,
+    };
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let host = match authority.strip_prefix('[') {
+        Some(bracketed) => bracketed.split(']').next().unwrap_or(bracketed),
+        None => authority.split(':').next().unwrap_or(authority),
+    };
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    !loopback
+}
+
 /// Joins the fleet on the etcd cluster of `--etcd` (comma-separated
 /// URLs), records under `--etcd-prefix`, with the fleet's master key, over
 /// TLS with `--etcd-ca` (and a client certificate with `--etcd-cert` and
@@ -104,12 +125,21 @@ async fn open_fleet(
     let endpoints = fleet.endpoints.as_str();
     let allow_group = fleet.allow_group;
     let what = |e: &dyn std::fmt::Display| format!("--etcd {endpoints}: {e}");
+    for endpoint in endpoints.split(',').map(str::trim) {
+        if plain_remote(endpoint) {
+            eprintln!(
+                "gateway serve: warning: --etcd {endpoint} is plain HTTP to another host: the \
+                 fleet's sealed records cross the network unauthenticated (give --etcd-ca and \
+                 https:// URLs)"
+            );
+        }
+    }
     let mut config = EtcdConfig::new(endpoints.split(',').map(str::trim))
         .with_prefix(fleet.prefix.clone())
         .with_create(fleet.create)
         .with_compact(fleet.compact);
     if let Some(ca) = &fleet.ca {
-        let ca_pem = std::fs::read(ca).map_err(|e| format!("--etcd-ca {}: {e}", ca.display()))?;
+        let ca_pem = crate::files::read_trusted(ca, "--etcd-ca")?;
         let client = match &fleet.client {
             Some(files) => Some((
                 std::fs::read(&files.cert)
@@ -142,5 +172,31 @@ async fn open_fleet(
             fleet.prefix
         ))),
         Err(e) => Err(what(&e)),
+    }
+}
+
+#[cfg(all(test, feature = "etcd"))]
+mod tests {
+    use super::plain_remote;
+
+    #[test]
+    fn plain_http_off_loopback_is_told() {
+        for remote in [
+            "http://10.0.0.5:2379",
+            "etcd.internal:2379",
+            "HTTP://[fd00::1]:2379",
+            "http://0.0.0.0:2379",
+        ] {
+            assert!(plain_remote(remote), "{remote}");
+        }
+        for fine in [
+            "http://127.0.0.1:2379",
+            "http://localhost:2379",
+            "http://[::1]:2379",
+            "127.0.0.2:2379",
+            "https://10.0.0.5:2379",
+        ] {
+            assert!(!plain_remote(fine), "{fine}");
+        }
     }
 }

@@ -172,9 +172,15 @@ fn load_pair(
 
 /// Every certificate of a PEM file (at least one, at most [`MAX_CERTS`]).
 fn read_certs(path: &Path, flag: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let pem = std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+    pem_certs(&pem, path, flag)
+}
+
+/// Every certificate of PEM text read from `path` (at least one, at most
+/// [`MAX_CERTS`]).
+fn pem_certs(pem: &[u8], path: &Path, flag: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     let what = |e: &dyn std::fmt::Display| format!("{flag} {}: {e}", path.display());
-    let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| what(&e))?
+    let certs = CertificateDer::pem_slice_iter(pem)
         .take(MAX_CERTS + 1)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| what(&e))?;
@@ -204,7 +210,8 @@ pub(crate) fn acceptor(
         Some(path) => {
             let flag = "--admin-client-ca";
             let mut roots = RootCertStore::empty();
-            for cert in read_certs(path, flag)? {
+            let pem = crate::files::read_trusted(path, flag)?;
+            for cert in pem_certs(&pem, path, flag)? {
                 roots
                     .add(cert)
                     .map_err(|e| format!("{flag} {}: {e}", path.display()))?;

@@ -23,7 +23,7 @@ pub(crate) fn load(files: &[(Option<String>, PathBuf)]) -> Result<Vec<TrustedJwk
                 Some(issuer) => format!("--trust-jwks-issuer {issuer}="),
                 None => "--trust-jwks ".to_owned(),
             };
-            let text = std::fs::read(path).map_err(|e| format!("{flag}{}: {e}", path.display()))?;
+            let text = crate::files::read_trusted(path, flag.trim_end())?;
             let set = TrustedJwkSet::from_json(&text)
                 .map_err(|e| format!("{flag}{}: {e}", path.display()))?;
             Ok(match issuer {
@@ -79,8 +79,7 @@ pub(crate) fn issuers(
         .with_refetch_cooldown(settings.refetch_cooldown)
         .with_max_stale(settings.max_stale);
     for path in &settings.issuer_ca {
-        let pem =
-            std::fs::read(path).map_err(|e| format!("--issuer-ca {}: {e}", path.display()))?;
+        let pem = crate::files::read_trusted(path, "--issuer-ca")?;
         fetch = fetch.with_ca_pem(pem);
     }
     let configs = settings

@@ -165,3 +165,23 @@ fn three_gateways_share_one_key_and_follow_each_others_rotations() {
         assert_eq!(node.stop(), 0);
     }
 }
+
+#[test]
+fn plain_http_to_a_remote_etcd_is_warned_about_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key_file = dir.path().join("master.hex");
+    std::fs::write(&key_file, "5a".repeat(32)).expect("write key");
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    // Not loopback by its text; nothing answers there.
+    let mut command = serving::serve_command();
+    command
+        .args(["--etcd", "http://0.0.0.0:1", "--master-key-file"])
+        .arg(&key_file);
+    let (code, _, stderr) = serving::run_to_exit(command);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("warning: --etcd http://0.0.0.0:1 is plain HTTP"),
+        "{stderr}"
+    );
+}

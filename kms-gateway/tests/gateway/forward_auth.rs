@@ -176,3 +176,32 @@ fn behind_a_trusted_proxy_each_forwarded_client_is_its_own_origin() {
     );
     assert_eq!(s.stop(), 0);
 }
+
+#[test]
+fn every_answer_that_depends_on_a_token_is_no_store() {
+    let s = Serving::start(&["--claim-header", "sub=X-Auth-Subject"]);
+    let token = s.mint(r#"{"sub":"alice"}"#);
+    let bearer = format!("Bearer {token}");
+    for (path, authorization, status) in [
+        ("/whoami", bearer.as_str(), 200),
+        ("/auth", bearer.as_str(), 200),
+        ("/auth/x", bearer.as_str(), 200),
+        ("/whoami", "Bearer nope", 401),
+        ("/auth", "Bearer nope", 401),
+    ] {
+        let (got, lines, _) = s.get_with(path, authorization);
+        assert_eq!(got, status, "{path}");
+        assert_eq!(
+            header(&lines, "cache-control"),
+            ["no-store"],
+            "{path}: {lines:?}"
+        );
+    }
+    let (_, lines, _) = http_full(s.public, "GET", "/auth", &[], "");
+    assert_eq!(
+        header(&lines, "cache-control"),
+        ["no-store"],
+        "no token: {lines:?}"
+    );
+    assert_eq!(s.stop(), 0);
+}

@@ -168,6 +168,18 @@ fn start_up_refusals_exit_1_and_usage_errors_2() {
         (
             vec![
                 "serve".into(),
+                "--admin-listen".into(),
+                "0.0.0.0:0".into(),
+                "--admin-host".into(),
+                "kms.internal".into(),
+                "--admin-token-file".into(),
+                s(&good_token),
+            ],
+            "--admin-tls-cert",
+        ),
+        (
+            vec![
+                "serve".into(),
                 "--admin-token-file".into(),
                 s(&shared_token),
             ],
@@ -213,6 +225,29 @@ fn start_up_refusals_exit_1_and_usage_errors_2() {
         assert_eq!(code, 1, "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+    // TLS ending at a local proxy, said so: the same flags start.
+    let mut child = Command::new(gateway())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "0.0.0.0:0",
+        ])
+        .args(["--admin-host", "kms.internal", "--admin-insecure-http"])
+        .arg("--admin-token-file")
+        .arg(&good_token)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    let serving = std::io::BufRead::lines(std::io::BufReader::new(stderr))
+        .map_while(Result::ok)
+        .find(|line| line.contains("public face on"));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(serving.is_some(), "--admin-insecure-http did not start");
     assert_eq!(run(&["--help"]).0, 0);
     assert_eq!(run(&["--version"]).0, 0);
     assert_eq!(run(&["serve", "--help"]).0, 0);
@@ -445,6 +480,24 @@ fn the_admin_face_needs_its_secret_and_refuses_what_a_page_can_send() {
     assert!(text.contains("kms_ops_total"), "{text}");
     assert_eq!(http(metrics, "GET", "/keys/policy", &[], "").0, 404);
     assert_eq!(http(metrics, "POST", "/tokens", &[json_type], "{}").0, 404);
+    // A page that rebinds its name to this address is refused; an IP
+    // literal (Prometheus scrapes by IP), localhost and an --admin-host
+    // name pass.
+    let mport = metrics.port();
+    for (host, want) in [
+        (format!("rebind.attacker.example:{mport}"), 403),
+        ("rebind.attacker.example".to_owned(), 403),
+        (format!("localhost:{}", mport + 1), 403),
+        ("10.1.2.3:9090".to_owned(), 200),
+        ("[fd00::1]:9090".to_owned(), 200),
+        ("[fd00::1]".to_owned(), 200),
+        (format!("localhost:{mport}"), 200),
+        ("kms-admin.internal".to_owned(), 200),
+        (format!("KMS-admin.internal:{mport}"), 200),
+    ] {
+        let (got, body) = http(metrics, "GET", "/metrics", &[("Host", &host)], "");
+        assert_eq!(got, want, "{host}: {body}");
+    }
 
     assert_eq!(s.stop(), 0);
     assert!(!dir.exists(), "the secret's directory is removed at stop");
@@ -687,5 +740,83 @@ fn every_public_answer_has_a_type_and_nosniff() {
         }
     }
     assert_eq!(refusals[0], refusals[1], "one answer for every refusal");
+    assert_eq!(s.stop(), 0);
+}
+
+#[test]
+fn trust_anchors_writable_by_other_users_are_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = |name: &str, text: &str, mode: u32| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        path.to_str().expect("utf-8").to_owned()
+    };
+    let set = file("set.json", r#"{"keys":[]}"#, 0o664);
+    let ca = file("ca.pem", "not read further", 0o646);
+    let rules = file("rules.toml", "default = \"token\"\n", 0o666);
+    let config = file("serve.toml", "leeway = 5\n", 0o620);
+    for (args, code) in [
+        (vec!["serve", "--trust-jwks", &set], 1),
+        (
+            vec![
+                "serve",
+                "--issuer-ca",
+                &ca,
+                "--issuer",
+                "https://idp.example",
+            ],
+            1,
+        ),
+        (vec!["serve", "--access-rules", &rules], 2),
+        (vec!["serve", "--config", &config], 2),
+    ] {
+        let (got, stderr) = run(&args);
+        assert_eq!(got, code, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("writable by other users"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn relative_paths_are_read_from_the_working_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, text: &str, mode: u32| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    };
+    write("mk", &"ab".repeat(32), 0o600);
+    write("set.json", r#"{"keys":[]}"#, 0o644);
+    write("rules.toml", "default = \"token\"\n", 0o644);
+    write("serve.toml", "trust-jwks = [\"set.json\"]\n", 0o644);
+    let cd = format!("cd '{}' && exec \"$@\"", dir.path().display());
+    let args = [
+        "--store",
+        "st",
+        "--master-key-file",
+        "mk",
+        "--config",
+        "serve.toml",
+        "--access-rules",
+        "rules.toml",
+        "--forward-auth-path",
+        "/auth",
+    ];
+    let s = Serving::start_wrapped(&["sh", "-c", &cd, "sh"], &args, &[]);
+    let kids = s.kids();
+    assert_eq!(kids.len(), 1);
+    assert!(
+        dir.path().join("st").is_dir(),
+        "the store is where it was named"
+    );
+    assert_eq!(s.stop(), 0);
+    // Opened again from there: the same key.
+    let s = Serving::start_wrapped(&["sh", "-c", &cd, "sh"], &args, &[]);
+    assert_eq!(s.kids(), kids);
     assert_eq!(s.stop(), 0);
 }
