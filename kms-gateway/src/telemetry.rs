@@ -11,6 +11,10 @@ use kms::actor::metrics::{
 };
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
+/// `kms_claim_headers_omitted_total{claim}` (counter): claim headers left
+/// out because the claim's string value holds non-ASCII text.
+pub(crate) const CLAIM_HEADERS_OMITTED_TOTAL: &str = "kms_claim_headers_omitted_total";
+
 /// Installs the Prometheus exporter as the global `metrics` recorder,
 /// listening on `addr` (call inside a tokio runtime, before spawning the
 /// actor, which takes its metric handles at spawn).

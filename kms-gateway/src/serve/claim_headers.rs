@@ -2,11 +2,16 @@
 //! headers (forward authentication's answer, the proxy mode's upstream
 //! request).
 //!
-//! * A string claim is written as its bytes (non-ASCII UTF-8 included); a
-//!   number or boolean as its JSON text; an array or object as compact
-//!   JSON (serde_json's). A claim the token lacks, or whose value is
-//!   `null`, writes no header (OpenID Connect Core §5.3.2: an absent claim
-//!   is omitted, not null).
+//! * Every value written is ASCII (RFC 9110 §5.5 leaves other bytes'
+//!   meaning to the receiver, and upstreams read them as Latin-1, UTF-8 or
+//!   not at all). A string claim is written as it is when ASCII; one
+//!   holding non-ASCII text is left out, counted in
+//!   `kms_claim_headers_omitted_total{claim}`. A number or boolean is
+//!   written as its JSON text; an array or object as compact JSON
+//!   (serde_json's) with every non-ASCII character escaped as `\uXXXX`
+//!   (RFC 8259 §7; a surrogate pair past the BMP). A claim the token
+//!   lacks, or whose value is `null`, writes no header (OpenID Connect
+//!   Core §5.3.2: an absent claim is omitted, not null).
 //! * A value that is not a valid field value as it is (RFC 9110 §5.5: a
 //!   control character other than tab, such as CR, LF or NUL, or DEL;
 //!   whitespace at either end, which a receiver would strip) is never
@@ -160,9 +165,20 @@ impl ClaimHeaders {
             };
             let text = match value {
                 Value::Null => continue,
+                // A control character refuses the request (below) before
+                // non-ASCII text is left out.
+                Value::String(s) if !s.is_ascii() && !s.chars().any(is_refused_control) => {
+                    metrics::counter!(
+                        crate::telemetry::CLAIM_HEADERS_OMITTED_TOTAL,
+                        "claim" => one.claim.clone()
+                    )
+                    .increment(1);
+                    continue;
+                }
                 Value::String(s) => s.clone(),
-                // Numbers, booleans, arrays and objects: compact JSON.
-                other => other.to_string(),
+                // Numbers, booleans, arrays and objects: compact JSON,
+                // ASCII only.
+                other => ascii_json(other),
             };
             // A field value has no whitespace at its ends (RFC 9110
             // §5.5): a receiver would strip it and read another value.
@@ -176,6 +192,46 @@ impl ClaimHeaders {
             headers.insert(one.header.clone(), value);
         }
         Ok(())
+    }
+}
+
+/// A character no header value may hold (RFC 9110 §5.5): a control
+/// character other than tab, or DEL. (Other non-ASCII characters are left
+/// out with the whole value, never written.)
+fn is_refused_control(c: char) -> bool {
+    c.is_ascii_control() && c != '\t'
+}
+
+/// `value` as compact JSON whose every non-ASCII character is escaped as
+/// `\uXXXX` (RFC 8259 §7), through serde_json's formatter hook.
+fn ascii_json(value: &Value) -> String {
+    struct Ascii;
+    impl serde_json::ser::Formatter for Ascii {
+        fn write_string_fragment<W: ?Sized + std::io::Write>(
+            &mut self,
+            writer: &mut W,
+            fragment: &str,
+        ) -> std::io::Result<()> {
+            let mut units = [0u16; 2];
+            for c in fragment.chars() {
+                if c.is_ascii() {
+                    writer.write_all(&[c as u8])?;
+                } else {
+                    for unit in c.encode_utf16(&mut units) {
+                        write!(writer, "\\u{unit:04x}")?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    let mut out = Vec::new();
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, Ascii);
+    // Writing JSON into a Vec fails only on a map with non-string keys,
+    // which a `Value` never holds; every byte written is ASCII.
+    match serde::Serialize::serialize(value, &mut serializer) {
+        Ok(()) => String::from_utf8(out).unwrap_or_default(),
+        Err(_) => String::new(),
     }
 }
 
@@ -280,16 +336,36 @@ mod tests {
             "name": "Zoë\tZ",
             "none": null,
         }));
+        let token_ascii_name = claims(json!({"name": "Zoe\tZ"}));
         chosen.write(&token, &mut map).unwrap();
         assert_eq!(map.get_all("x-sub").iter().collect::<Vec<_>>(), ["alice"]);
         assert_eq!(map["x-n"], "42");
         assert_eq!(map["x-ok"], "true");
         assert_eq!(map["x-roles"], r#"["admin","ops"]"#);
         assert_eq!(map["x-org"], r#"{"id":7,"name":"acme"}"#);
-        assert_eq!(map["x-name"].as_bytes(), "Zoë\tZ".as_bytes());
+        // Non-ASCII text is left out, not written as bytes.
+        assert!(!map.contains_key("x-name"));
+        chosen.write(&token_ascii_name, &mut map).unwrap();
+        assert_eq!(map["x-name"], "Zoe\tZ");
         assert!(!map.contains_key("x-gone"));
         assert!(!map.contains_key("x-none"));
         assert_eq!(map["x-other"], "kept");
+    }
+
+    #[test]
+    fn arrays_and_objects_are_ascii_json() {
+        let chosen = headers(&["roles=X-Roles", "org=X-Org"]);
+        let mut map = HeaderMap::new();
+        let token = claims(json!({
+            "roles": ["zoë", "😀", "a\nb"],
+            "org": {"naïve": "ok"},
+        }));
+        chosen.write(&token, &mut map).unwrap();
+        assert_eq!(map["x-roles"], r#"["zo\u00eb","\ud83d\ude00","a\nb"]"#);
+        assert_eq!(map["x-org"], r#"{"na\u00efve":"ok"}"#);
+        // The escapes read back as the same value.
+        let back: Value = serde_json::from_slice(map["x-roles"].as_bytes()).unwrap();
+        assert_eq!(back, json!(["zoë", "😀", "a\nb"]));
     }
 
     #[test]
@@ -301,6 +377,7 @@ mod tests {
             "a\0b",
             "a\u{7f}b",
             "\u{1b}[31m",
+            "zoë\r\n",
         ] {
             let mut map = HeaderMap::new();
             let refused = chosen.write(&claims(json!({ "sub": bad })), &mut map);

@@ -205,3 +205,27 @@ fn every_answer_that_depends_on_a_token_is_no_store() {
     );
     assert_eq!(s.stop(), 0);
 }
+
+#[test]
+fn a_non_ascii_string_claim_is_left_out_and_counted_and_json_stays_ascii() {
+    let s = Serving::start(&[
+        "--claim-header",
+        "name=X-Auth-Name",
+        "--claim-header",
+        "groups=X-Auth-Groups",
+        "--claim-header",
+        "sub=X-Auth-Subject",
+    ]);
+    let token = s.mint(r#"{"sub":"alice","name":"Zoë","groups":["zoë","ops"]}"#);
+    let (status, lines, _) = s.get_with("/auth", &format!("Bearer {token}"));
+    assert_eq!(status, 200);
+    assert_eq!(header(&lines, "x-auth-subject"), ["alice"]);
+    assert!(header(&lines, "x-auth-name").is_empty(), "{lines:?}");
+    assert_eq!(header(&lines, "x-auth-groups"), [r#"["zo\u00eb","ops"]"#]);
+    let (_, metrics) = s.admin("GET", "/metrics", "");
+    assert!(
+        metrics.contains(r#"kms_claim_headers_omitted_total{claim="name"} 1"#),
+        "{metrics}"
+    );
+    assert_eq!(s.stop(), 0);
+}
