@@ -2,8 +2,17 @@
 //! redirects, over `https` (or `http` to a loopback address, for tests and
 //! local development); and what the answer says of its lifetime
 //! (`Cache-Control: max-age`, RFC 9111 §5.2.2.1).
+//!
+//! Invariant: the fetches of an issuer whose own URL is not local never
+//! reach this host. A URL a provider gives (its `jwks_uri`, a redirect)
+//! may not name a local host ([`is_local`]: loopback or unspecified
+//! addresses in any spelling, `localhost` and `*.localhost`), and every
+//! name such an issuer's fetches resolve is resolved by [`RemoteOnly`],
+//! which refuses loopback and unspecified addresses: the address
+//! connected is checked, not the URL's text.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::CACHE_CONTROL;
@@ -24,6 +33,11 @@ pub(crate) struct Fetched {
 #[derive(Debug, Clone)]
 pub(crate) struct Fetcher {
     client: reqwest::Client,
+    /// The same, resolving names by [`RemoteOnly`]: for the fetches of
+    /// an issuer that is not local.
+    remote: reqwest::Client,
+    /// Whether [`Fetcher::get`] uses `remote`.
+    remote_only: bool,
     max_bytes: usize,
 }
 
@@ -64,20 +78,75 @@ pub(crate) fn is_loopback(url: &Url) -> bool {
     }
 }
 
+/// Whether `url`'s host is this host in any spelling: a loopback or
+/// unspecified address (an IPv4-mapped IPv6 one included), `localhost` or
+/// a name under `.localhost` (RFC 6761 §6.3).
+pub(crate) fn is_local(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(name)) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+        Some(url::Host::Ipv4(ip)) => is_local_ip(IpAddr::V4(ip)),
+        Some(url::Host::Ipv6(ip)) => is_local_ip(IpAddr::V6(ip)),
+        None => false,
+    }
+}
+
+/// Whether a connection to `ip` reaches this host: a loopback or
+/// unspecified address, also as an IPv4-mapped IPv6 address.
+fn is_local_ip(ip: IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    ip.is_loopback() || ip.is_unspecified()
+}
+
 /// Whether a URL a provider gave (a `jwks_uri`, a redirect's target) may
 /// be fetched after `from`, the URL that gave it: an allowed URL, never
-/// from `https` down to `http`, and never from a host that is not
-/// loopback to one that is (a provider cannot aim the gateway's fetches at
-/// its own host's services).
+/// from `https` down to `http`, and never from a host that is not local to
+/// one that is ([`is_local`]: a provider cannot aim the gateway's fetches
+/// at its own host's services).
 pub(crate) fn allowed_after(from: &Url, to: &Url) -> Result<(), &'static str> {
     allowed(to)?;
     if from.scheme() == "https" && to.scheme() != "https" {
         return Err("from https down to http");
     }
-    if !is_loopback(from) && is_loopback(to) {
+    if !is_local(from) && is_local(to) {
         return Err("from a remote host to a loopback one");
     }
     Ok(())
+}
+
+/// A resolver that never answers a loopback or unspecified address (see
+/// the module's invariant): a name that resolves only to such addresses
+/// is an error, and such addresses among others are dropped.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RemoteOnly;
+
+impl reqwest::dns::Resolve for RemoteOnly {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let found = tokio::net::lookup_host((host.as_str(), 0)).await?;
+            let remote = remote_addresses(found).map_err(|reason| format!("{host}: {reason}"))?;
+            Ok(Box::new(remote.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// The addresses among `found` that are not this host's.
+///
+/// # Errors
+/// When none is left.
+fn remote_addresses(
+    found: impl Iterator<Item = SocketAddr>,
+) -> Result<Vec<SocketAddr>, &'static str> {
+    let remote: Vec<SocketAddr> = found.filter(|addr| !is_local_ip(addr.ip())).collect();
+    if remote.is_empty() {
+        return Err(
+            "resolves to a loopback or unspecified address only, refused for a remote issuer",
+        );
+    }
+    Ok(remote)
 }
 
 impl Fetcher {
@@ -99,29 +168,49 @@ impl Fetcher {
             }
             roots.extend(certs);
         }
-        let policy = redirect::Policy::custom(|attempt| {
-            let refused = match attempt.previous().last() {
-                _ if attempt.previous().len() > MAX_REDIRECTS => Some("too many redirects"),
-                Some(from) => allowed_after(from, attempt.url()).err(),
-                None => allowed(attempt.url()).err(),
-            };
-            match refused {
-                Some(reason) => attempt.error(reason),
-                None => attempt.follow(),
-            }
-        });
-        let client = reqwest::Client::builder()
-            .timeout(settings.fetch_timeout)
-            .connect_timeout(settings.fetch_timeout)
-            .redirect(policy)
-            .user_agent(concat!("kms-oidc/", env!("CARGO_PKG_VERSION")))
-            .tls_certs_merge(roots)
+        let policy = || {
+            redirect::Policy::custom(|attempt| {
+                let refused = match attempt.previous().last() {
+                    _ if attempt.previous().len() > MAX_REDIRECTS => Some("too many redirects"),
+                    Some(from) => allowed_after(from, attempt.url()).err(),
+                    None => allowed(attempt.url()).err(),
+                };
+                match refused {
+                    Some(reason) => attempt.error(reason),
+                    None => attempt.follow(),
+                }
+            })
+        };
+        let builder = || {
+            reqwest::Client::builder()
+                .timeout(settings.fetch_timeout)
+                .connect_timeout(settings.fetch_timeout)
+                .redirect(policy())
+                .user_agent(concat!("kms-oidc/", env!("CARGO_PKG_VERSION")))
+                .tls_certs_merge(roots.clone())
+        };
+        let built = |e: reqwest::Error| format!("cannot build the HTTP client: {e}");
+        let client = builder().build().map_err(built)?;
+        let remote = builder()
+            .dns_resolver(Arc::new(RemoteOnly))
             .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+            .map_err(built)?;
         Ok(Fetcher {
             client,
+            remote,
+            remote_only: false,
             max_bytes: settings.max_document_bytes,
         })
+    }
+
+    /// This fetcher for the issuer whose discovery URL is `own`: for one
+    /// that is not local ([`is_local`]), every name is resolved by
+    /// [`RemoteOnly`].
+    pub(crate) fn for_issuer(&self, own: &Url) -> Fetcher {
+        Fetcher {
+            remote_only: !is_local(own),
+            ..self.clone()
+        }
     }
 
     /// GETs `url` whole.
@@ -142,8 +231,12 @@ impl Fetcher {
                 }
             }
         };
-        let mut response = self
-            .client
+        let client = if self.remote_only {
+            &self.remote
+        } else {
+            &self.client
+        };
+        let mut response = client
             .get(url.clone())
             .header(reqwest::header::ACCEPT, "application/json")
             .send()
@@ -229,6 +322,59 @@ pub(crate) fn lifetime(max_age: Option<Duration>, default: Duration) -> Duration
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_remote_url_never_leads_to_this_host_in_any_spelling() {
+        let remote = Url::parse("https://idp.example/").unwrap();
+        for local in [
+            "https://127.0.0.1/jwks",
+            "https://127.1.2.3/jwks",
+            "https://[::1]/jwks",
+            "https://[::ffff:127.0.0.1]/jwks",
+            "https://0.0.0.0/jwks",
+            "https://[::]/jwks",
+            "https://[::ffff:0.0.0.0]/jwks",
+            "https://localhost/jwks",
+            "https://keys.localhost/jwks",
+            "https://KEYS.LOCALHOST./jwks",
+        ] {
+            let to = Url::parse(local).unwrap();
+            assert!(is_local(&to), "{local}");
+            assert!(allowed_after(&remote, &to).is_err(), "{local}");
+        }
+        let other = Url::parse("https://keys.idp.example/jwks").unwrap();
+        assert!(allowed_after(&remote, &other).is_ok());
+        // From a local issuer (tests, development), anything allowed.
+        let local = Url::parse("http://127.0.0.1:8080/").unwrap();
+        assert!(allowed_after(&local, &Url::parse("http://localhost:1/x").unwrap()).is_ok());
+    }
+
+    #[test]
+    fn the_remote_only_resolver_drops_this_hosts_addresses() {
+        let addr = |text: &str| text.parse::<SocketAddr>().unwrap();
+        let mixed = [
+            addr("127.0.0.1:0"),
+            addr("192.0.2.7:0"),
+            addr("[::ffff:127.0.0.1]:0"),
+            addr("0.0.0.0:0"),
+            addr("[2001:db8::1]:0"),
+        ];
+        assert_eq!(
+            remote_addresses(mixed.into_iter()).unwrap(),
+            [addr("192.0.2.7:0"), addr("[2001:db8::1]:0")]
+        );
+        assert!(remote_addresses([addr("[::1]:0"), addr("[::]:0")].into_iter()).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_name_that_resolves_to_this_host_is_refused_for_a_remote_issuer() {
+        use reqwest::dns::Resolve;
+        // `localhost` resolves to loopback addresses only: whatever the
+        // text, the answer is what is checked.
+        let resolved = RemoteOnly.resolve("localhost".parse().unwrap()).await;
+        let error = resolved.err().expect("refused").to_string();
+        assert!(error.contains("loopback"), "{error}");
+    }
 
     #[test]
     fn only_https_or_loopback_http_is_fetched() {

@@ -115,7 +115,7 @@ impl Issuer {
         keys: IssuerKeys,
     ) -> Result<Self, FetchError> {
         let jwks_uri = config.jwks_uri.as_deref().map(check_url).transpose()?;
-        check_url(&config.discovery_url())?;
+        let fetcher = fetcher.for_issuer(&check_url(&config.discovery_url())?);
         let label = config.issuer.clone();
         let metrics = Metrics {
             ok: metrics::counter!(names::FETCHES_TOTAL, "issuer" => label.clone(), "outcome" => "ok"),
