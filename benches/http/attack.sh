@@ -53,7 +53,7 @@ start() {
   local log=$work/$1.log
   case $1 in
     gateway)
-      "$gateway" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+      "$gateway" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --max-connections-per-ip 65536 \
         --trust-jwks "$work/honest/jwks.json" --token-cache 0 --trusted-proxy 127.0.0.1 \
         >/dev/null 2>"$log" & ;;
     jsonwebtoken)

@@ -46,7 +46,7 @@ target/release/examples/token_bench gen --dir "$work" --keys 128 --tokens 20000 
 
 case $server in
   gateway)
-    ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} "$gateway" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+    ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} "$gateway" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --max-connections-per-ip 65536 \
       --trust-jwks "$work/jwks.json" $gateway_flags >/dev/null 2>"$work/server.log" & ;;
   jsonwebtoken | floor)
     ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} target/release/examples/token_bench peer --mode "$server" --backend aws-lc --listen 127.0.0.1:0 \

@@ -114,7 +114,7 @@ read -r wrk_cpu server_cpus _ <<<"$(python3 -c 'import os; print(*sorted(os.sche
 gateway() {
   local name=$1
   shift
-  ${CPUS:+taskset -c "$CPUS"} target/release/kms-gateway serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+  ${CPUS:+taskset -c "$CPUS"} target/release/kms-gateway serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --max-connections-per-ip 65536 \
     --trust-jwks "$work/jwks.json" --claim-header sub=X-Auth-Subject \
     --upstream "http://127.0.0.1:$up" --forward-auth-path /auth "$@" \
     >/dev/null 2>"$work/$name.log" &

@@ -33,7 +33,7 @@ rm -rf "$work" && mkdir -p "$work"
 source benches/http/servers.sh
 gateway() {
   local log=$1; shift
-  target/release/kms-gateway serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --token-cache 0 "$@" \
+  target/release/kms-gateway serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --max-connections-per-ip 65536 --token-cache 0 "$@" \
     >/dev/null 2>"$log" &
   pids+=($!)
 }

@@ -46,10 +46,10 @@ cp "$work/reuse/jwks.json" "$work/jwks.json"
 
 # shellcheck source=benches/http/servers.sh
 source benches/http/servers.sh
-target/release/kms-gateway serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --trust-jwks "$work/jwks.json" \
+target/release/kms-gateway serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --max-connections-per-ip 65536 --trust-jwks "$work/jwks.json" \
   >/dev/null 2>"$work/gateway.log" &
 pids+=($!)
-target/release/kms-gateway serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --trust-jwks "$work/jwks.json" \
+target/release/kms-gateway serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --max-connections-per-ip 65536 --trust-jwks "$work/jwks.json" \
   --token-cache 0 >/dev/null 2>"$work/gateway_nocache.log" &
 pids+=($!)
 "$bin/token_bench" peer --mode jsonwebtoken --backend aws-lc --listen 127.0.0.1:0 --jwks "$work/jwks.json" \

@@ -36,6 +36,8 @@ pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// `--drain-timeout`'s default.
 pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// `--max-connections-per-ip`'s default (per face).
+pub(crate) const MAX_CONNECTIONS_PER_IP: u32 = 256;
 /// `--max-connections`' default (per face).
 pub(crate) const MAX_CONNECTIONS: u32 = 4096;
 /// `--mint-max-lifetime`'s default (seconds).
@@ -171,6 +173,9 @@ pub(crate) struct Limits {
     pub(crate) idle_timeout: Duration,
     /// `--max-connections`: connections open at once on the face.
     pub(crate) max_connections: usize,
+    /// `--max-connections-per-ip`: connections open at once from one
+    /// client address (a trusted proxy excepted).
+    pub(crate) max_connections_per_ip: usize,
 }
 
 impl Default for Limits {
@@ -179,6 +184,7 @@ impl Default for Limits {
             header_timeout: HEADER_TIMEOUT,
             idle_timeout: IDLE_TIMEOUT,
             max_connections: MAX_CONNECTIONS as usize,
+            max_connections_per_ip: MAX_CONNECTIONS_PER_IP as usize,
         }
     }
 }

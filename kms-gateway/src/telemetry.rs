@@ -15,6 +15,11 @@ use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, Promet
 /// out because the claim's string value holds non-ASCII text.
 pub(crate) const CLAIM_HEADERS_OMITTED_TOTAL: &str = "kms_claim_headers_omitted_total";
 
+/// `kms_connections_refused_total{face,reason}` (counter): connections
+/// closed right after `accept` (`reason="per_ip"`: over
+/// `--max-connections-per-ip`).
+pub(crate) const CONNECTIONS_REFUSED_TOTAL: &str = "kms_connections_refused_total";
+
 /// Installs the Prometheus exporter as the global `metrics` recorder,
 /// listening on `addr` (call inside a tokio runtime, before spawning the
 /// actor, which takes its metric handles at spawn).

@@ -77,6 +77,11 @@ struct FaceArgs {
     #[arg(long, value_name = "N", default_value_t = config::MAX_CONNECTIONS,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
+    /// Connections open at once on each face from one client address
+    /// (a --trusted-proxy peer excepted); more are closed at once.
+    #[arg(long, value_name = "N", default_value_t = config::MAX_CONNECTIONS_PER_IP,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections_per_ip: u32,
     /// Seconds the gateway keeps serving after SIGTERM (or a first SIGINT)
     /// with /readyz answering 503, so load balancers stop sending first;
     /// a second signal skips what is left.
@@ -439,6 +444,8 @@ impl ServeArgs {
                     header_timeout: face.header_timeout.0,
                     idle_timeout: face.idle_timeout.0,
                     max_connections: usize::try_from(face.max_connections).unwrap_or(usize::MAX),
+                    max_connections_per_ip: usize::try_from(face.max_connections_per_ip)
+                        .unwrap_or(usize::MAX),
                 },
                 request_timeout: face.request_timeout.0,
                 shutdown_delay: face.shutdown_delay.0,

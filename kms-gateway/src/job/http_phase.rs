@@ -96,11 +96,17 @@ pub(crate) async fn run(options: &JobConfig) -> Result<bool, String> {
         false,
         handle.client().topic(),
     );
+    // Every client of the phase connects from loopback: no per-address
+    // limit.
+    let mut limits = defaults.faces.limits;
+    limits.max_connections_per_ip = usize::MAX;
     let (stop_server, stopped) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(listener::serve(
+        "public",
         socket,
         public::router(&handle, &key, public_options).0,
-        defaults.faces.limits,
+        limits,
+        defaults.proxy.trusted_proxies.clone(),
         None,
         stopped,
     ));

@@ -13,7 +13,7 @@ use std::time::Duration;
 use axum::Router;
 use kms::actor::{KmsActor, KmsConfig, KmsHandle};
 use kms::bus::Bus;
-use kms::http::{admin_router, AccessLayer, AdminConfig};
+use kms::http::{admin_router, AccessLayer, AdminConfig, ClientAddress};
 use kms::oidc::Issuers;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -43,6 +43,8 @@ pub(crate) struct App {
     serving_line: String,
     /// What `/readyz` reads; the first stop signal turns it 503.
     readiness: Arc<Readiness>,
+    /// `--trusted-proxy`: peers without a per-address connection limit.
+    trusted_proxies: ClientAddress,
     /// `--shutdown-delay` and `--drain-timeout`.
     shutdown_delay: Duration,
     drain_timeout: Duration,
@@ -228,6 +230,7 @@ impl App {
             access_rules,
             serving_line,
             readiness,
+            trusted_proxies: config.proxy.trusted_proxies.clone(),
             shutdown_delay: faces.shutdown_delay,
             drain_timeout: faces.drain_timeout,
             issuers,
@@ -248,9 +251,11 @@ impl App {
             .into_iter()
             .map(|face| {
                 let server = listener::serve(
+                    face.name,
                     face.socket,
                     face.router,
                     self.limits,
+                    self.trusted_proxies.clone(),
                     face.tls,
                     stop_rx.clone(),
                 );

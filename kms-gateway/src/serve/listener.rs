@@ -4,8 +4,16 @@
 //! accepts without bound).
 //!
 //! * **At most [`Limits::max_connections`] connections** at once per face:
-//!   a slot is taken before `accept`, so further clients wait in the
-//!   kernel's backlog instead of costing a file descriptor each.
+//!   the loop accepts one connection, then waits for its slot before it
+//!   accepts another, so further clients wait in the kernel's backlog
+//!   instead of costing a file descriptor each. At the cap, the connection
+//!   idle the longest between two requests (a keep-alive one with nothing
+//!   in flight and no byte of a next request) is closed to make room, so
+//!   idle connections cannot hold every slot while a client waits.
+//! * **At most [`Limits::max_connections_per_ip`] per client address**
+//!   (a `--trusted-proxy` peer excepted): one over it is closed right
+//!   after `accept`, before a byte is read, and counted in
+//!   `kms_connections_refused_total{face,reason="per_ip"}`.
 //! * **Header timeout** ([`Limits::header_timeout`]): a connection's first
 //!   request must have arrived whole within it from `accept` (so it will
 //!   cover a TLS handshake too); a later request within it from its first
@@ -31,15 +39,19 @@
 //! connection is polled (its reads and writes, the service's start, the
 //! end of an answer's body). The watchdog re-reads the state after each
 //! such poll and moves its one timer to the deadline: no wake-up, no
-//! new timer per request.
+//! new timer per request. The accept loop reads other connections'
+//! activity only as a hint to choose whom to close at the cap; the
+//! connection itself decides, in its own task, whether it is still idle
+//! when told.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -52,14 +64,16 @@ use axum::Router;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use kms::http::ClientAddress;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use crate::config::Limits;
+use crate::telemetry::CONNECTIONS_REFUSED_TOTAL;
 
 /// The most a connection buffers of a request's head, and of the bytes
 /// read ahead (bytes): heads with an 8 KiB token fit; hyper's default (about
@@ -71,25 +85,23 @@ const MAX_BUF: usize = 64 * 1024;
 /// file descriptors, say), so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Serves `router` on `listener` within `limits` until `stop` turns true
-/// and every connection has closed (module docs).
+/// Serves `router` on `listener` (the face `face`) within `limits` until
+/// `stop` turns true and every connection has closed (module docs);
+/// `trusted` peers have no per-address limit.
 pub(crate) async fn serve(
+    face: &'static str,
     listener: TcpListener,
     router: Router,
     limits: Limits,
+    trusted: ClientAddress,
     tls: Option<TlsAcceptor>,
     mut stop: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let open = Arc::new(Open::default());
+    let refused_per_ip =
+        metrics::counter!(CONNECTIONS_REFUSED_TOTAL, "face" => face, "reason" => "per_ip");
     loop {
-        let slot = tokio::select! {
-            biased;
-            () = stopped(&mut stop) => break,
-            slot = Arc::clone(&slots).acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => break,
-            },
-        };
         let (stream, peer) = tokio::select! {
             biased;
             () = stopped(&mut stop) => break,
@@ -102,8 +114,26 @@ pub(crate) async fn serve(
                 }
             },
         };
+        let ip = peer.ip().to_canonical();
+        let per_ip = if trusted.is_trusted(ip) {
+            None
+        } else {
+            match open.admit(ip, limits.max_connections_per_ip) {
+                Some(admitted) => Some(admitted),
+                None => {
+                    // Closed before a byte is read (dropped here).
+                    refused_per_ip.increment(1);
+                    tracing::debug!(%peer, "connection refused: per-address limit");
+                    continue;
+                }
+            }
+        };
+        let Some(slot) = make_room(&slots, &open, &mut stop).await else {
+            break;
+        };
         // Small answers go out at once (as axum::serve does).
         let _ = stream.set_nodelay(true);
+        let (activity, evict) = open.register();
         tokio::spawn(connection(
             stream,
             peer,
@@ -111,13 +141,153 @@ pub(crate) async fn serve(
             limits,
             tls.clone(),
             stop.clone(),
-            slot,
+            Held {
+                _slot: slot,
+                _per_ip: per_ip,
+                registered: Registered {
+                    open: Arc::clone(&open),
+                    activity,
+                    evict,
+                },
+            },
         ));
     }
     drop(listener);
     // Every connection holds a slot until it closes.
     let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     let _ = slots.acquire_many(all).await;
+}
+
+/// A slot for a connection just accepted: at the cap, the connection idle
+/// the longest is told to close, again every [`ROOM_CHECK`] while none
+/// frees (connections become idle as their answers end); `None` once
+/// `stop` turns true. Further clients wait in the kernel's backlog
+/// meanwhile: the loop accepts no other.
+async fn make_room(
+    slots: &Arc<Semaphore>,
+    open: &Open,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<OwnedSemaphorePermit> {
+    loop {
+        if let Ok(slot) = Arc::clone(slots).try_acquire_owned() {
+            return Some(slot);
+        }
+        open.evict_longest_idle();
+        tokio::select! {
+            biased;
+            () = stopped(stop) => return None,
+            slot = Arc::clone(slots).acquire_owned() => return slot.ok(),
+            () = tokio::time::sleep(ROOM_CHECK) => {}
+        }
+    }
+}
+
+/// How often a connection waiting for a slot at the cap looks again for
+/// an idle one to close.
+const ROOM_CHECK: Duration = Duration::from_millis(100);
+
+/// What a connection holds while it lives: its slot, its place in its
+/// address's count, its entry among the open connections.
+struct Held {
+    _slot: OwnedSemaphorePermit,
+    _per_ip: Option<PerIp>,
+    registered: Registered,
+}
+
+/// One open connection: its activity and its eviction notice.
+type Entry = (Arc<Activity>, Arc<Notify>);
+
+/// The face's open connections: each one's activity (to find the one
+/// idle the longest) and its eviction notice, and the count per client
+/// address.
+#[derive(Default)]
+struct Open {
+    connections: Mutex<HashMap<u64, Entry>>,
+    next_id: AtomicU64,
+    per_ip: Mutex<HashMap<IpAddr, usize>>,
+}
+
+impl Open {
+    fn connections(&self) -> MutexGuard<'_, HashMap<u64, Entry>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A new connection's activity and eviction notice, registered.
+    fn register(self: &Arc<Self>) -> ((u64, Arc<Activity>), Arc<Notify>) {
+        // Relaxed: a unique number, synchronising with nothing.
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let activity = Arc::new(Activity::new());
+        let evict = Arc::new(Notify::new());
+        self.connections()
+            .insert(id, (Arc::clone(&activity), Arc::clone(&evict)));
+        ((id, activity), evict)
+    }
+
+    /// Tells the connection idle the longest between two requests to
+    /// close (module docs); nothing when none is.
+    fn evict_longest_idle(&self) {
+        let connections = self.connections();
+        let idlest = connections
+            .values()
+            .filter_map(|(activity, evict)| activity.idle_since().map(|since| (since, evict)))
+            .min_by_key(|(since, _)| *since);
+        if let Some((_, evict)) = idlest {
+            // A stored permit if the connection is not waiting now: it
+            // reads it at its next poll.
+            evict.notify_one();
+        }
+    }
+
+    /// Counts one more connection from `ip`, unless it has `max` already.
+    fn admit(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<PerIp> {
+        let mut per_ip = self.per_ip.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = per_ip.entry(ip).or_insert(0);
+        if *count >= max {
+            return None;
+        }
+        *count += 1;
+        Some(PerIp {
+            open: Arc::clone(self),
+            ip,
+        })
+    }
+}
+
+/// One connection counted against its address; uncounted when dropped.
+struct PerIp {
+    open: Arc<Open>,
+    ip: IpAddr,
+}
+
+impl Drop for PerIp {
+    fn drop(&mut self) {
+        let mut per_ip = self
+            .open
+            .per_ip
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = per_ip.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                per_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// A connection's entry among the open ones; removed when dropped.
+struct Registered {
+    open: Arc<Open>,
+    activity: (u64, Arc<Activity>),
+    evict: Arc<Notify>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.open.connections().remove(&self.activity.0);
+    }
 }
 
 /// Serves one connection until it closes, a timeout ends it, or a stop
@@ -130,15 +300,16 @@ async fn connection(
     limits: Limits,
     tls: Option<TlsAcceptor>,
     mut stop: watch::Receiver<bool>,
-    _slot: OwnedSemaphorePermit,
+    held: Held,
 ) {
-    let activity = Arc::new(Activity::new());
+    let activity = Arc::clone(&held.registered.activity.1);
+    let evict = Arc::clone(&held.registered.evict);
     let watched = Watched {
         inner: stream,
         activity: Arc::clone(&activity),
     };
     let Some(acceptor) = tls else {
-        return drive(watched, peer, router, limits, stop, activity).await;
+        return drive(watched, peer, router, limits, stop, activity, evict).await;
     };
     let deadline = activity.at(0, limits.header_timeout);
     let handshake = tokio::select! {
@@ -147,7 +318,7 @@ async fn connection(
         handshake = tokio::time::timeout_at(deadline, acceptor.accept(watched)) => handshake,
     };
     match handshake {
-        Ok(Ok(stream)) => drive(stream, peer, router, limits, stop, activity).await,
+        Ok(Ok(stream)) => drive(stream, peer, router, limits, stop, activity, evict).await,
         // A client's failure (no certificate, a wrong one, a scan): told
         // at debug level only, as a refused token is.
         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
@@ -155,7 +326,8 @@ async fn connection(
     }
 }
 
-/// Serves HTTP/1.1 on `io` (module docs).
+/// Serves HTTP/1.1 on `io` (module docs); `evict` asks it to close if
+/// it is idle between two requests (else after the request in flight).
 async fn drive<I>(
     io: I,
     peer: SocketAddr,
@@ -163,6 +335,7 @@ async fn drive<I>(
     limits: Limits,
     mut stop: watch::Receiver<bool>,
     activity: Arc<Activity>,
+    evict: Arc<Notify>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -199,6 +372,7 @@ async fn drive<I>(
     let mut conn = std::pin::pin!(conn);
     let mut stop_signal = std::pin::pin!(stopped(&mut stop));
     let mut stopping = false;
+    let mut evicted = std::pin::pin!(evict.notified());
     // One timer for the connection's life, moved as its deadline moves.
     let mut timer = std::pin::pin!(tokio::time::sleep_until(
         activity.at(0, limits.header_timeout)
@@ -208,6 +382,19 @@ async fn drive<I>(
             return Poll::Ready(());
         }
         if !stopping && stop_signal.as_mut().poll(cx).is_ready() {
+            stopping = true;
+            conn.as_mut().graceful_shutdown();
+            if conn.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+        }
+        if !stopping && evicted.as_mut().poll(cx).is_ready() {
+            // Chosen to make room at the cap: closed now if still idle
+            // between two requests (nothing accepted is lost), else once
+            // the request in flight is answered.
+            if activity.idle_since().is_some() {
+                return Poll::Ready(());
+            }
             stopping = true;
             conn.as_mut().graceful_shutdown();
             if conn.as_mut().poll(cx).is_ready() {
@@ -244,9 +431,10 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 }
 
 /// What the watchdog of one connection reads (module docs, invariant):
-/// times in µs since `born`. Every access is made by the connection's own
+/// times in µs since `born`. Every write is made by the connection's own
 /// task, so `Relaxed` orderings suffice (the atomics are there because
-/// the service must be `Send`).
+/// the service must be `Send`); the accept loop's reads are hints that
+/// synchronise with nothing.
 struct Activity {
     born: Instant,
     /// Requests whose response has not been sent whole.
@@ -305,6 +493,17 @@ impl Activity {
         } else {
             self.at(self.idle_since.load(Ordering::Relaxed), limits.idle_timeout)
         })
+    }
+
+    /// Since when the connection has been idle between two requests (a
+    /// keep-alive one that served at least one, nothing in flight, no
+    /// byte of a next request); `None` otherwise. Read by the connection's
+    /// own task, or as a hint by the accept loop (module docs).
+    fn idle_since(&self) -> Option<Instant> {
+        let idle = self.in_flight.load(Ordering::Relaxed) == 0
+            && self.served.load(Ordering::Relaxed) > 0
+            && self.first_byte.load(Ordering::Relaxed) == NONE;
+        idle.then(|| self.at(self.idle_since.load(Ordering::Relaxed), Duration::ZERO))
     }
 
     /// A write took bytes (`progressed`) or would block: a stall starts at

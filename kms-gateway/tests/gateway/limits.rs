@@ -150,12 +150,16 @@ fn keep_alive_connections_live_to_the_idle_timeout_not_the_header_timeout() {
 }
 
 #[test]
-fn connections_past_the_limit_wait_in_the_backlog() {
+fn connections_past_the_limit_wait_in_the_backlog_while_none_is_idle() {
     let s = Serving::start(&["--max-connections", "2", "--idle-timeout", "30"]);
     let mut first = Client::connect(s.public);
     let mut second = Client::connect(s.public);
     assert_eq!(first.healthz(s.public), 200);
     assert_eq!(second.healthz(s.public), 200);
+    // Both busy: each has sent part of its next request.
+    first.0.write_all(b"GET /hea").expect("write");
+    second.0.write_all(b"GET /hea").expect("write");
+    std::thread::sleep(Duration::from_millis(100));
     // A third connects (the kernel's backlog) but is not served...
     let mut third = Client::connect(s.public);
     third
@@ -174,7 +178,77 @@ fn connections_past_the_limit_wait_in_the_backlog() {
     drop(first);
     third.0.set_read_timeout(Some(HANG)).expect("timeout");
     assert_eq!(third.answer(), 200);
+    second
+        .0
+        .write_all(b"lthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("write");
+    assert_eq!(second.answer(), 200);
+    assert_eq!(s.stop(), 0);
+}
+
+/// At the cap, a new client is served in the slot of the keep-alive
+/// connection idle the longest, which is closed; busy ones are not.
+#[test]
+fn at_the_cap_the_longest_idle_connection_makes_room() {
+    let s = Serving::start(&["--max-connections", "3", "--idle-timeout", "30"]);
+    let mut oldest = Client::connect(s.public);
+    assert_eq!(oldest.healthz(s.public), 200);
+    std::thread::sleep(Duration::from_millis(50));
+    let mut busy = Client::connect(s.public);
+    assert_eq!(busy.healthz(s.public), 200);
+    // Busy, and idle before the newer one below: not chosen.
+    busy.0.write_all(b"GET /hea").expect("write");
+    std::thread::sleep(Duration::from_millis(50));
+    let mut newer = Client::connect(s.public);
+    assert_eq!(newer.healthz(s.public), 200);
+    let mut third = Client::connect(s.public);
+    assert_eq!(third.healthz(s.public), 200, "served at the cap");
+    // The oldest idle one was closed to make room.
+    let since = Instant::now();
+    oldest.closed_after(since);
+    assert_eq!(newer.healthz(s.public), 200);
+    busy.0
+        .write_all(b"lthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("write");
+    assert_eq!(busy.answer(), 200);
+    assert_eq!(s.stop(), 0);
+}
+
+/// Past `--max-connections-per-ip`, a connection is closed before a byte
+/// is read and counted; a `--trusted-proxy` peer has no such limit.
+#[test]
+fn one_address_holds_at_most_its_share_of_connections() {
+    let s = Serving::start(&["--max-connections-per-ip", "2"]);
+    let mut first = Client::connect(s.public);
+    let mut second = Client::connect(s.public);
+    assert_eq!(first.healthz(s.public), 200);
     assert_eq!(second.healthz(s.public), 200);
+    let mut over = Client::connect(s.public);
+    let since = Instant::now();
+    over.closed_after(since);
+    let (_, metrics) = s.admin("GET", "/metrics", "");
+    assert!(
+        metrics.contains(r#"kms_connections_refused_total{face="public",reason="per_ip"} 1"#),
+        "{metrics}"
+    );
+    // One closes: another may come.
+    drop(first);
+    std::thread::sleep(Duration::from_millis(100));
+    let mut next = Client::connect(s.public);
+    assert_eq!(next.healthz(s.public), 200);
+    assert_eq!(second.healthz(s.public), 200);
+    assert_eq!(s.stop(), 0);
+
+    let s = Serving::start(&[
+        "--max-connections-per-ip",
+        "2",
+        "--trusted-proxy",
+        "127.0.0.1",
+    ]);
+    let mut clients: Vec<Client> = (0..4).map(|_| Client::connect(s.public)).collect();
+    for client in &mut clients {
+        assert_eq!(client.healthz(s.public), 200);
+    }
     assert_eq!(s.stop(), 0);
 }
 
