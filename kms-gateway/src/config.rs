@@ -125,6 +125,17 @@ pub(crate) struct ServeConfig {
     pub(crate) store: StoreSettings,
     /// The proxy mode and forward auth.
     pub(crate) proxy: ProxySettings,
+    /// The access log and the log lines' format.
+    pub(crate) logs: LogSettings,
+}
+
+/// What the gateway writes.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LogSettings {
+    /// `--access-log`: a JSON line per request on stdout.
+    pub(crate) access_log: bool,
+    /// `--log-format`: every other line's format.
+    pub(crate) format: crate::logging::LogFormat,
 }
 
 /// The faces' addresses and limits.

@@ -64,6 +64,7 @@ mod job;
 mod logging;
 mod serve;
 mod telemetry;
+mod timestamp;
 
 use std::process::ExitCode;
 
@@ -85,7 +86,10 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    logging::install(matches!(program, Program::Serve(_)));
+    match &program {
+        Program::Serve(config) => logging::install(true, config.logs.format),
+        Program::Job(_) => logging::install(false, logging::LogFormat::Text),
+    }
     // The process's one rustls crypto provider, explicitly (the faces'
     // TLS, TLS to etcd; an error means one is installed already, which can
     // only be this).

@@ -101,19 +101,14 @@ use tower::Layer;
 
 use crate::authorize::{Authorize, Authorized};
 use crate::bearer::{BearerLayer, VerifiedClaims};
-use crate::error_body::{error_body, json_response};
+use crate::error_body::{error_body, json_response, ErrorCode};
+use crate::record::AccessRule;
 use crate::resource_metadata::ResourceMetadata;
 
 /// In the extensions of a request an `anyone` rule let in: no token was
 /// looked at, and there are no [`VerifiedClaims`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Anyone;
-
-/// In the extensions of every request [`AccessLayer`] lets in: the
-/// deciding rule's index in the rules file, from 0 (`None`: the
-/// default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AccessRule(pub Option<usize>);
 
 /// `X-Original-URI` (NGINX's `auth_request` configurations pass it).
 const X_ORIGINAL_URI: HeaderName = HeaderName::from_static("x-original-uri");
@@ -416,6 +411,9 @@ fn insufficient<R: From<String>>(unmet: Requirement, scopes: &[String]) -> Respo
     let body = serde_json::json!({"error": "insufficient_scope", "requirement": unmet.as_str()})
         .to_string();
     let mut response = json_response(StatusCode::FORBIDDEN, body);
+    response
+        .extensions_mut()
+        .insert(ErrorCode("insufficient_scope"));
     let challenge = if unmet == Requirement::Scope {
         // Scopes hold no `"` or `\` (the rules file refuses them).
         format!(

@@ -4,7 +4,9 @@
 //! first, and the inner service is called only when it lets the request
 //! in, with what it learned in the request's extensions. A refusal carries
 //! `Cache-Control: no-store` (unless the layer set its own): it depends on
-//! the request's token.
+//! the request's token. Every answer carries, in its extensions, what an
+//! access log reads: the deciding [`AccessRule`] and, when the request
+//! asked with `RecordToken`, the token's `TokenRecord`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,6 +14,8 @@ use std::task::{Context, Poll};
 
 use http::{Request, Response};
 use tower::Service;
+
+use crate::record::{AccessRule, TokenRecord};
 
 /// What a layer decides of a request before the inner service sees it.
 pub trait Authorize: Clone + Send + Sync + 'static {
@@ -62,17 +66,30 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let authorizer = self.authorizer.clone();
         Box::pin(async move {
-            match authorizer.authorize(&mut request).await {
-                Ok(()) => inner.call(request).await,
+            let decided = authorizer.authorize(&mut request).await;
+            // What the answer carries for an access log: the token's record
+            // (asked for) and the deciding access rule.
+            let record = request.extensions_mut().remove::<TokenRecord>();
+            let rule = request.extensions().get::<AccessRule>().copied();
+            let mut response = match decided {
+                Ok(()) => inner.call(request).await?,
                 Err(mut refusal) => {
                     // It depends on the request's token: no cache keeps it.
                     refusal
                         .headers_mut()
                         .entry(http::header::CACHE_CONTROL)
                         .or_insert(http::HeaderValue::from_static("no-store"));
-                    Ok(refusal)
+                    refusal
                 }
+            };
+            let extensions = response.extensions_mut();
+            if let Some(record) = record {
+                extensions.insert(record);
             }
+            if let Some(rule) = rule {
+                extensions.insert(rule);
+            }
+            Ok(response)
         })
     }
 }

@@ -42,7 +42,8 @@ use kms_actor::{KmsClient, Origin, TokenKeys};
 
 use crate::authorize::{Authorize, Authorized};
 use crate::client_address::ClientAddress;
-use crate::error_body::error_body;
+use crate::error_body::{error_body, ErrorCode};
+use crate::record::{RecordToken, TokenRecord};
 use crate::resource_metadata::ResourceMetadata;
 use crate::token_cookie;
 use kms_core::KmsError;
@@ -199,6 +200,9 @@ impl BearerState {
         match verified {
             Ok(verified) => {
                 let extensions = request.extensions_mut();
+                if extensions.get::<RecordToken>().is_some() {
+                    extensions.insert(TokenRecord::of(&verified));
+                }
                 extensions.insert(VerifiedClaims(verified.claims));
                 extensions.insert(verified.signer);
                 Ok(())
@@ -264,6 +268,15 @@ impl Refusal {
 
     /// The answer, its 401 challenge with `resource_metadata` when given.
     fn response<B: From<String>>(self, resource_metadata: Option<&str>) -> Response<B> {
+        // The stable code an access log records: the KMS's own for a
+        // refused token (`jose.expired`), where the body says only
+        // `invalid_token`.
+        let logged = match &self {
+            Refusal::NoCredentials => "http.no_credentials",
+            Refusal::BadRequest(_) => "http.invalid_request",
+            Refusal::CrossSite => "http.cross_site_cookie",
+            Refusal::Kms(e) => e.code(),
+        };
         let (status, challenge, code, message) = match self {
             Refusal::NoCredentials => (
                 StatusCode::UNAUTHORIZED,
@@ -307,6 +320,7 @@ impl Refusal {
             ),
         };
         let mut response = error_body::<B>(status, code, message);
+        response.extensions_mut().insert(ErrorCode(logged));
         let challenge = match (challenge, resource_metadata) {
             (Some(c), Some(url)) if status == StatusCode::UNAUTHORIZED => Some(if c == "Bearer" {
                 format!("Bearer resource_metadata=\"{url}\"")

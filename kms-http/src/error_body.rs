@@ -35,10 +35,18 @@ pub(crate) fn status_of(error: &KmsError) -> StatusCode {
     }
 }
 
+/// In the extensions of every error answer this crate makes: its stable
+/// code (`http.not_found`, or for a refused token the KMS's own code, such
+/// as `jose.expired`, where the body says `invalid_token`), for an access
+/// log. Codes form a bounded set; none holds anything of the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorCode(pub &'static str);
+
 /// A JSON error answer: `{"error": code, "message": message}` with
 /// `status`, `Content-Type: application/json`, `X-Content-Type-Options:
-/// nosniff`, and `Retry-After: 1` on a 503.
-pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response {
+/// nosniff`, `Retry-After: 1` on a 503, and [`ErrorCode`] in its
+/// extensions.
+pub fn error_response(status: StatusCode, code: &'static str, message: &str) -> Response {
     error_body(status, code, message)
 }
 
@@ -46,11 +54,12 @@ pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response
 /// refusals, whatever the inner service's body).
 pub(crate) fn error_body<B: From<String>>(
     status: StatusCode,
-    code: &str,
+    code: &'static str,
     message: &str,
 ) -> http::Response<B> {
     let body = serde_json::json!({"error": code, "message": message}).to_string();
     let mut response = json_response(status, body);
+    response.extensions_mut().insert(ErrorCode(code));
     if status == StatusCode::SERVICE_UNAVAILABLE {
         response
             .headers_mut()

@@ -54,7 +54,7 @@ pub(crate) fn json_object(
         ))),
         Err(_) => Err(Box::new(error_response(
             StatusCode::BAD_REQUEST,
-            &format!("http.invalid_{what}"),
+            invalid_code(what),
             &format!("the body must be a JSON object of {what}"),
         ))),
     }
@@ -73,8 +73,21 @@ pub(crate) fn empty_object(
     } else {
         Err(Box::new(error_response(
             StatusCode::BAD_REQUEST,
-            &format!("http.invalid_{what}"),
+            invalid_code(what),
             &format!("{what} takes the empty object {{}}"),
         )))
+    }
+}
+
+/// `http.invalid_<what>` for the bodies the admin routes take, as a
+/// stable code (`ErrorCode`).
+fn invalid_code(what: &str) -> &'static str {
+    match what {
+        "rotate" => "http.invalid_rotate",
+        "policy" => "http.invalid_policy",
+        "trim" => "http.invalid_trim",
+        "destroy" => "http.invalid_destroy",
+        "claims" => "http.invalid_claims",
+        _ => "http.invalid_body",
     }
 }

@@ -38,10 +38,11 @@ mod json_body;
 mod jwks;
 mod key_admin;
 mod mint;
+mod record;
 mod resource_metadata;
 mod token_cookie;
 
-pub use access::{AccessLayer, AccessRule, AccessService, Anyone};
+pub use access::{AccessLayer, AccessService, Anyone};
 pub use admin::admin_router;
 pub use admin_state::AdminConfig;
 pub use authorize::{Authorize, Authorized};
@@ -49,7 +50,8 @@ pub use bearer::{
     invalid_token_response, invalid_token_response_with, BearerLayer, BearerService, VerifiedClaims,
 };
 pub use client_address::ClientAddress;
-pub use error_body::error_response;
+pub use error_body::{error_response, ErrorCode};
 pub use jwks::{jwks_router, jwks_router_with, JwksConfig, JWKS_PATH};
+pub use record::{AccessRule, RecordToken, TokenRecord};
 pub use resource_metadata::{InvalidResource, ResourceMetadata};
 pub use token_cookie::remove_cookie;

@@ -232,7 +232,11 @@ mod tests {
 
     fn verified(claims: Claims, signer: JwtSigner) -> Verified {
         Verified {
-            jwt: VerifiedJwt { claims, signer },
+            jwt: VerifiedJwt {
+                claims,
+                signer,
+                cached: false,
+            },
             typ: None,
         }
     }

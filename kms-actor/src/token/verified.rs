@@ -26,6 +26,10 @@ pub struct VerifiedJwt {
     pub claims: Claims,
     /// The key that signed it.
     pub signer: JwtSigner,
+    /// Whether the verified-token cache answered (no signature was
+    /// checked for this call: the same token verified before, under the
+    /// same key set).
+    pub cached: bool,
 }
 
 /// What a full check hands the cache: the verified token and its

@@ -256,6 +256,7 @@ impl KmsClient {
             return Ok(VerifiedJwt {
                 claims: entry.claims.clone(),
                 signer: entry.signer.clone(),
+                cached: true,
             });
         }
         let verified = self
@@ -418,7 +419,11 @@ fn finish(
         },
     )?;
     Ok(Verified {
-        jwt: VerifiedJwt { claims, signer },
+        jwt: VerifiedJwt {
+            claims,
+            signer,
+            cached: false,
+        },
         typ: typ.map(Box::from),
     })
 }

@@ -14,9 +14,10 @@ use kms::jose::Algorithm;
 
 use super::seconds::{delay, timeout, Seconds};
 use crate::config::{
-    self, AdminSettings, CertFiles, ConfigError, FaceSettings, Limits, ProxySettings, ServeConfig,
-    StoreSettings, TlsSettings, TokenSettings, Upstream,
+    self, AdminSettings, CertFiles, ConfigError, FaceSettings, Limits, LogSettings, ProxySettings,
+    ServeConfig, StoreSettings, TlsSettings, TokenSettings, Upstream,
 };
+use crate::logging::LogFormat;
 use crate::serve::access_rules::{self, RulesFile};
 use crate::serve::claim_headers::{self, ClaimHeader, ClaimHeaders};
 use crate::serve::{forward_auth, proxy};
@@ -45,6 +46,23 @@ pub(crate) struct ServeArgs {
     store: StoreArgs,
     #[command(flatten)]
     proxy: ProxyArgs,
+    #[command(flatten)]
+    logs: LogArgs,
+}
+
+/// What the gateway writes: the access log, the other lines' format.
+#[derive(Args)]
+#[command(next_help_heading = "Logs")]
+struct LogArgs {
+    /// One JSON line per request to the public and admin faces on stdout
+    /// (method, path, status, duration, client, the token's iss, sub and
+    /// kid; never the token), written off the request path.
+    #[arg(long)]
+    access_log: bool,
+    /// The format of every other log line on stderr: text, or one JSON
+    /// object per line.
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
 }
 
 /// The faces' addresses and connection limits.
@@ -384,6 +402,7 @@ impl ServeArgs {
             token,
             store,
             proxy,
+            logs,
         } = self;
         let proxy = proxy.settings().map_err(ConfigError::Usage)?;
         let token_audience = admin.token_audience.as_deref();
@@ -454,6 +473,10 @@ impl ServeArgs {
             tokens,
             store,
             proxy,
+            logs: LogSettings {
+                access_log: logs.access_log,
+                format: logs.log_format,
+            },
         })
     }
 }

@@ -104,7 +104,7 @@ pub(crate) async fn run(options: &JobConfig) -> Result<bool, String> {
     let server = tokio::spawn(listener::serve(
         "public",
         socket,
-        public::router(&handle, &key, public_options).0,
+        listener::Handler::new(public::router(&handle, &key, public_options).0),
         limits,
         defaults.proxy.trusted_proxies.clone(),
         None,

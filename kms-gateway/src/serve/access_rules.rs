@@ -4,6 +4,7 @@
 //! and again on SIGHUP, all or nothing: a file that fails then leaves the
 //! old rules in force, and the log says why.
 
+use crate::logging::{info_line, warn_line};
 use std::path::{Path, PathBuf};
 
 use kms::access::AccessRules;
@@ -49,12 +50,12 @@ pub(crate) fn reload(path: &Path, layer: &AccessLayer) {
         Ok(rules) => {
             let count = rules.len();
             layer.replace_rules(rules);
-            eprintln!(
+            info_line!(
                 "gateway serve: reloaded the access rules: {count} rules from {}",
                 path.display()
             );
         }
-        Err(e) => eprintln!(
+        Err(e) => warn_line!(
             "gateway serve: reload refused, the old access rules stay: --access-rules {e}"
         ),
     }

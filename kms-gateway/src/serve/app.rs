@@ -5,12 +5,12 @@
 //! until SIGINT or SIGTERM, reloading the trusted JWK Sets and the
 //! certificates on SIGHUP, then drains (module docs of `serve`).
 
+use crate::logging::{info_line, warn_line};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use kms::actor::{KmsActor, KmsConfig, KmsHandle};
 use kms::bus::Bus;
 use kms::http::{admin_router, AccessLayer, AdminConfig, ClientAddress};
@@ -18,6 +18,8 @@ use kms::oidc::Issuers;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use super::access_log::{self, AccessLog};
+use super::listener::Handler;
 use super::readiness::Readiness;
 use super::secrets::{self, AdminSecret};
 use super::signals::{Signal, Signals};
@@ -45,6 +47,8 @@ pub(crate) struct App {
     readiness: Arc<Readiness>,
     /// `--trusted-proxy`: peers without a per-address connection limit.
     trusted_proxies: ClientAddress,
+    /// `--access-log`: finished (its last lines written) at the stop.
+    access_log: Option<(AccessLog, access_log::Writer)>,
     /// `--shutdown-delay` and `--drain-timeout`.
     shutdown_delay: Duration,
     drain_timeout: Duration,
@@ -57,11 +61,11 @@ pub(crate) struct App {
     _follower: Option<Arc<store::Follower>>,
 }
 
-/// One face: its socket, its routes and its TLS.
+/// One face: its socket, its routes (and access log) and its TLS.
 struct Face {
     name: &'static str,
     socket: TcpListener,
-    router: Router,
+    handler: Handler,
     tls: Option<TlsAcceptor>,
 }
 
@@ -74,13 +78,13 @@ impl App {
         // Not fatal: the faces still serve, up to the lower limit.
         match listener::raise_open_files_limit() {
             Ok(limit) => tracing::debug!(?limit, "open-files limit"),
-            Err(e) => eprintln!("gateway serve: warning: {e}"),
+            Err(e) => warn_line!("gateway serve: warning: {e}"),
         }
         let admin_token = secrets::admin_token_file(&config.admin)?;
         let trusted = trust::load(&config.tokens.jwks_files)?;
         for (issuer, path) in &config.tokens.jwks_files {
             if issuer.is_none() {
-                eprintln!(
+                warn_line!(
                     "gateway serve: {} is unbound: its keys verify tokens of any iss (bind it with --trust-jwks-issuer ISSUER=FILE)",
                     path.display()
                 );
@@ -158,7 +162,7 @@ impl App {
             },
         );
         if let Some(path) = admin_secret.as_ref().and_then(|s| s.generated.as_ref()) {
-            eprintln!("gateway serve: admin secret in {}", path.display());
+            info_line!("gateway serve: admin secret in {}", path.display());
         }
         let scheme = |tls: &Option<FaceTls>| if tls.is_some() { "https" } else { "http" };
         let serving_line = format!(
@@ -191,33 +195,45 @@ impl App {
             .as_ref()
             .map(|file| file.path.clone())
             .zip(access);
+        let access_log = if config.logs.access_log {
+            Some(AccessLog::start(
+                config.proxy.trusted_proxies.clone(),
+                config.proxy.forward_auth_path.clone(),
+            )?)
+        } else {
+            None
+        };
+        let logged = |router| Handler {
+            access_log: access_log.as_ref().map(|(log, _)| log.clone()),
+            ..Handler::new(router)
+        };
         let mut all = vec![
             Face {
                 name: "public",
                 socket: public_listener,
-                router: public_router,
+                handler: logged(public_router),
                 tls: public_tls.map(|face| face.acceptor),
             },
             Face {
                 name: "admin",
                 socket: admin_listener,
-                router: listener::guarded(admin_routes, faces.request_timeout),
+                handler: logged(listener::guarded(admin_routes, faces.request_timeout)),
                 tls: admin_tls.map(|face| face.acceptor),
             },
         ];
         if let Some(socket) = metrics_listener {
             let port = local(&socket)?.port();
-            eprintln!(
+            info_line!(
                 "gateway serve: metrics on http://{}/metrics",
                 local(&socket)?
             );
             all.push(Face {
                 name: "metrics",
                 socket,
-                router: listener::guarded(
+                handler: Handler::new(listener::guarded(
                     telemetry::router(metrics, port, &admin.hosts),
                     faces.request_timeout,
-                ),
+                )),
                 tls: None,
             });
         }
@@ -231,6 +247,7 @@ impl App {
             serving_line,
             readiness,
             trusted_proxies: config.proxy.trusted_proxies.clone(),
+            access_log,
             shutdown_delay: faces.shutdown_delay,
             drain_timeout: faces.drain_timeout,
             issuers,
@@ -244,7 +261,7 @@ impl App {
     /// stops accepting, drains what is in flight for at most the drain
     /// timeout and shuts the actor down (the store is closed).
     pub(crate) async fn run(self, mut signals: Signals) {
-        eprintln!("{}", self.serving_line);
+        info_line!("{}", self.serving_line);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let servers: Vec<_> = self
             .faces
@@ -253,7 +270,7 @@ impl App {
                 let server = listener::serve(
                     face.name,
                     face.socket,
-                    face.router,
+                    face.handler,
                     self.limits,
                     self.trusted_proxies.clone(),
                     face.tls,
@@ -279,7 +296,7 @@ impl App {
         }
         self.readiness.shut_down();
         if !self.shutdown_delay.is_zero() {
-            eprintln!(
+            info_line!(
                 "gateway serve: stopping in {} s (--shutdown-delay): /readyz answers 503, everything else is served",
                 self.shutdown_delay.as_secs_f64()
             );
@@ -291,14 +308,14 @@ impl App {
                     signal = signals.next() => match signal {
                         Signal::Reload => reload(),
                         Signal::Stop => {
-                            eprintln!("gateway serve: a second stop signal: the shutdown delay is cut short");
+                            info_line!("gateway serve: a second stop signal: the shutdown delay is cut short");
                             break;
                         }
                     },
                 }
             }
         }
-        eprintln!("gateway serve: stopping");
+        info_line!("gateway serve: stopping");
         let _ = stop_tx.send(true);
         // One deadline for every face together: a connection that never
         // finishes its request must not keep the store open forever.
@@ -307,18 +324,22 @@ impl App {
             let abort = server.abort_handle();
             match tokio::time::timeout_at(drained_by, server).await {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => eprintln!("gateway serve: the {name} face's task failed: {e}"),
+                Ok(Err(e)) => warn_line!("gateway serve: the {name} face's task failed: {e}"),
                 Err(_) => {
                     abort.abort();
-                    eprintln!(
+                    warn_line!(
                         "gateway serve: the {name} face did not drain in {} s (--drain-timeout); closing anyway",
                         self.drain_timeout.as_secs_f64()
                     );
                 }
             }
         }
+        if let Some((log, writer)) = self.access_log {
+            // Off the runtime's workers: it waits for the writer thread.
+            let _ = tokio::task::spawn_blocking(move || log.finish(writer)).await;
+        }
         self.handle.shutdown().await;
-        eprintln!("gateway serve: stopped");
+        info_line!("gateway serve: stopped");
     }
 }
 

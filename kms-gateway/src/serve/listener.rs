@@ -72,6 +72,7 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
+use super::access_log::AccessLog;
 use crate::config::Limits;
 use crate::telemetry::CONNECTIONS_REFUSED_TOTAL;
 
@@ -91,7 +92,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 pub(crate) async fn serve(
     face: &'static str,
     listener: TcpListener,
-    router: Router,
+    handler: Handler,
     limits: Limits,
     trusted: ClientAddress,
     tls: Option<TlsAcceptor>,
@@ -137,7 +138,10 @@ pub(crate) async fn serve(
         tokio::spawn(connection(
             stream,
             peer,
-            router.clone(),
+            Handler {
+                face,
+                ..handler.clone()
+            },
             limits,
             tls.clone(),
             stop.clone(),
@@ -185,6 +189,27 @@ async fn make_room(
 /// How often a connection waiting for a slot at the cap looks again for
 /// an idle one to close.
 const ROOM_CHECK: Duration = Duration::from_millis(100);
+
+/// What serves a face's requests: its routes, and the access log, if
+/// any (`access_log.rs`).
+#[derive(Clone)]
+pub(crate) struct Handler {
+    /// The face's name, in the access log (set by [`serve`]).
+    pub(crate) face: &'static str,
+    pub(crate) router: Router,
+    pub(crate) access_log: Option<AccessLog>,
+}
+
+impl Handler {
+    /// The face's routes, not logged.
+    pub(crate) fn new(router: Router) -> Self {
+        Handler {
+            face: "",
+            router,
+            access_log: None,
+        }
+    }
+}
 
 /// What a connection holds while it lives: its slot, its place in its
 /// address's count, its entry among the open connections.
@@ -296,7 +321,7 @@ impl Drop for Registered {
 async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
-    router: Router,
+    handler: Handler,
     limits: Limits,
     tls: Option<TlsAcceptor>,
     mut stop: watch::Receiver<bool>,
@@ -309,7 +334,7 @@ async fn connection(
         activity: Arc::clone(&activity),
     };
     let Some(acceptor) = tls else {
-        return drive(watched, peer, router, limits, stop, activity, evict).await;
+        return drive(watched, peer, handler, limits, stop, activity, evict).await;
     };
     let deadline = activity.at(0, limits.header_timeout);
     let handshake = tokio::select! {
@@ -318,7 +343,7 @@ async fn connection(
         handshake = tokio::time::timeout_at(deadline, acceptor.accept(watched)) => handshake,
     };
     match handshake {
-        Ok(Ok(stream)) => drive(stream, peer, router, limits, stop, activity, evict).await,
+        Ok(Ok(stream)) => drive(stream, peer, handler, limits, stop, activity, evict).await,
         // A client's failure (no certificate, a wrong one, a scan): told
         // at debug level only, as a refused token is.
         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
@@ -331,7 +356,7 @@ async fn connection(
 async fn drive<I>(
     io: I,
     peer: SocketAddr,
-    router: Router,
+    handler: Handler,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
     activity: Arc<Activity>,
@@ -347,14 +372,25 @@ async fn drive<I>(
             // The client's address, as `axum::serve` gives it to
             // `ConnectInfo` (the admin face's mint audit event reads it).
             request.extensions_mut().insert(ConnectInfo(peer));
-            let call = router.clone().oneshot(request.map(Body::new));
+            let mut logged = handler
+                .access_log
+                .as_ref()
+                .map(|log| log.begin(handler.face, &mut request, peer));
+            let call = handler.router.clone().oneshot(request.map(Body::new));
             async move {
-                let response = call.await?;
+                let mut response = call.await?;
+                if let Some(logged) = logged.as_mut() {
+                    logged.answered(&mut response);
+                }
                 // Until the body is sent (or dropped), the request counts
-                // as in flight: the guard goes with it.
+                // as in flight and its access-log line waits: both go
+                // with it.
                 Ok::<_, Infallible>(response.map(|body| {
                     Body::new(body.map_frame(move |frame| {
                         let _in_flight = &in_flight;
+                        if let (Some(logged), Some(data)) = (logged.as_mut(), frame.data_ref()) {
+                            logged.sent(data.len());
+                        }
                         frame
                     }))
                 }))

@@ -53,6 +53,7 @@
 //! certificates, bound faces), then serve until a signal. Each subsystem
 //! gets only its piece of the configuration (`config.rs`).
 
+pub(crate) mod access_log;
 pub(crate) mod access_rules;
 mod app;
 pub(crate) mod claim_headers;

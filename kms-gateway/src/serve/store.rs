@@ -120,6 +120,7 @@ fn plain_remote(endpoint: &str) -> bool {
 async fn open_fleet(
     fleet: &crate::config::FleetSettings,
 ) -> Result<(Keystore, kms::etcd::Follower), String> {
+    use crate::logging::warn_line;
     use kms::etcd::{EtcdConfig, EtcdTls, EtcdUser};
     use secrets::{master_key, read_secret};
     let endpoints = fleet.endpoints.as_str();
@@ -127,7 +128,7 @@ async fn open_fleet(
     let what = |e: &dyn std::fmt::Display| format!("--etcd {endpoints}: {e}");
     for endpoint in endpoints.split(',').map(str::trim) {
         if plain_remote(endpoint) {
-            eprintln!(
+            warn_line!(
                 "gateway serve: warning: --etcd {endpoint} is plain HTTP to another host: the \
                  fleet's sealed records cross the network unauthenticated (give --etcd-ca and \
                  https:// URLs)"

@@ -20,6 +20,7 @@
 //!
 //! The handshake runs within the header timeout (`listener.rs`).
 
+use crate::logging::{info_line, warn_line};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
@@ -141,12 +142,12 @@ pub(crate) async fn watch(certificates: Arc<Certificates>) {
 /// Says on stderr how a reload went, and `why` it ran.
 pub(crate) fn report(certificates: &Certificates, why: &str, outcome: Result<(), String>) {
     match outcome {
-        Ok(()) => eprintln!(
+        Ok(()) => info_line!(
             "gateway serve: reloaded {} {} ({why})",
             certificates.flag,
             certificates.cert.display()
         ),
-        Err(e) => eprintln!("gateway serve: TLS reload refused, the old certificate stays: {e}"),
+        Err(e) => warn_line!("gateway serve: TLS reload refused, the old certificate stays: {e}"),
     }
 }
 

@@ -3,6 +3,7 @@
 //! SIGHUP all or nothing) and the OpenID providers of `--issuer` (kept
 //! current in the background by kms-oidc).
 
+use crate::logging::{info_line, warn_line};
 use std::path::PathBuf;
 
 use kms::actor::KmsHandle;
@@ -43,11 +44,11 @@ pub(crate) fn reload(handle: &KmsHandle, files: &[(Option<String>, PathBuf)]) {
             .reload_trusted_jwks(&sets)
             .map_err(|e| format!("--trust-jwks: {e}"))
     }) {
-        Ok(keys) => eprintln!(
+        Ok(keys) => info_line!(
             "gateway serve: reloaded the trusted JWK Sets: {keys} keys from {} files",
             files.len()
         ),
-        Err(e) => eprintln!("gateway serve: reload refused, the old trusted keys stay: {e}"),
+        Err(e) => warn_line!("gateway serve: reload refused, the old trusted keys stay: {e}"),
     }
 }
 
@@ -57,7 +58,7 @@ pub(crate) fn reload(handle: &KmsHandle, files: &[(Option<String>, PathBuf)]) {
 pub(crate) fn refresh(issuers: &Issuers) {
     let asked = issuers.refresh();
     let all = issuers.issuers().len();
-    eprintln!(
+    info_line!(
         "gateway serve: refetching the keys of {} of {all} issuers (the others fetched within --jwks-refetch-cooldown)",
         asked.len()
     );
@@ -90,7 +91,7 @@ pub(crate) fn issuers(
     let issuers = Issuers::start(&handle.issuer_keys(), configs, fetch)
         .map_err(|e| format!("--issuer: {e}"))?;
     for issuer in issuers.issuers() {
-        eprintln!("gateway serve: keys of issuer {issuer} from its discovery document");
+        info_line!("gateway serve: keys of issuer {issuer} from its discovery document");
     }
     Ok(Some(issuers))
 }

@@ -13,11 +13,13 @@
 
 mod support;
 
+mod access_log;
 mod access_rules;
 mod config;
 mod forward_auth;
 mod issuer_policies;
 mod issuers;
+mod kubernetes;
 mod lifecycle;
 mod limits;
 mod proxy;

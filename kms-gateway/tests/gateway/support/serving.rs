@@ -107,6 +107,8 @@ pub struct Serving {
     pub admin_secret: Option<String>,
     /// The rest of its stderr, line by line.
     pub lines: mpsc::Receiver<String>,
+    /// Its stdout (the access log), line by line.
+    pub stdout: mpsc::Receiver<String>,
     /// Its stderr lines before the line with the addresses.
     pub early: Vec<String>,
 }
@@ -139,10 +141,19 @@ impl Serving {
             .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
             .args(args)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn gateway serve");
+        let out = child.stdout.take().expect("stdout");
+        let (out_tx, stdout) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if out_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
         let stderr = child.stderr.take().expect("stderr");
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -192,6 +203,7 @@ impl Serving {
             admin_secret,
             child,
             lines,
+            stdout,
             early,
         }
     }
