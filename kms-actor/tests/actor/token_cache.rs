@@ -130,7 +130,10 @@ async fn a_hit_gives_the_verdict_a_fresh_verification_gives() {
         match (&hit, &full) {
             (Ok(a), Ok(b)) => {
                 assert_eq!((&a.claims, &a.signer), (&b.claims, &b.signer), "{name}");
-                assert!(a.cached && !b.cached, "{name}: only the first from the cache");
+                assert!(
+                    a.cached && !b.cached,
+                    "{name}: only the first from the cache"
+                );
             }
             _ => assert_eq!(code(&hit), code(&full), "{name}"),
         }
