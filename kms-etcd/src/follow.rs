@@ -227,8 +227,12 @@ async fn follow(
                     }
                 }
             }
-            // Relaxed: a flag read on its own (`Follower::synced`).
-            state.synced.store(true, Ordering::Relaxed);
+            // Relaxed: a flag read on its own (`Follower::synced`). A watch
+            // canceled at its creation (a role without the prefix) does
+            // not count.
+            if !response.canceled() {
+                state.synced.store(true, Ordering::Relaxed);
+            }
             if state.stale_since().is_some() {
                 state.set_stale(false);
                 metrics::gauge!(names::STALENESS).set(0.0);

@@ -60,6 +60,8 @@ pub(crate) enum Level {
     Info,
     /// Something an operator should look at; it goes on.
     Warn,
+    /// Why it stops (a start-up error).
+    Error,
 }
 
 /// Writes one of the gateway's own lines to stderr, `message` as it reads
@@ -73,6 +75,7 @@ pub(crate) fn say(level: Level, message: fmt::Arguments<'_>) {
             let level = match level {
                 Level::Info => "INFO",
                 Level::Warn => "WARN",
+                Level::Error => "ERROR",
             };
             let line = serde_json::json!({
                 "timestamp": crate::timestamp::rfc3339_micros(std::time::SystemTime::now()),

@@ -105,7 +105,8 @@ fn main() -> ExitCode {
         Program::Serve(config) => match runtime.block_on(serve::run(*config)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("gateway serve: {e}");
+                // In the chosen --log-format, as every other line.
+                logging::say(logging::Level::Error, format_args!("gateway serve: {e}"));
                 ExitCode::from(1)
             }
         },

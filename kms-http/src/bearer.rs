@@ -275,6 +275,7 @@ impl Refusal {
             Refusal::NoCredentials => "http.no_credentials",
             Refusal::BadRequest(_) => "http.invalid_request",
             Refusal::CrossSite => "http.cross_site_cookie",
+            Refusal::Kms(KmsError::InvalidToken { code, .. }) => code,
             Refusal::Kms(e) => e.code(),
         };
         let (status, challenge, code, message) = match self {

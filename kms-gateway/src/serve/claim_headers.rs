@@ -251,7 +251,11 @@ pub(crate) fn refuse_unwritable(
     )
     .increment(1);
     tracing::debug!(claim, "token refused: the claim cannot be a header value");
-    invalid_token_response_with(resource_metadata)
+    let mut response: Response = invalid_token_response_with(resource_metadata);
+    response
+        .extensions_mut()
+        .insert(kms::http::ErrorCode("http.unwritable_claim"));
+    super::listener::no_store(response)
 }
 
 #[cfg(test)]

@@ -28,7 +28,9 @@
 //! * **Buffers:** a connection buffers at most 64 KiB of request head.
 //! * **Stop:** when `stop` turns true the loop stops accepting, every
 //!   connection finishes the request in flight (hyper's graceful
-//!   shutdown) and closes; [`serve`] returns when all are closed.
+//!   shutdown) and closes; [`serve`] returns when all are closed. Its
+//!   task owns every connection's task: aborting it (the drain deadline)
+//!   closes them all.
 //!
 //! The request timeout (until the response headers) is a layer on the
 //! routes ([`guarded`]), not a connection limit.
@@ -100,6 +102,8 @@ pub(crate) async fn serve(
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let open = Arc::new(Open::default());
+    // Owned here, so that aborting this task closes every connection.
+    let mut connections = tokio::task::JoinSet::new();
     let refused_per_ip =
         metrics::counter!(CONNECTIONS_REFUSED_TOTAL, "face" => face, "reason" => "per_ip");
     loop {
@@ -135,7 +139,9 @@ pub(crate) async fn serve(
         // Small answers go out at once (as axum::serve does).
         let _ = stream.set_nodelay(true);
         let (activity, evict) = open.register();
-        tokio::spawn(connection(
+        // The finished ones first: the set holds the live connections.
+        while connections.try_join_next().is_some() {}
+        connections.spawn(connection(
             stream,
             peer,
             Handler {
@@ -157,9 +163,9 @@ pub(crate) async fn serve(
         ));
     }
     drop(listener);
-    // Every connection holds a slot until it closes.
-    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
-    let _ = slots.acquire_many(all).await;
+    // Until every connection has closed. Dropped before (the drain
+    // deadline aborts this task), the set aborts every connection left.
+    while connections.join_next().await.is_some() {}
 }
 
 /// A slot for a connection just accepted: at the cap, the connection idle

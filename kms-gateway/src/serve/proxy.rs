@@ -367,10 +367,14 @@ impl Proxy {
     }
 }
 
-/// Whether the client's failure was a timeout (the connect timeout:
-/// hyper-util's connector reports it as an `io::Error` of kind
-/// `TimedOut` in the error's sources).
+/// Whether the client's failure was the connect timeout: a connect error
+/// whose sources hold an `io::Error` of kind `TimedOut` (hyper-util's
+/// connector reports it so); a pooled connection that timed out later is
+/// not one.
 fn timed_out(e: &hyper_util::client::legacy::Error) -> bool {
+    if !e.is_connect() {
+        return false;
+    }
     let mut source = std::error::Error::source(e);
     while let Some(inner) = source {
         if inner

@@ -128,7 +128,7 @@ fn a_request_in_flight_at_the_stop_is_answered_with_connection_close() {
 fn the_drain_timeout_bounds_a_request_that_never_ends() {
     let up = Upstream::start();
     let url = format!("http://{}", up.addr);
-    let mut s = Serving::start(&["--upstream", &url, "--drain-timeout", "1"]);
+    let mut s = Serving::start(&["--upstream", &url, "--drain-timeout", "1", "--access-log"]);
     let token = s.mint(r#"{"sub":"alice"}"#);
     let mut stream = TcpStream::connect(s.public).expect("connect");
     let request = format!(
@@ -153,6 +153,17 @@ fn the_drain_timeout_bounds_a_request_that_never_ends() {
     assert!(
         log.iter().any(|l| l.contains("did not drain in 1 s")),
         "{log:?}"
+    );
+    // The connection was closed at the deadline, so its line was written
+    // (the writer finished; nothing was lost).
+    assert!(!log.iter().any(|l| l.contains("may be lost")), "{log:?}");
+    let mut lines = Vec::new();
+    while let Ok(line) = s.stdout.recv_timeout(HANG) {
+        lines.push(line);
+    }
+    assert!(
+        lines.iter().any(|l| l.contains("\"path\":\"/hang\"")),
+        "{lines:?}"
     );
 }
 
