@@ -255,7 +255,12 @@ pub(crate) fn refuse_unwritable(
     response
         .extensions_mut()
         .insert(kms::http::ErrorCode("http.unwritable_claim"));
-    super::listener::no_store(response)
+    // It depends on the token: no cache keeps it.
+    response.headers_mut().insert(
+        axum::http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store"),
+    );
+    response
 }
 
 #[cfg(test)]
