@@ -94,7 +94,8 @@ pub(crate) fn read_trusted(path: &Path, flag: &str) -> Result<Vec<u8>, String> {
     Ok(text)
 }
 
-#[cfg(all(test, unix))]
+#[cfg(test)]
+#[cfg(unix)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;

@@ -444,30 +444,26 @@ fn is_host_port(text: &str) -> bool {
 
 /// Removes every header whose name holds `_` (module docs).
 fn remove_underscored(headers: &mut HeaderMap) {
-    let underscored: Vec<HeaderName> = headers
-        .keys()
-        .filter(|name| name.as_str().contains('_'))
-        .cloned()
-        .collect();
-    for name in underscored {
-        headers.remove(name);
-    }
+    remove_named(headers, |name| name.contains('_'));
 }
 
 /// From a peer that is no trusted proxy: removes `X-Real-IP` and every
 /// `X-Forwarded-*` but the [`FORWARDING`] ones, which are replaced.
 fn remove_untrusted_forwarding(headers: &mut HeaderMap) {
-    let claimed: Vec<HeaderName> = headers
+    remove_named(headers, |name| {
+        name == "x-real-ip"
+            || (name.starts_with("x-forwarded-") && !FORWARDING.iter().any(|f| f.as_str() == name))
+    });
+}
+
+/// Removes every header whose (lower-case) name `doomed` picks.
+fn remove_named(headers: &mut HeaderMap, doomed: impl Fn(&str) -> bool) {
+    let names: Vec<HeaderName> = headers
         .keys()
-        .filter(|name| {
-            let name = name.as_str();
-            name == "x-real-ip"
-                || (name.starts_with("x-forwarded-")
-                    && !FORWARDING.iter().any(|f| f.as_str() == name))
-        })
+        .filter(|name| doomed(name.as_str()))
         .cloned()
         .collect();
-    for name in claimed {
+    for name in names {
         headers.remove(name);
     }
 }

@@ -382,36 +382,17 @@ fn no_underscored_header_and_no_untrusted_forwarding_header_reaches_the_upstream
     assert!(stderr.contains("_"), "{stderr}");
 }
 
-/// Sends `head` (a whole request head, no body) and reads the answer:
-/// its status and the echo's JSON body when 200.
-fn raw(addr: SocketAddr, head: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    stream.set_read_timeout(Some(HANG)).expect("timeout");
-    stream.write_all(head.as_bytes()).expect("write");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("read");
-    let status = answer
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {answer:?}"));
-    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, body.to_owned())
-}
-
 #[test]
 fn a_duplicate_or_malformed_host_is_400_and_an_absolute_target_names_the_host() {
     let up = Upstream::start();
     let s = start(up.addr, &[]);
     let token = s.mint(r#"{"sub":"alice"}"#);
+    let bearer = format!("Bearer {token}");
     let request = |target: &str, hosts: &[&str]| {
-        let mut head = format!(
-            "GET {target} HTTP/1.1\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n"
-        );
-        for host in hosts {
-            head += &format!("Host: {host}\r\n");
-        }
-        raw(s.public, &(head + "\r\n"))
+        let mut headers = vec![("Authorization", bearer.as_str())];
+        headers.extend(hosts.iter().map(|host| ("Host", *host)));
+        let (status, _, body) = http_full(s.public, "GET", target, &headers, "");
+        (status, body)
     };
     for hosts in [
         &["a.example", "b.example"][..],

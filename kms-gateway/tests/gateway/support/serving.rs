@@ -97,6 +97,20 @@ pub fn run_to_exit(mut command: Command) -> (i32, String, String) {
     )
 }
 
+/// `pipe`'s lines as they come, read on a thread of their own until the
+/// pipe closes (or the receiver is gone).
+fn lines_of(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
 /// A running `gateway serve` and its two faces.
 pub struct Serving {
     pub child: Child,
@@ -145,24 +159,8 @@ impl Serving {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn gateway serve");
-        let out = child.stdout.take().expect("stdout");
-        let (out_tx, stdout) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if out_tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let stdout = lines_of(child.stdout.take().expect("stdout"));
+        let lines = lines_of(child.stderr.take().expect("stderr"));
         let mut early = Vec::new();
         let line = loop {
             let line = lines.recv_timeout(HANG).unwrap_or_else(|e| {
