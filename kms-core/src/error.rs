@@ -8,6 +8,7 @@ use thiserror::Error;
 
 use crate::ed25519::SignatureError;
 use crate::key_id::KeyIdParseError;
+use crate::root::RootKind;
 use crate::seal::SealError;
 
 /// Everything a KMS operation can fail with.
@@ -210,6 +211,33 @@ pub enum KmsError {
         /// What failed.
         reason: String,
     },
+    /// The durable store records another kind of root of trust than the
+    /// one it was opened under ([`crate::Keystore::open_under`]); nothing
+    /// was read or changed. Not retryable: open it under the root it
+    /// names.
+    #[error("the keystore in {store} is under {expected} ({root}), not {given}")]
+    WrongRoot {
+        /// The store: its directory, or the storage's description.
+        store: String,
+        /// The kind of root the store records.
+        expected: RootKind,
+        /// The root the store records, in words (token and key labels).
+        root: String,
+        /// The kind of root it was opened under.
+        given: RootKind,
+    },
+    /// The root of trust could not wrap or unwrap the master key: a token
+    /// or key not found, a PIN refused, a module that does not load, or a
+    /// wrapped key this root cannot open (another key's, another
+    /// store's). Nothing was changed. Not retryable.
+    #[error("master-key root {root}: {reason}")]
+    Root {
+        /// The root, in words ([`crate::root::MasterKeyRoot::describe`]);
+        /// never a PIN.
+        root: String,
+        /// What failed.
+        reason: String,
+    },
     /// A bug or an unexpected failure inside the KMS (e.g. a panic in a
     /// verify batch). Not retryable.
     #[error("internal error: {reason}")]
@@ -249,6 +277,8 @@ impl KmsError {
             KmsError::Io { .. } => "kms.io",
             KmsError::Conflict { .. } => "kms.conflict",
             KmsError::Unavailable { .. } => "kms.unavailable",
+            KmsError::WrongRoot { .. } => "kms.wrong_root",
+            KmsError::Root { .. } => "kms.root",
             KmsError::Internal { .. } => "kms.internal",
         }
     }

@@ -33,6 +33,7 @@ mod error;
 mod key_id;
 mod keystore;
 mod random;
+pub mod root;
 pub mod seal;
 #[cfg(feature = "serde")]
 mod serde_impls;

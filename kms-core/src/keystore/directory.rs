@@ -15,6 +15,11 @@
 //!   opens, and the next open tries again). A crash before the rename leaves
 //!   the old file to migrate again; one after it leaves both, and the next
 //!   open keeps the database and removes the old file.
+//! * A store under a root ([`create_under`], [`open_under`]) keeps its
+//!   [`RootRecord`] in [`ROOT_FILE`], written before the database when the
+//!   store is created (a create that crashed between the two leaves a
+//!   record and no store; the next create replaces the record), and read
+//!   under the lock before anything else.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -22,8 +27,13 @@ use std::path::Path;
 use super::durable::{commit_all, Durable, Loaded};
 use super::legacy::{self, LEGACY_FILE};
 use super::records::StoredKey;
+use zeroize::Zeroizing;
+
 use crate::error::KmsError;
-use crate::seal::Keyring;
+use crate::root::{
+    MasterKeyRoot, RootKind, RootRecord, StoreId, MASTER_KEY_LEN, MAX_RECORD, ROOT_FILE,
+};
+use crate::seal::{Keyring, SealKey};
 use crate::storage::file::{exists, remove_durably, LockedDir, STORE_FILE, TMP_FILE};
 use crate::storage::RedbStorage;
 
@@ -34,22 +44,110 @@ pub(crate) fn create(dir: &Path, keyring: Keyring) -> Result<Durable, KmsError> 
     if locked.has(LEGACY_FILE)? || locked.has(STORE_FILE)? {
         return Err(KmsError::StoreExists { dir: label });
     }
+    create_locked(locked, keyring, &label)
+}
+
+/// Builds an empty store in `locked`'s directory and opens it.
+fn create_locked(locked: LockedDir, keyring: Keyring, label: &str) -> Result<Durable, KmsError> {
     let storage = build(locked, &keyring, &[])?;
-    let (durable, _) = Durable::open(Box::new(storage), keyring, label.clone())?.written(&label)?;
+    let (durable, _) =
+        Durable::open(Box::new(storage), keyring, label.to_owned())?.written(label)?;
     Ok(durable)
+}
+
+/// Creates a new store in `dir` under `root` (see
+/// [`crate::Keystore::create_under`]): the root's record is written
+/// (replacing one a crashed create left) before the database, which is
+/// what makes the directory a store.
+pub(crate) fn create_under(
+    dir: &Path,
+    root: &dyn MasterKeyRoot,
+    key_id: &str,
+) -> Result<Durable, KmsError> {
+    let locked = LockedDir::create(dir)?;
+    let label = dir.display().to_string();
+    if locked.has(LEGACY_FILE)? || locked.has(STORE_FILE)? {
+        return Err(KmsError::StoreExists { dir: label });
+    }
+    let store = StoreId::generate()?;
+    let key = match root.kind() {
+        RootKind::File => root.unwrap(&store, None)?,
+        _ => {
+            let mut key = Zeroizing::new([0u8; MASTER_KEY_LEN]);
+            crate::random::fill(key.as_mut_slice())?;
+            key
+        }
+    };
+    let record = RootRecord {
+        store,
+        kind: root.kind(),
+        root: root.describe(),
+        wrapped: root.wrap(&store, &key)?,
+    };
+    locked.replace_file(ROOT_FILE, record.to_text().as_bytes())?;
+    let keyring = Keyring::from(SealKey::from_bytes(key_id, 1, &key)?);
+    create_locked(locked, keyring, &label)
+}
+
+/// Opens the store in `dir` under `root` (see
+/// [`crate::Keystore::open_under`]).
+pub(crate) fn open_under(
+    dir: &Path,
+    root: &dyn MasterKeyRoot,
+    key_id: &str,
+) -> Result<(Durable, Loaded), KmsError> {
+    let label = dir.display().to_string();
+    let locked = lock_existing(dir, &label)?;
+    let record = match locked.read_small(ROOT_FILE, MAX_RECORD)? {
+        Some(text) => RootRecord::from_text(&text, &label)?,
+        None => RootRecord::unrecorded(),
+    };
+    if record.kind != root.kind() {
+        return Err(KmsError::WrongRoot {
+            store: label,
+            expected: record.kind,
+            root: record.root,
+            given: root.kind(),
+        });
+    }
+    let key = root.unwrap(&record.store, record.wrapped.as_ref())?;
+    let keyring = Keyring::from(SealKey::from_bytes(key_id, 1, &key)?);
+    open_locked(locked, keyring, &label)
+}
+
+/// Locks `dir` if it holds a store.
+///
+/// # Errors
+/// [`KmsError::StoreNotFound`] if it holds none (checked before taking
+/// the lock, so such a directory is left as it was: no lock file);
+/// the lock's errors.
+fn lock_existing(dir: &Path, label: &str) -> Result<LockedDir, KmsError> {
+    if !exists(dir, STORE_FILE)? && !exists(dir, LEGACY_FILE)? {
+        return Err(KmsError::StoreNotFound {
+            dir: label.to_owned(),
+        });
+    }
+    LockedDir::existing(dir)
 }
 
 /// Opens the store in `dir`, migrating format 1 (see
 /// [`crate::Keystore::open_with_keyring`]).
 pub(crate) fn open(dir: &Path, keyring: Keyring) -> Result<(Durable, Loaded), KmsError> {
     let label = dir.display().to_string();
+    let locked = lock_existing(dir, &label)?;
+    open_locked(locked, keyring, &label)
+}
+
+/// Opens the store in `locked`'s directory (module docs).
+fn open_locked(
+    locked: LockedDir,
+    keyring: Keyring,
+    label: &str,
+) -> Result<(Durable, Loaded), KmsError> {
+    let dir = locked.dir().to_owned();
+    let dir = dir.as_path();
+    let label = label.to_owned();
     let not_found = || KmsError::StoreNotFound { dir: label.clone() };
-    // Before taking the lock, so a directory without a store is left as
-    // it was (no lock file).
-    if !exists(dir, STORE_FILE)? && !exists(dir, LEGACY_FILE)? {
-        return Err(not_found());
-    }
-    let locked = LockedDir::existing(dir)?;
     let has_legacy = locked.has(LEGACY_FILE)?;
     let opened = if locked.has(STORE_FILE)? {
         let storage = RedbStorage::open(locked, STORE_FILE)?;

@@ -61,6 +61,7 @@ use uuid::Uuid;
 use crate::ed25519;
 use crate::error::KmsError;
 use crate::key_id::{Alg, KeyId};
+use crate::root::MasterKeyRoot;
 use crate::seal::{Keyring, SealKey};
 use crate::storage::Storage;
 use crate::sync::{Arc, RwLock, RwLockReadGuard};
@@ -323,6 +324,49 @@ impl Keystore {
         keyring: Keyring,
     ) -> Result<Keystore, KmsError> {
         let (durable, stored) = directory::open(dir.as_ref(), keyring)?;
+        Keystore::with_durable(durable, stored)
+    }
+
+    /// Creates a new, empty durable keystore in `dir` under the root of
+    /// trust `root` (`kms_core::root`), as [`Keystore::create`] does with
+    /// a master key. Under a file root the master key is the root's own;
+    /// under a wrapping root it is 32 new random bytes, wrapped by the
+    /// root and bound to a new store identity. Either way the store
+    /// records its root in [`crate::root::ROOT_FILE`] beside the database,
+    /// and the records are sealed under the `SealKey` named `key_id`,
+    /// version 1.
+    ///
+    /// # Errors
+    /// As [`Keystore::create`]; the root's errors ([`KmsError::Root`]);
+    /// [`KmsError::InvalidArgument`] for a `key_id` a `SealKey` refuses.
+    pub fn create_under(
+        dir: impl AsRef<Path>,
+        root: &dyn MasterKeyRoot,
+        key_id: &str,
+    ) -> Result<Keystore, KmsError> {
+        let durable = directory::create_under(dir.as_ref(), root, key_id)?;
+        Keystore::with_durable(durable, Loaded::default())
+    }
+
+    /// Opens the existing durable keystore in `dir` under the root of
+    /// trust `root`: the store's recorded root must be of `root`'s kind (a
+    /// store that records none is under a file root), which unwraps the
+    /// master key once; the records are then opened as
+    /// [`Keystore::open`] opens them with the `SealKey` `key_id`,
+    /// version 1.
+    ///
+    /// # Errors
+    /// [`KmsError::WrongRoot`] (nothing read but the record) if the store
+    /// is under another kind of root; [`KmsError::Root`] if the root
+    /// cannot unwrap the master key; [`KmsError::StoreCorrupt`] for a
+    /// damaged root record; otherwise as [`Keystore::open_with_keyring`]
+    /// (a file root holding the wrong key: [`KmsError::Seal`]).
+    pub fn open_under(
+        dir: impl AsRef<Path>,
+        root: &dyn MasterKeyRoot,
+        key_id: &str,
+    ) -> Result<Keystore, KmsError> {
+        let (durable, stored) = directory::open_under(dir.as_ref(), root, key_id)?;
         Keystore::with_durable(durable, stored)
     }
 

@@ -136,6 +136,57 @@ impl LockedDir {
         &self.dir
     }
 
+    /// The whole of the small file `name` in the directory (at most
+    /// `max` bytes), or `None` if there is none.
+    ///
+    /// # Errors
+    /// [`KmsError::Io`] for I/O errors; [`KmsError::StoreCorrupt`] for a
+    /// file over `max` bytes.
+    pub(crate) fn read_small(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>, KmsError> {
+        use std::io::Read;
+        let path = self.dir.join(name);
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io("open", &path, &e)),
+        };
+        let mut bytes = Vec::new();
+        file.take(max + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| io("read", &path, &e))?;
+        if bytes.len() as u64 > max {
+            return Err(KmsError::StoreCorrupt {
+                store: shown(&self.dir),
+                reason: format!("{name} is over {max} bytes"),
+            });
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Replaces the file `name` in the directory with `bytes`, atomically
+    /// and durably: written to `<name>.tmp` (mode 0600), fsynced, renamed
+    /// over `name`, and the directory fsynced. A crash leaves the old file
+    /// or the new one (and perhaps a `.tmp` file, overwritten by the next
+    /// call).
+    ///
+    /// # Errors
+    /// [`KmsError::Io`] for I/O errors.
+    pub(crate) fn replace_file(&self, name: &str, bytes: &[u8]) -> Result<(), KmsError> {
+        use std::io::Write;
+        let tmp_name = format!("{name}.tmp");
+        let tmp = self.dir.join(&tmp_name);
+        let mut options = OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, PRIVATE_FILE);
+        let mut file = options.open(&tmp).map_err(|e| io("create", &tmp, &e))?;
+        file.write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| io("write", &tmp, &e))?;
+        drop(file);
+        self.rename(&tmp_name, name)
+    }
+
     /// Renames `from` to `to` in the directory (replacing `to`) and fsyncs
     /// the directory.
     ///

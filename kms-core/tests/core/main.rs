@@ -14,6 +14,7 @@ mod keystore;
 mod lifecycle;
 mod migration;
 mod records;
+mod root;
 mod seal;
 mod seal_vectors;
 mod shared_store;

@@ -1,0 +1,255 @@
+//! The root of trust of a durable store: what holds or wraps its master
+//! key ([`MasterKeyRoot`]).
+//!
+//! * A **file root** ([`FileRoot`]) is the master key itself, read by the
+//!   embedder from where it keeps it (the gateway's `--master-key-file`).
+//! * A **wrapping root** (a PKCS#11 token's AES key, in the `kms-pkcs11`
+//!   crate) never lets its key out: the
+//!   store's 32-byte master key is generated when the store is created,
+//!   wrapped by the root, and kept wrapped in the store beside the store's
+//!   identity ([`StoreId`], 16 random bytes made at creation) and the kind
+//!   of root it is under ([`RootRecord`]; in a directory store, the file
+//!   [`ROOT_FILE`]). Each open unwraps it once into a buffer wiped on drop;
+//!   it is never written anywhere in clear. This is the envelope of
+//!   Vault's seal.
+//!
+//! Invariants:
+//! * a store opens only under the kind of root it records; a store that
+//!   records none (every store made before roots existed) is under a file
+//!   root ([`KmsError::WrongRoot`] otherwise, naming the root expected);
+//! * a wrapped master key is bound to its store's identity (the AEAD's
+//!   associated data), so a wrapped
+//!   key copied to another store's record does not unwrap there;
+//! * master-key bytes live only in [`MasterKeyBytes`] (a fixed-size array,
+//!   wiped on drop) until they become a [`crate::seal::SealKey`].
+
+mod record;
+
+use std::fmt;
+
+use zeroize::Zeroizing;
+
+use crate::error::KmsError;
+
+pub(crate) use record::MAX_RECORD;
+pub use record::{RootRecord, WrappedKey, ROOT_FILE};
+
+/// A master key's 32 bytes, wiped on drop.
+pub type MasterKeyBytes = Zeroizing<[u8; MASTER_KEY_LEN]>;
+
+/// The length of a master key (bytes): a 256-bit XChaCha20-Poly1305 key.
+pub const MASTER_KEY_LEN: usize = 32;
+
+/// The kind of root a store is under, as its [`RootRecord`] names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RootKind {
+    /// The master key is held outside the store by the embedder (a file).
+    File,
+    /// Wrapped by an AES-256 key in a PKCS#11 token (`CKM_AES_GCM`).
+    Pkcs11,
+}
+
+impl RootKind {
+    /// The name a [`RootRecord`] writes: `file`, `pkcs11`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RootKind::File => "file",
+            RootKind::Pkcs11 => "pkcs11",
+        }
+    }
+
+    /// The kind named `name` (as [`RootKind::as_str`] writes it).
+    pub fn from_name(name: &str) -> Option<RootKind> {
+        [RootKind::File, RootKind::Pkcs11]
+            .into_iter()
+            .find(|kind| kind.as_str() == name)
+    }
+}
+
+impl fmt::Display for RootKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RootKind::File => "a master key file",
+            RootKind::Pkcs11 => "a PKCS#11 token's key",
+        })
+    }
+}
+
+/// A store's identity: 16 random bytes made when the store is created,
+/// written as 32 lower-case hex digits. A store that records no root has
+/// none; it reads as all zeros ([`StoreId::NONE`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StoreId([u8; 16]);
+
+impl StoreId {
+    /// The identity of a store made before roots were recorded.
+    pub const NONE: StoreId = StoreId([0; 16]);
+
+    /// A new random identity.
+    ///
+    /// # Errors
+    /// [`KmsError::EntropyUnavailable`] if the OS random source fails.
+    pub fn generate() -> Result<StoreId, KmsError> {
+        let mut bytes = [0u8; 16];
+        crate::random::fill(&mut bytes)?;
+        Ok(StoreId(bytes))
+    }
+
+    /// The identity's 16 bytes: the associated data a root binds a wrapped
+    /// key to.
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+
+    /// The identity written as 32 hex digits, or `None` for anything else.
+    pub fn from_hex(text: &str) -> Option<StoreId> {
+        let mut bytes = [0u8; 16];
+        hex::decode_to_slice(text, &mut bytes).ok()?;
+        Some(StoreId(bytes))
+    }
+}
+
+impl fmt::Display for StoreId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
+impl fmt::Debug for StoreId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StoreId({self})")
+    }
+}
+
+/// What holds or wraps a store's master key. Implemented by [`FileRoot`]
+/// here and `kms_pkcs11::Pkcs11Root`; used by
+/// [`crate::Keystore::create_under`] and [`crate::Keystore::open_under`].
+///
+/// Calls block (a token or a network round trip); the keystore makes them
+/// once per create or open.
+pub trait MasterKeyRoot: fmt::Debug + Send + Sync {
+    /// The kind of root, recorded in the store.
+    fn kind(&self) -> RootKind;
+
+    /// The root in words, for records and messages: the token and key
+    /// labels; never a secret (no PIN).
+    fn describe(&self) -> String;
+
+    /// Wraps `key`, the master key of the store `store`, bound to `store`.
+    /// A file root holds the key itself and answers `Ok(None)`: there is
+    /// nothing to record.
+    ///
+    /// # Errors
+    /// [`KmsError::Root`] naming the root and what failed (a token or key
+    /// not found, a PIN refused);
+    /// [`KmsError::EntropyUnavailable`] if a random IV cannot be drawn; a
+    /// file root answers [`KmsError::InvalidArgument`] for a key that is
+    /// not its own.
+    fn wrap(&self, store: &StoreId, key: &MasterKeyBytes) -> Result<Option<WrappedKey>, KmsError>;
+
+    /// The master key of the store `store`, unwrapped from `wrapped` (what
+    /// [`MasterKeyRoot::wrap`] made; `None` for a file root, which answers
+    /// its own key).
+    ///
+    /// # Errors
+    /// [`KmsError::Root`] naming the root and what failed, including a
+    /// wrapped key this root cannot open (another token key,
+    /// another store's identity, a damaged record) and a wrapping root
+    /// given nothing to unwrap.
+    fn unwrap(
+        &self,
+        store: &StoreId,
+        wrapped: Option<&WrappedKey>,
+    ) -> Result<MasterKeyBytes, KmsError>;
+}
+
+/// The master key itself, as the embedder read it (the gateway's
+/// `--master-key-file`, 64 hex digits).
+pub struct FileRoot {
+    key: MasterKeyBytes,
+    described: String,
+}
+
+impl FileRoot {
+    /// The root holding `key`; `described` names where it came from (the
+    /// file's path), for messages.
+    pub fn new(key: MasterKeyBytes, described: impl Into<String>) -> FileRoot {
+        FileRoot {
+            key,
+            described: described.into(),
+        }
+    }
+}
+
+impl fmt::Debug for FileRoot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileRoot")
+            .field("described", &self.described)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MasterKeyRoot for FileRoot {
+    fn kind(&self) -> RootKind {
+        RootKind::File
+    }
+
+    fn describe(&self) -> String {
+        self.described.clone()
+    }
+
+    fn wrap(&self, _store: &StoreId, key: &MasterKeyBytes) -> Result<Option<WrappedKey>, KmsError> {
+        use subtle::ConstantTimeEq;
+        if bool::from(self.key.ct_eq(key.as_slice())) {
+            Ok(None)
+        } else {
+            Err(KmsError::InvalidArgument {
+                what: "master key",
+                reason: format!("a file root holds its own key ({})", self.described),
+            })
+        }
+    }
+
+    fn unwrap(
+        &self,
+        _store: &StoreId,
+        _wrapped: Option<&WrappedKey>,
+    ) -> Result<MasterKeyBytes, KmsError> {
+        Ok(Zeroizing::new(*self.key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip_their_names() {
+        for kind in [RootKind::File, RootKind::Pkcs11] {
+            assert_eq!(RootKind::from_name(kind.as_str()), Some(kind));
+        }
+        assert_eq!(RootKind::from_name("hsm"), None);
+    }
+
+    #[test]
+    fn store_ids_are_random_and_read_back() {
+        let (a, b) = (StoreId::generate().unwrap(), StoreId::generate().unwrap());
+        assert_ne!(a, b);
+        assert_eq!(StoreId::from_hex(&a.to_string()), Some(a));
+        assert_eq!(StoreId::from_hex("00"), None);
+    }
+
+    #[test]
+    fn a_file_root_wraps_only_its_own_key() {
+        let root = FileRoot::new(Zeroizing::new([7; 32]), "mk");
+        let id = StoreId::generate().unwrap();
+        assert_eq!(root.wrap(&id, &Zeroizing::new([7; 32])).unwrap(), None);
+        assert!(matches!(
+            root.wrap(&id, &Zeroizing::new([8; 32])),
+            Err(KmsError::InvalidArgument { .. })
+        ));
+        assert_eq!(*root.unwrap(&id, None).unwrap(), [7; 32]);
+        assert!(!format!("{root:?}").contains('7'));
+    }
+}
