@@ -27,6 +27,11 @@ pub use kms_http as http;
 #[cfg(feature = "oidc")]
 pub use kms_oidc as oidc;
 
+/// The durable store's master key wrapped by a PKCS#11 token's AES key
+/// (feature `pkcs11`).
+#[cfg(feature = "pkcs11")]
+pub use kms_pkcs11 as pkcs11;
+
 /// A fleet's shared keystore on etcd v3 (feature `etcd`).
 #[cfg(feature = "etcd")]
 pub use kms_etcd as etcd;
