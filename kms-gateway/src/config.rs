@@ -371,6 +371,25 @@ pub(crate) fn issuer_policies(
     policies
 }
 
+/// What holds or wraps a durable store's master key.
+#[derive(Debug, Clone)]
+pub(crate) enum RootSettings {
+    /// `--master-key-file`: the master key itself.
+    File(PathBuf),
+    /// `--master-key-pkcs11 MODULE` with `--pkcs11-token`, `--pkcs11-key`
+    /// and `--pkcs11-pin-file`.
+    Pkcs11 {
+        /// The module's path.
+        module: PathBuf,
+        /// The token's label.
+        token: String,
+        /// The wrapping key's label.
+        key: String,
+        /// The file holding the user PIN.
+        pin_file: PathBuf,
+    },
+}
+
 /// Where the keys are kept.
 #[derive(Debug, Clone, Default)]
 pub(crate) enum StoreSettings {
@@ -381,8 +400,8 @@ pub(crate) enum StoreSettings {
     Durable {
         /// The store's directory.
         dir: PathBuf,
-        /// `--master-key-file`.
-        master_key_file: PathBuf,
+        /// What holds or wraps its master key.
+        root: RootSettings,
         /// `--allow-group-readable-secrets`.
         allow_group: bool,
     },

@@ -4,6 +4,8 @@
 //! One test function: SoftHSM2 reads `SOFTHSM2_CONF` once, when this
 //! process first initializes the module, so every step shares one token
 //! store, set up before the module loads and before any other thread runs.
+//! Built with the `softhsm-tests` feature (SoftHSM2 and OpenSC installed).
+#![cfg(feature = "softhsm-tests")]
 
 use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
 use cryptoki::error::{Error, RvError};

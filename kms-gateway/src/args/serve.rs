@@ -15,7 +15,7 @@ use kms::jose::Algorithm;
 use super::seconds::{delay, timeout, Seconds};
 use crate::config::{
     self, AdminSettings, CertFiles, ConfigError, FaceSettings, Limits, LogSettings, ProxySettings,
-    ServeConfig, StoreSettings, TlsSettings, TokenSettings, Upstream,
+    RootSettings, ServeConfig, StoreSettings, TlsSettings, TokenSettings, Upstream,
 };
 use crate::logging::LogFormat;
 use crate::serve::access_rules::{self, RulesFile};
@@ -253,10 +253,18 @@ struct TokenArgs {
 
 /// Where the keys are kept: memory, a directory, or a fleet on etcd.
 #[derive(Args)]
-#[command(next_help_heading = "Store and fleet")]
+#[command(
+    next_help_heading = "Store and fleet",
+    group(
+        clap::ArgGroup::new("master_key_root")
+            .args(["master_key_file", "master_key_pkcs11"])
+            .multiple(false)
+    )
+)]
 struct StoreArgs {
-    /// The durable keystore's directory (needs --master-key-file).
-    #[arg(long, group = "keys_backend", requires = "master_key_file")]
+    /// The durable keystore's directory (needs --master-key-file or
+    /// --master-key-pkcs11).
+    #[arg(long, group = "keys_backend", requires = "master_key_root")]
     store: Option<PathBuf>,
     /// A fleet's shared keystore on etcd: its client URLs, comma-separated
     /// (needs --master-key-file, the fleet's; a build with --features etcd).
@@ -299,6 +307,26 @@ struct StoreArgs {
     /// The master key: 32 bytes as 64 hex characters, not world-readable.
     #[arg(long, requires = "keys_backend")]
     master_key_file: Option<PathBuf>,
+    /// The store's master key wrapped by an AES-256 key in a PKCS#11
+    /// token, through this module (a shared library's path; needs
+    /// --pkcs11-token, --pkcs11-key and --pkcs11-pin-file; with --store).
+    #[arg(
+        long,
+        value_name = "MODULE",
+        requires_all = ["store", "pkcs11_token", "pkcs11_key", "pkcs11_pin_file"]
+    )]
+    master_key_pkcs11: Option<PathBuf>,
+    /// The label of the PKCS#11 token holding the wrapping key.
+    #[arg(long, value_name = "LABEL", requires = "master_key_pkcs11")]
+    pkcs11_token: Option<String>,
+    /// The label of the wrapping key: an AES-256 secret key object with
+    /// CKA_ENCRYPT and CKA_DECRYPT.
+    #[arg(long, value_name = "LABEL", requires = "master_key_pkcs11")]
+    pkcs11_key: Option<String>,
+    /// A file holding the token's user PIN, a secret file (a trailing
+    /// newline is ignored).
+    #[arg(long, value_name = "FILE", requires = "master_key_pkcs11")]
+    pkcs11_pin_file: Option<PathBuf>,
 }
 
 /// The proxy mode and forward auth.
@@ -588,10 +616,29 @@ impl StoreArgs {
     /// Where the keys are kept (clap has checked that `--store` and
     /// `--etcd` exclude each other and need `--master-key-file`).
     fn settings(self, allow_group: bool) -> Result<StoreSettings, String> {
+        let pkcs11 = match (
+            self.master_key_pkcs11,
+            self.pkcs11_token,
+            self.pkcs11_key,
+            self.pkcs11_pin_file,
+        ) {
+            (Some(module), Some(token), Some(key), Some(pin_file)) => Some(RootSettings::Pkcs11 {
+                module,
+                token,
+                key,
+                pin_file,
+            }),
+            _ => None,
+        };
         match (self.store, self.etcd, self.master_key_file) {
             (Some(dir), _, Some(master_key_file)) => Ok(StoreSettings::Durable {
                 dir,
-                master_key_file,
+                root: RootSettings::File(master_key_file),
+                allow_group,
+            }),
+            (Some(dir), _, None) => Ok(StoreSettings::Durable {
+                dir,
+                root: pkcs11.ok_or("--store needs --master-key-file or --master-key-pkcs11")?,
                 allow_group,
             }),
             #[cfg(feature = "etcd")]

@@ -1,6 +1,6 @@
 //! `serve`'s secrets: the admin face's bearer secret (`--admin-token-file`,
-//! or one generated at every start) and the master key
-//! (`--master-key-file`). Every secret file is checked once opened
+//! or one generated at every start), the master key
+//! (`--master-key-file`) and a PKCS#11 token's PIN (`--pkcs11-pin-file`). Every secret file is checked once opened
 //! ([`read_secret`]: owner, permissions) and read into a buffer sized once
 //! and wiped on drop; the admin secret stays in one.
 //!
@@ -15,7 +15,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use kms::core::seal::SealKey;
+use kms::core::root::{MasterKeyBytes, MASTER_KEY_LEN};
 use zeroize::Zeroizing;
 
 use crate::config::AdminSettings;
@@ -127,15 +127,34 @@ pub(crate) fn generate() -> Result<AdminSecret, String> {
 /// # Errors
 /// The file's refusals; anything but 64 hex characters (the message never
 /// repeats the file's text).
-pub(crate) fn master_key(path: &Path, allow_group: bool) -> Result<SealKey, String> {
+pub(crate) fn master_key(path: &Path, allow_group: bool) -> Result<MasterKeyBytes, String> {
     let what = |e: &dyn std::fmt::Display| format!("--master-key-file {}: {e}", path.display());
     let text = read_secret(path, "--master-key-file", allow_group)?;
     let hex_text = text.trim_ascii_end();
-    let mut bytes = Zeroizing::new([0u8; 32]);
+    let mut bytes = Zeroizing::new([0u8; MASTER_KEY_LEN]);
     // hex's error names the offending character: a byte of the secret.
     hex::decode_to_slice(hex_text, bytes.as_mut_slice())
         .map_err(|_| what(&"expected 64 hex characters"))?;
-    SealKey::from_bytes("gateway-master", 1, &bytes).map_err(|e| what(&e))
+    Ok(bytes)
+}
+
+/// Reads `--pkcs11-pin-file` ([`read_secret`]): the PIN, UTF-8, without
+/// one trailing newline (`\n` or `\r\n`), into a buffer of exactly its
+/// length that cryptoki wipes on drop.
+///
+/// # Errors
+/// The file's refusals; an empty PIN, or one that is not UTF-8.
+pub(crate) fn pkcs11_pin(path: &Path, allow_group: bool) -> Result<kms::pkcs11::AuthPin, String> {
+    let what = |e: &dyn std::fmt::Display| format!("--pkcs11-pin-file {}: {e}", path.display());
+    let text = read_secret(path, "--pkcs11-pin-file", allow_group)?;
+    let pin = text.strip_suffix(b"\n").unwrap_or(&text);
+    let pin = pin.strip_suffix(b"\r").unwrap_or(pin);
+    if pin.is_empty() {
+        return Err(what(&"is empty"));
+    }
+    let pin = std::str::from_utf8(pin).map_err(|_| what(&"is not UTF-8"))?;
+    // Boxed at its length: no reallocation leaves a copy behind.
+    Ok(kms::pkcs11::AuthPin::from(Box::<str>::from(pin)))
 }
 
 /// Reads a secret file whole into a buffer sized once and wiped on drop,

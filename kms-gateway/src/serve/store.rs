@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
-use kms::core::seal::SealKey;
+use kms::core::root::{FileRoot, MasterKeyRoot, RootKind};
 use kms::core::{Keystore, KmsError};
 
 use super::secrets;
-use crate::config::StoreSettings;
+use crate::config::{RootSettings, StoreSettings};
 
 /// What keeps a fleet node's keystore following the others' changes,
 /// held while serving.
@@ -43,10 +43,11 @@ pub(crate) async fn open(settings: &StoreSettings) -> Result<(Keystore, Option<F
         StoreSettings::Memory => Ok((Keystore::new(), None)),
         StoreSettings::Durable {
             dir,
-            master_key_file,
+            root,
             allow_group,
         } => {
-            let keystore = open_store(dir, || secrets::master_key(master_key_file, *allow_group))?;
+            let root = master_key_root(root, *allow_group)?;
+            let keystore = open_store(dir, root.as_ref())?;
             Ok((keystore, None))
         }
         #[cfg(feature = "etcd")]
@@ -57,30 +58,89 @@ pub(crate) async fn open(settings: &StoreSettings) -> Result<(Keystore, Option<F
     }
 }
 
-/// Opens the store in `dir`, or creates one in an absent or empty
-/// directory; a non-empty directory without a store is an error. `master`
-/// reads the master key (once per attempt: a `SealKey` is not `Clone`).
-fn open_store(
-    dir: &Path,
-    master: impl Fn() -> Result<SealKey, String>,
-) -> Result<Keystore, String> {
+/// The name of the master key's `SealKey` in every store the gateway
+/// makes (the envelopes' headers carry it).
+const MASTER_KEY_ID: &str = "gateway-master";
+
+/// The root `settings` name: the master key read from its file, or a
+/// PKCS#11 token's key with the PIN read from its file.
+///
+/// # Errors
+/// The files' refusals ([`secrets::master_key`], [`secrets::pkcs11_pin`]).
+fn master_key_root(
+    settings: &RootSettings,
+    allow_group: bool,
+) -> Result<Box<dyn MasterKeyRoot>, String> {
+    Ok(match settings {
+        RootSettings::File(path) => Box::new(FileRoot::new(
+            secrets::master_key(path, allow_group)?,
+            format!("--master-key-file {}", path.display()),
+        )),
+        RootSettings::Pkcs11 {
+            module,
+            token,
+            key,
+            pin_file,
+        } => Box::new(kms::pkcs11::Pkcs11Root::new(
+            module,
+            token,
+            key,
+            secrets::pkcs11_pin(pin_file, allow_group)?,
+        )),
+    })
+}
+
+/// The flags that give a root of `kind`.
+fn root_flags(kind: RootKind) -> &'static str {
+    match kind {
+        RootKind::Pkcs11 => {
+            "--master-key-pkcs11 MODULE with --pkcs11-token, --pkcs11-key and --pkcs11-pin-file"
+        }
+        _ => "--master-key-file",
+    }
+}
+
+/// Opens the store in `dir` under `root`, or creates one in an absent
+/// directory or one holding nothing but a create's leftovers (`keystore.*`
+/// files and no database); any other non-empty directory without a store
+/// is an error.
+///
+/// # Errors
+/// The store's refusals, as a message naming `--store` and, for a store
+/// under another root, the flags that give its own; the root's failures
+/// naming the root (its token and key labels; never the PIN).
+fn open_store(dir: &Path, root: &dyn MasterKeyRoot) -> Result<Keystore, String> {
     let what = |e: &dyn std::fmt::Display| format!("--store {}: {e}", dir.display());
-    match Keystore::open(dir, master()?) {
+    let refused = |e: KmsError| match e {
+        KmsError::WrongRoot { expected, .. } => {
+            format!("{}; give {}", what(&e), root_flags(expected))
+        }
+        e @ KmsError::Root { .. } => e.to_string(),
+        e => what(&e),
+    };
+    match Keystore::open_under(dir, root, MASTER_KEY_ID) {
         Ok(ks) => Ok(ks),
         Err(KmsError::StoreNotFound { .. }) => {
-            let empty = match std::fs::read_dir(dir) {
-                Ok(mut entries) => entries.next().is_none(),
+            let leftovers_only = match std::fs::read_dir(dir) {
+                Ok(entries) => {
+                    let mut only = true;
+                    for entry in entries {
+                        let name = entry.map_err(|e| what(&e))?.file_name();
+                        only &= name.to_string_lossy().starts_with("keystore.");
+                    }
+                    only
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
                 Err(e) => return Err(what(&e)),
             };
-            if !empty {
+            if !leftovers_only {
                 return Err(what(
                     &"is not empty and holds no keystore; refusing to create one there",
                 ));
             }
-            Keystore::create(dir, master()?).map_err(|e| what(&e))
+            Keystore::create_under(dir, root, MASTER_KEY_ID).map_err(refused)
         }
-        Err(e) => Err(what(&e)),
+        Err(e) => Err(refused(e)),
     }
 }
 
@@ -160,7 +220,10 @@ async fn open_fleet(
             password: zeroize::Zeroizing::new(password.to_owned()),
         });
     }
-    let keyring = kms::core::seal::Keyring::from(master_key(&fleet.master_key_file, allow_group)?);
+    let master = master_key(&fleet.master_key_file, allow_group)?;
+    let master = kms::core::seal::SealKey::from_bytes(MASTER_KEY_ID, 1, &master)
+        .map_err(|e| format!("--master-key-file {}: {e}", fleet.master_key_file.display()))?;
+    let keyring = kms::core::seal::Keyring::from(master);
     // Blocking calls (it waits for etcd): off the runtime's workers.
     let opened = tokio::task::spawn_blocking(move || kms::etcd::open(config, keyring))
         .await

@@ -6,8 +6,8 @@
 //! The modules that need what a plain machine lacks are built with a
 //! feature each: `etcd` (etcd's processes, protoc for the build),
 //! `proxy-tests` (NGINX and Caddy), `oidc-tests` (Node's oidc-provider,
-//! after `npm ci` in `tests/oidc`). `.ci/run` runs them all with every
-//! feature on; one at a time, e.g. `cargo test -p kms-gateway --features
+//! after `npm ci` in `tests/oidc`), `softhsm-tests` (SoftHSM2 and
+//! OpenSC). `.ci/run` runs them all with every feature on; one at a time, e.g. `cargo test -p kms-gateway --features
 //! proxy-tests --test gateway proxies::`.
 #![cfg(unix)]
 
@@ -36,3 +36,5 @@ mod fleet_secure;
 mod oidc_provider;
 #[cfg(feature = "proxy-tests")]
 mod proxies;
+#[cfg(feature = "softhsm-tests")]
+mod root_pkcs11;
