@@ -19,6 +19,11 @@
 //!   the store opens with the keyring and holds the same keys. When a
 //!   child finishes, the store opens with the new key alone.
 //!
+//! * **Moving between roots:** the child moves a store from a file root to
+//!   a wrapping root, to another, and back to a new key file
+//!   (`Keystore::move_to_root`), killed at random moments; after each kill
+//!   exactly one of the roots opens the store, holding the same keys.
+//!
 //! Run alone: `cargo test -p kms-core --test crash`.
 
 use std::collections::HashMap;
@@ -27,8 +32,15 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kms_core::root::{FileRoot, MasterKeyRoot, RootKind, RootRecord, ROOT_FILE};
 use kms_core::seal::{Keyring, SealKey};
 use kms_core::{KeyId, Keystore};
+use zeroize::Zeroizing;
+
+#[path = "core/support/test_root.rs"]
+mod test_root;
+
+use test_root::TestRoot;
 
 const ROUNDS: u32 = 200;
 const CHILD_DIR: &str = "KMS_CRASH_CHILD_DIR";
@@ -58,6 +70,7 @@ fn main() {
         std::env::var(CHILD_MODE).as_deref(),
     ) {
         (Ok(dir), _, Ok("rewrap")) => rewrap_child(Path::new(&dir)),
+        (Ok(dir), Ok(round), Ok("move")) => move_child(Path::new(&dir), &round),
         (Ok(dir), _, Ok("create")) => {
             ack(format_args!("ready"));
             Keystore::create(&dir, master()).expect("child: create");
@@ -109,6 +122,93 @@ fn rewrap_child(dir: &Path) {
     ack(format_args!("done"));
 }
 
+/// The master key of the moved store, as a file root.
+fn file_root() -> FileRoot {
+    FileRoot::new(Zeroizing::new([9; 32]), "crash key file")
+}
+
+/// The root the store in `dir` is under, by its record.
+fn current_root(dir: &Path) -> Box<dyn MasterKeyRoot> {
+    let record = match std::fs::read(dir.join(ROOT_FILE)) {
+        Ok(text) => RootRecord::from_text(&text, "crash").expect("a record"),
+        Err(_) => return Box::new(file_root()),
+    };
+    match (record.kind, record.root.as_str()) {
+        (RootKind::File, _) => Box::new(file_root()),
+        (_, "test root 1") => Box::new(TestRoot::new(1)),
+        _ => Box::new(TestRoot::new(2)),
+    }
+}
+
+/// Moves the store to the next root of the cycle: a file, test root 1,
+/// test root 2, a new key file named after `round`; then says `done`.
+fn move_child(dir: &Path, round: &str) {
+    let from = current_root(dir);
+    let to: Box<dyn MasterKeyRoot> = match (from.kind(), from.describe().as_str()) {
+        (RootKind::File, _) => Box::new(TestRoot::new(1)),
+        (_, "test root 1") => Box::new(TestRoot::new(2)),
+        _ => Box::new(FileRoot::new_file(
+            dir.with_file_name(format!("key-{round}.hex")),
+        )),
+    };
+    ack(format_args!("ready"));
+    Keystore::move_to_root(dir, from.as_ref(), to.as_ref(), "crash-master").expect("child: move");
+    ack(format_args!("done"));
+}
+
+/// Kills moves between roots (module docs).
+fn kill_moves() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("store");
+    let key = Keystore::create_under(&store, &file_root(), "crash-master")
+        .expect("create")
+        .create_ed25519("acme", "moved")
+        .expect("key");
+    let public = |ks: &Keystore| ks.attest(&key).expect("attest").versions[0].public_key;
+    let expected =
+        public(&Keystore::open_under(&store, &file_root(), "crash-master").expect("open"));
+    let (mut done, mut killed, mut moved, mut under) = (0, 0, 0, 0);
+    for round in 0..60 {
+        let acks = run_and_kill_with(&store, "move", &round.to_string(), 15_000);
+        let roots: [Box<dyn MasterKeyRoot>; 3] = [
+            Box::new(file_root()),
+            Box::new(TestRoot::new(1)),
+            Box::new(TestRoot::new(2)),
+        ];
+        // Each tried alone: a keystore left open would hold the store.
+        let mut opened = Vec::new();
+        for (i, root) in roots.iter().enumerate() {
+            match Keystore::open_under(&store, root.as_ref(), "crash-master") {
+                Ok(ks) => opened.push((i, public(&ks))),
+                Err(kms_core::KmsError::WrongRoot { .. } | kms_core::KmsError::Root { .. }) => {}
+                Err(e) => panic!("move round {round} (acks {acks:?}): {e}"),
+            }
+        }
+        assert_eq!(
+            opened.len(),
+            1,
+            "move round {round} (acks {acks:?}): one root opens it"
+        );
+        assert_eq!(opened[0].1, expected, "move round {round}: the same key");
+        if opened[0].0 != under {
+            moved += 1;
+            under = opened[0].0;
+        }
+        if acks.iter().any(|a| a == "done") {
+            done += 1;
+        } else {
+            killed += 1;
+        }
+    }
+    println!(
+        "crash test: 60 moves between roots, {killed} killed before they said done ({moved} \
+         moved in all), {done} finished; one root opened the store after each, with the same \
+         key ({:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+}
+
 fn random_below(n: u32) -> u32 {
     let mut bytes = [0u8; 4];
     getrandom::fill(&mut bytes).expect("random");
@@ -119,10 +219,15 @@ fn random_below(n: u32) -> u32 {
 /// `max_wait_us` after it says it has opened the store (`ready`), and
 /// returns the lines it acknowledged after that.
 fn run_and_kill(dir: &Path, mode: &str, key: &KeyId, max_wait_us: u32) -> Vec<String> {
+    run_and_kill_with(dir, mode, &key.to_string(), max_wait_us)
+}
+
+/// [`run_and_kill`] with `key` any text the child reads.
+fn run_and_kill_with(dir: &Path, mode: &str, key: &str, max_wait_us: u32) -> Vec<String> {
     let exe = std::env::current_exe().expect("own path");
     let mut child = Command::new(exe)
         .env(CHILD_DIR, dir)
-        .env(CHILD_KEY, key.to_string())
+        .env(CHILD_KEY, key)
         .env(CHILD_MODE, mode)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -260,6 +365,7 @@ fn parent() {
         .expect("create the key");
     drop(store);
     kill_creates_and_migrations(&shared);
+    kill_moves();
     let started = Instant::now();
     let mut known = Known::default();
     known.acknowledge(&format!("created {shared}"));

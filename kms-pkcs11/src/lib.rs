@@ -55,9 +55,6 @@ const TAG_BITS: u64 = 128;
 /// A wrapped master key's length (bytes): IV, ciphertext, tag.
 pub const WRAPPED_LEN: usize = IV_LEN + MASTER_KEY_LEN + (TAG_BITS as usize) / 8;
 
-/// The AES key's length the root requires (bytes): AES-256.
-const AES_KEY_LEN: u64 = 32;
-
 /// A store's master key wrapped by an AES-256 key in a PKCS#11 token.
 pub struct Pkcs11Root {
     module: PathBuf,
@@ -212,13 +209,14 @@ impl Pkcs11Root {
         let (mut len, mut encrypt, mut decrypt) = (None, false, false);
         for attribute in attributes {
             match attribute {
-                Attribute::ValueLen(value) => len = Some(u64::from(*value)),
+                Attribute::ValueLen(value) => len = Some(*value),
                 Attribute::Encrypt(on) => encrypt = on,
                 Attribute::Decrypt(on) => decrypt = on,
                 _ => {}
             }
         }
-        if len != Some(AES_KEY_LEN) {
+        // AES-256: 32 bytes (CKA_VALUE_LEN is a CK_ULONG, u32 or u64).
+        if len != Some(32) {
             return Err(self.failed("the key is not AES-256 (CKA_VALUE_LEN is not 32)"));
         }
         if !(encrypt && decrypt) {

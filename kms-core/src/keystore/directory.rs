@@ -19,12 +19,14 @@
 //!   [`RootRecord`] in [`ROOT_FILE`], written before the database when the
 //!   store is created (a create that crashed between the two leaves a
 //!   record and no store; the next create replaces the record), and read
-//!   under the lock before anything else.
+//!   under the lock before anything else. [`move_root`] replaces it (one
+//!   rename) only after the master key it unwrapped opened every record.
 
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::Arc;
 
-use super::durable::{commit_all, Durable, Loaded};
+use super::durable::{commit_all, Durable, Loaded, Opened};
 use super::legacy::{self, LEGACY_FILE};
 use super::records::StoredKey;
 use zeroize::Zeroizing;
@@ -35,7 +37,7 @@ use crate::root::{
 };
 use crate::seal::{Keyring, SealKey};
 use crate::storage::file::{exists, remove_durably, LockedDir, STORE_FILE, TMP_FILE};
-use crate::storage::RedbStorage;
+use crate::storage::{RecordWrite, RedbStorage, Storage};
 
 /// Creates a new store in `dir` (see [`crate::Keystore::create`]).
 pub(crate) fn create(dir: &Path, keyring: Keyring) -> Result<Durable, KmsError> {
@@ -44,12 +46,18 @@ pub(crate) fn create(dir: &Path, keyring: Keyring) -> Result<Durable, KmsError> 
     if locked.has(LEGACY_FILE)? || locked.has(STORE_FILE)? {
         return Err(KmsError::StoreExists { dir: label });
     }
-    create_locked(locked, keyring, &label)
+    create_locked(locked, keyring, StoreId::generate()?, &label)
 }
 
-/// Builds an empty store in `locked`'s directory and opens it.
-fn create_locked(locked: LockedDir, keyring: Keyring, label: &str) -> Result<Durable, KmsError> {
-    let storage = build(locked, &keyring, &[])?;
+/// Builds an empty store with identity `store` in `locked`'s directory
+/// and opens it.
+fn create_locked(
+    locked: LockedDir,
+    keyring: Keyring,
+    store: StoreId,
+    label: &str,
+) -> Result<Durable, KmsError> {
+    let storage = build(locked, &keyring, store, &[])?;
     let (durable, _) =
         Durable::open(Box::new(storage), keyring, label.to_owned())?.written(label)?;
     Ok(durable)
@@ -86,7 +94,7 @@ pub(crate) fn create_under(
     };
     locked.replace_file(ROOT_FILE, record.to_text().as_bytes())?;
     let keyring = Keyring::from(SealKey::from_bytes(key_id, 1, &key)?);
-    create_locked(locked, keyring, &label)
+    create_locked(locked, keyring, store, &label)
 }
 
 /// Opens the store in `dir` under `root` (see
@@ -98,21 +106,126 @@ pub(crate) fn open_under(
 ) -> Result<(Durable, Loaded), KmsError> {
     let label = dir.display().to_string();
     let locked = lock_existing(dir, &label)?;
+    let record = recorded_root(&locked, root, &label)?;
+    let key = root.unwrap(&record.store, record.wrapped.as_ref())?;
+    let keyring = Keyring::from(SealKey::from_bytes(key_id, 1, &key)?);
+    let (durable, loaded) = open_locked(locked, keyring, &label)?;
+    check_identity(&record, durable.store_id(), &label)?;
+    Ok((durable, loaded))
+}
+
+/// The root `locked`'s store records (a store without a record: a file
+/// root), which must be of `root`'s kind.
+///
+/// # Errors
+/// [`KmsError::WrongRoot`] if it is of another kind;
+/// [`KmsError::StoreCorrupt`] for a damaged record; [`KmsError::Io`].
+fn recorded_root(
+    locked: &LockedDir,
+    root: &dyn MasterKeyRoot,
+    label: &str,
+) -> Result<RootRecord, KmsError> {
     let record = match locked.read_small(ROOT_FILE, MAX_RECORD)? {
-        Some(text) => RootRecord::from_text(&text, &label)?,
+        Some(text) => RootRecord::from_text(&text, label)?,
         None => RootRecord::unrecorded(),
     };
     if record.kind != root.kind() {
         return Err(KmsError::WrongRoot {
-            store: label,
+            store: label.to_owned(),
             expected: record.kind,
             root: record.root,
             given: root.kind(),
         });
     }
-    let key = root.unwrap(&record.store, record.wrapped.as_ref())?;
+    Ok(record)
+}
+
+/// Moves the store in `dir` from the root `from` to the root `to` (see
+/// [`crate::Keystore::move_to_root`]): under the lock, the master key is
+/// unwrapped by `from` and checked by opening every record with it, then
+/// wrapped by `to`, and the new record replaces the old in one rename.
+pub(crate) fn move_root(
+    dir: &Path,
+    from: &dyn MasterKeyRoot,
+    to: &dyn MasterKeyRoot,
+    key_id: &str,
+) -> Result<RootRecord, KmsError> {
+    let label = dir.display().to_string();
+    let locked = lock_existing(dir, &label)?;
+    if !locked.has(STORE_FILE)? {
+        return Err(KmsError::InvalidArgument {
+            what: "store",
+            reason: format!(
+                "{label} is a format-1 store ({LEGACY_FILE}): open it once to migrate it, then \
+                 move it"
+            ),
+        });
+    }
+    let record = recorded_root(&locked, from, &label)?;
+    let key = from.unwrap(&record.store, record.wrapped.as_ref())?;
     let keyring = Keyring::from(SealKey::from_bytes(key_id, 1, &key)?);
-    open_locked(locked, keyring, &label)
+    // Every record opened with the key before anything is written; the
+    // storage then closes, and the lock stays held.
+    let storage = Arc::new(RedbStorage::open(locked, STORE_FILE)?);
+    let opened = Durable::open(Box::new(Held(Arc::clone(&storage))), keyring, label.clone())?;
+    let store = match &opened {
+        Opened::Store(durable, _) => durable.store_id(),
+        Opened::Empty(..) => {
+            return Err(KmsError::StoreCorrupt {
+                store: label,
+                reason: "the database holds no index".to_owned(),
+            })
+        }
+    };
+    drop(opened);
+    check_identity(&record, store, &label)?;
+    let locked = Arc::try_unwrap(storage)
+        .map_err(|_| KmsError::Internal {
+            reason: "the store checked before a move is still held".to_owned(),
+        })?
+        .close();
+    let moved = RootRecord {
+        store,
+        kind: to.kind(),
+        root: to.describe(),
+        wrapped: to.wrap(&store, &key)?,
+    };
+    locked.replace_file(ROOT_FILE, moved.to_text().as_bytes())?;
+    Ok(moved)
+}
+
+/// The file storage, shared with the caller, who takes it back once the
+/// store that used it is dropped.
+#[derive(Debug)]
+struct Held(Arc<RedbStorage>);
+
+impl Storage for Held {
+    fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
+        self.0.load()
+    }
+
+    fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
+        self.0.commit(writes)
+    }
+}
+
+/// Checks that `record` is the store's own: the identity it records is the
+/// one sealed in the store's index (a store that records no root has
+/// nothing to check).
+///
+/// # Errors
+/// [`KmsError::StoreCorrupt`] if the identities differ.
+fn check_identity(record: &RootRecord, store: StoreId, label: &str) -> Result<(), KmsError> {
+    if record.store == StoreId::NONE || record.store == store {
+        return Ok(());
+    }
+    Err(KmsError::StoreCorrupt {
+        store: label.to_owned(),
+        reason: format!(
+            "{ROOT_FILE} records the identity {}, the store's index {store}",
+            record.store
+        ),
+    })
 }
 
 /// Locks `dir` if it holds a store.
@@ -193,7 +306,7 @@ fn migrate(
         }
     }
     let keyring = keyring.continue_counters(|v| if v == old.sealed_by { old.counter } else { 0 });
-    let storage = build(locked, &keyring, &old.keys)?;
+    let storage = build(locked, &keyring, StoreId::generate()?, &old.keys)?;
     Durable::open(Box::new(storage), keyring, label.to_owned())?.written(label)
 }
 
@@ -202,10 +315,11 @@ fn migrate(
 fn build(
     locked: LockedDir,
     keyring: &Keyring,
+    store: StoreId,
     keys: &[StoredKey],
 ) -> Result<RedbStorage, KmsError> {
     remove_durably(locked.dir(), TMP_FILE)?;
-    let records = Durable::initial_records(keyring, keys)?;
+    let records = Durable::initial_records(keyring, store, keys)?;
     let tmp = RedbStorage::open(locked, TMP_FILE)?;
     commit_all(&tmp, &records, &[])?;
     let locked = tmp.close();

@@ -152,6 +152,11 @@ impl Opened {
 }
 
 impl Durable {
+    /// The store's identity, as its index holds it.
+    pub(crate) fn store_id(&self) -> StoreId {
+        self.store
+    }
+
     /// The records of a new store holding `keys` (none, or a migration's),
     /// sealed under the keyring's newest key: per key its versions at
     /// sequences `1..=n` and its head at `n`, ordinals in order, and the
@@ -159,14 +164,12 @@ impl Durable {
     ///
     /// # Errors
     /// [`KmsError::Seal`] if sealing fails; [`KmsError::Internal`] for a
-    /// key with more than 2^32 - 1 versions;
-    /// [`KmsError::EntropyUnavailable`] if the store id cannot be drawn.
+    /// key with more than 2^32 - 1 versions.
     pub(crate) fn initial_records(
         keyring: &Keyring,
+        store: StoreId,
         keys: &[StoredKey],
     ) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
-        let mut store: StoreId = [0; 16];
-        crate::random::fill(&mut store)?;
         let seal = |name: &str, seq: u64, plaintext: &[u8]| {
             seal_with(keyring, &store, name, seq, plaintext)
         };
@@ -216,7 +219,7 @@ impl Durable {
         if storage.load()?.iter().any(|(name, _)| name == INDEX) {
             return Err(KmsError::StoreExists { dir: label });
         }
-        let records = Durable::initial_records(&keyring, &[])?;
+        let records = Durable::initial_records(&keyring, StoreId::generate()?, &[])?;
         commit_all(storage.as_ref(), &records, &[])?;
         let (durable, _) = Durable::open(storage, keyring, label.clone())?.written(&label)?;
         Ok(durable)
@@ -237,7 +240,7 @@ impl Durable {
         match Durable::open(storage, keyring, label.clone())? {
             Opened::Store(durable, keys) => Ok((*durable, keys)),
             Opened::Empty(storage, keyring) => {
-                let records = Durable::initial_records(&keyring, &[])?;
+                let records = Durable::initial_records(&keyring, StoreId::generate()?, &[])?;
                 match commit_all(storage.as_ref(), &records, &[]) {
                     Ok(()) | Err(KmsError::Conflict { .. }) => {}
                     Err(e) => return Err(e),
@@ -271,7 +274,7 @@ impl Durable {
             label: &label,
             counters: HashMap::new(),
         };
-        let (index_seq, index) = loader.open(&[0; 16], INDEX, &index)?;
+        let (index_seq, index) = loader.open(&StoreId::NONE, INDEX, &index)?;
         let (store, count) = decode_index(&index)
             .ok_or_else(|| loader.corrupt("the index does not decode".into()))?;
         let head_names = head_names(&loaded);
@@ -410,7 +413,7 @@ impl Durable {
         };
         let (mut index_seq, mut count) = (sequences.index, sequences.count);
         if let Some(bytes) = loaded.remove(INDEX) {
-            let (seq, index) = loader.open(&[0; 16], INDEX, &bytes)?;
+            let (seq, index) = loader.open(&StoreId::NONE, INDEX, &bytes)?;
             let (_, n) = decode_index(&index)
                 .filter(|(store, _)| *store == self.store)
                 .ok_or_else(|| loader.corrupt("the index does not decode".into()))?;

@@ -370,6 +370,38 @@ impl Keystore {
         Keystore::with_durable(durable, stored)
     }
 
+    /// Moves the durable store in `dir` from the root of trust `from` to
+    /// the root `to`: the same master key (the `SealKey` `key_id`, version
+    /// 1), unwrapped by `from`, checked by opening every record with it,
+    /// and wrapped anew by `to` (a file root writes its new file). No
+    /// record is re-sealed: this is not [`Keystore::rewrap`], which
+    /// rotates the master key.
+    ///
+    /// Atomic: the store's [`crate::root::RootRecord`] is replaced in one
+    /// rename, so a crash at any point leaves a store that opens under
+    /// `from` or under `to`, and nothing else changed; afterwards the
+    /// store holds no copy of the key wrapped by `from`. Returns the new
+    /// record.
+    ///
+    /// # Errors
+    /// [`KmsError::StoreNotFound`]; [`KmsError::StoreInUse`] if a keystore
+    /// holds the store (a running server); [`KmsError::WrongRoot`] if the
+    /// store is not under `from`'s kind of root; [`KmsError::Root`] if
+    /// `from` cannot unwrap or `to` cannot wrap; [`KmsError::Seal`] or
+    /// [`KmsError::StoreCorrupt`] if the records do not open with the key;
+    /// [`KmsError::InvalidArgument`] for a format-1 store (open it once to
+    /// migrate it first), or when `to` is a file root that cannot take the
+    /// key (its file exists); [`KmsError::Io`]. Nothing is changed by any
+    /// of them.
+    pub fn move_to_root(
+        dir: impl AsRef<Path>,
+        from: &dyn MasterKeyRoot,
+        to: &dyn MasterKeyRoot,
+        key_id: &str,
+    ) -> Result<crate::root::RootRecord, KmsError> {
+        directory::move_root(dir.as_ref(), from, to, key_id)
+    }
+
     /// Creates a new, empty durable keystore in `storage` (another
     /// [`Storage`] than the default file), sealed under `master_key`.
     ///

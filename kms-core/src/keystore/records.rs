@@ -79,8 +79,9 @@ const SIGNING: &str = "signing/";
 /// Domain of the records' associated data.
 const RECORD_AAD: &[u8] = b"kms.record.v1";
 
-/// A store's random id, bound into every record but the index.
-pub(crate) type StoreId = [u8; 16];
+/// A store's random id ([`crate::root::StoreId`]), bound into every
+/// record but the index.
+pub(crate) use crate::root::StoreId;
 
 /// One version as stored: seed, creation time, origin.
 pub(crate) struct StoredVersion {
@@ -192,7 +193,11 @@ pub(crate) fn parse_name(name: &str) -> Option<Name> {
 pub(crate) fn aad(store: &StoreId, name: &str, seq: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(RECORD_AAD.len() + 16 + 1 + name.len() + 8);
     out.extend_from_slice(RECORD_AAD);
-    out.extend_from_slice(if name == INDEX { &[0; 16] } else { store });
+    out.extend_from_slice(if name == INDEX {
+        &[0; 16]
+    } else {
+        store.as_bytes()
+    });
     // Names are at most ~240 bytes: two 64-byte names, a UUID, a version.
     out.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
     out.extend_from_slice(name.as_bytes());
@@ -403,7 +408,7 @@ pub(crate) fn decode_retired(bytes: &[u8], count: usize) -> Option<Vec<RetiredVe
 /// The index's plaintext: the store id and the number of keys.
 pub(crate) fn encode_index(store: &StoreId, count: u64) -> [u8; 24] {
     let mut out = [0; 24];
-    out[..16].copy_from_slice(store);
+    out[..16].copy_from_slice(store.as_bytes());
     out[16..].copy_from_slice(&count.to_be_bytes());
     out
 }
@@ -414,7 +419,9 @@ pub(crate) fn decode_index(bytes: &[u8]) -> Option<(StoreId, u64)> {
     let mut r = Reader::new(bytes);
     let store = r.take::<16>()?;
     let count = r.u64()?;
-    r.rest().is_empty().then_some((store, count))
+    r.rest()
+        .is_empty()
+        .then_some((StoreId::from_bytes(store), count))
 }
 
 /// A signing pointer's plaintext: the id of version 1 of `key`.

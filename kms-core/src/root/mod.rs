@@ -26,6 +26,7 @@
 mod record;
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 use zeroize::Zeroizing;
 
@@ -96,6 +97,11 @@ impl StoreId {
         Ok(StoreId(bytes))
     }
 
+    /// The identity made of `bytes`.
+    pub(crate) fn from_bytes(bytes: [u8; 16]) -> StoreId {
+        StoreId(bytes)
+    }
+
     /// The identity's 16 bytes: the associated data a root binds a wrapped
     /// key to.
     pub fn as_bytes(&self) -> &[u8; 16] {
@@ -164,11 +170,18 @@ pub trait MasterKeyRoot: fmt::Debug + Send + Sync {
     ) -> Result<MasterKeyBytes, KmsError>;
 }
 
-/// The master key itself, as the embedder read it (the gateway's
-/// `--master-key-file`, 64 hex digits).
+/// A file root: the master key itself, as the embedder read it from its
+/// file (the gateway's `--master-key-file`, 64 hex digits), or a new file
+/// to write it to when a store moves to this root
+/// ([`crate::Keystore::move_to_root`]).
 pub struct FileRoot {
-    key: MasterKeyBytes,
+    held: Held,
     described: String,
+}
+
+enum Held {
+    Key(MasterKeyBytes),
+    NewFile(PathBuf),
 }
 
 impl FileRoot {
@@ -176,9 +189,61 @@ impl FileRoot {
     /// file's path), for messages.
     pub fn new(key: MasterKeyBytes, described: impl Into<String>) -> FileRoot {
         FileRoot {
-            key,
+            held: Held::Key(key),
             described: described.into(),
         }
+    }
+
+    /// The root that writes the master key it is given to the new file
+    /// `path`: 64 lower-case hex digits and a newline, mode 0600 on Unix,
+    /// fsynced with its directory. It never overwrites a file, and holds no
+    /// key to open a store with until then.
+    pub fn new_file(path: impl Into<PathBuf>) -> FileRoot {
+        let path = path.into();
+        FileRoot {
+            described: format!("master key file {}", path.display()),
+            held: Held::NewFile(path),
+        }
+    }
+
+    /// Writes `key` to the new file `path` (see [`FileRoot::new_file`]).
+    fn write(path: &Path, key: &MasterKeyBytes) -> Result<(), KmsError> {
+        use std::io::Write;
+        let io = |what: &str, e: std::io::Error| KmsError::Io {
+            kind: e.kind(),
+            reason: format!("cannot {what} {}: {e}", path.display()),
+        };
+        let mut text = Zeroizing::new([0u8; 2 * MASTER_KEY_LEN + 1]);
+        hex::encode_to_slice(key.as_slice(), &mut text[..2 * MASTER_KEY_LEN]).map_err(|e| {
+            KmsError::Internal {
+                reason: format!("hex: {e}"),
+            }
+        })?;
+        text[2 * MASTER_KEY_LEN] = b'\n';
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = match options.open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(KmsError::InvalidArgument {
+                    what: "master key file",
+                    reason: format!("{} exists; refusing to overwrite it", path.display()),
+                })
+            }
+            Err(e) => return Err(io("create", e)),
+        };
+        file.write_all(text.as_slice())
+            .and_then(|()| file.sync_all())
+            .map_err(|e| io("write", e))?;
+        let parent = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        std::fs::File::open(parent)
+            .and_then(|dir| dir.sync_all())
+            .map_err(|e| io("fsync the directory of", e))
     }
 }
 
@@ -201,13 +266,13 @@ impl MasterKeyRoot for FileRoot {
 
     fn wrap(&self, _store: &StoreId, key: &MasterKeyBytes) -> Result<Option<WrappedKey>, KmsError> {
         use subtle::ConstantTimeEq;
-        if bool::from(self.key.ct_eq(key.as_slice())) {
-            Ok(None)
-        } else {
-            Err(KmsError::InvalidArgument {
+        match &self.held {
+            Held::Key(own) if bool::from(own.ct_eq(key.as_slice())) => Ok(None),
+            Held::Key(_) => Err(KmsError::InvalidArgument {
                 what: "master key",
                 reason: format!("a file root holds its own key ({})", self.described),
-            })
+            }),
+            Held::NewFile(path) => FileRoot::write(path, key).map(|()| None),
         }
     }
 
@@ -216,7 +281,13 @@ impl MasterKeyRoot for FileRoot {
         _store: &StoreId,
         _wrapped: Option<&WrappedKey>,
     ) -> Result<MasterKeyBytes, KmsError> {
-        Ok(Zeroizing::new(*self.key))
+        match &self.held {
+            Held::Key(key) => Ok(Zeroizing::new(**key)),
+            Held::NewFile(_) => Err(KmsError::Root {
+                root: self.described.clone(),
+                reason: "a new key file holds no key until a store moves to it".to_owned(),
+            }),
+        }
     }
 }
 
@@ -251,5 +322,34 @@ mod tests {
         ));
         assert_eq!(*root.unwrap(&id, None).unwrap(), [7; 32]);
         assert!(!format!("{root:?}").contains('7'));
+    }
+
+    #[test]
+    fn a_new_file_root_writes_its_file_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mk");
+        let root = FileRoot::new_file(&path);
+        let id = StoreId::generate().unwrap();
+        assert!(matches!(root.unwrap(&id, None), Err(KmsError::Root { .. })));
+        assert_eq!(root.wrap(&id, &Zeroizing::new([0xab; 32])).unwrap(), None);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("{}\n", "ab".repeat(32))
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        assert!(matches!(
+            root.wrap(&id, &Zeroizing::new([1; 32])),
+            Err(KmsError::InvalidArgument { .. })
+        ));
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("{}\n", "ab".repeat(32)),
+            "never overwritten"
+        );
     }
 }

@@ -3,77 +3,18 @@
 //! wrapping root's store opens only under that root, and a refused open
 //! changes nothing.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
 use kms_core::root::{
-    FileRoot, MasterKeyBytes, MasterKeyRoot, RootKind, RootRecord, StoreId, WrappedKey, ROOT_FILE,
+    FileRoot, MasterKeyRoot, RootKind, RootRecord, StoreId, WrappedKey, ROOT_FILE,
 };
-use kms_core::seal::{Envelope, SealKey};
+use kms_core::seal::SealKey;
 use kms_core::{Keystore, KmsError, STORE_FILE};
 use zeroize::Zeroizing;
 
+use crate::support::test_root::TestRoot;
+
 const KEY_ID: &str = "master";
-
-/// A wrapping root for tests: seals the master key under its own
-/// `SealKey` with the store's identity as associated data, and counts its
-/// unwraps.
-#[derive(Debug)]
-struct TestRoot {
-    key: [u8; 32],
-    unwraps: AtomicU32,
-}
-
-impl TestRoot {
-    fn new(byte: u8) -> TestRoot {
-        TestRoot {
-            key: [byte; 32],
-            unwraps: AtomicU32::new(0),
-        }
-    }
-
-    fn seal_key(&self) -> SealKey {
-        SealKey::from_bytes("test-root", 1, &self.key).expect("seal key")
-    }
-}
-
-impl MasterKeyRoot for TestRoot {
-    fn kind(&self) -> RootKind {
-        RootKind::Pkcs11
-    }
-
-    fn describe(&self) -> String {
-        format!("test root {}", self.key[0])
-    }
-
-    fn wrap(&self, store: &StoreId, key: &MasterKeyBytes) -> Result<Option<WrappedKey>, KmsError> {
-        let envelope = self.seal_key().seal(store.as_bytes(), key.as_slice())?;
-        Ok(Some(WrappedKey {
-            mechanism: "TEST".into(),
-            bytes: envelope.to_bytes(),
-        }))
-    }
-
-    fn unwrap(
-        &self,
-        store: &StoreId,
-        wrapped: Option<&WrappedKey>,
-    ) -> Result<MasterKeyBytes, KmsError> {
-        self.unwraps.fetch_add(1, Ordering::Relaxed);
-        let failed = |reason: &str| KmsError::Root {
-            root: self.describe(),
-            reason: reason.into(),
-        };
-        let wrapped = wrapped.ok_or_else(|| failed("nothing to unwrap"))?;
-        let envelope = Envelope::from_bytes(&wrapped.bytes).map_err(|_| failed("damaged"))?;
-        let opened = self
-            .seal_key()
-            .open(store.as_bytes(), &envelope)
-            .map_err(|_| failed("cannot unwrap this store's master key"))?;
-        let mut key = Zeroizing::new([0u8; 32]);
-        key.copy_from_slice(&opened);
-        Ok(key)
-    }
-}
 
 fn file_root(byte: u8) -> FileRoot {
     FileRoot::new(Zeroizing::new([byte; 32]), "test file")
@@ -229,4 +170,110 @@ fn a_damaged_record_is_a_corrupt_store() {
         Keystore::open_under(dir.path(), &TestRoot::new(1), KEY_ID),
         Err(KmsError::StoreCorrupt { .. })
     ));
+}
+
+#[test]
+fn a_store_moves_from_a_file_to_a_wrapping_root_and_back_with_the_same_key() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("store");
+    let signer = Keystore::create_under(&store, &file_root(3), KEY_ID)
+        .expect("create")
+        .create_ed25519("acme", "tokens")
+        .expect("key");
+    let signed = {
+        let ks = Keystore::open_under(&store, &file_root(3), KEY_ID).expect("open");
+        ks.sign(&signer, b"m").expect("sign")
+    };
+    let attested = Keystore::open_under(&store, &file_root(3), KEY_ID)
+        .expect("open")
+        .attest(&signer)
+        .expect("attest");
+    let id = record(&store).store;
+
+    // A file root to a wrapping root.
+    let hsm = TestRoot::new(1);
+    let moved = Keystore::move_to_root(&store, &file_root(3), &hsm, KEY_ID).expect("moves");
+    assert_eq!(moved.kind, RootKind::Pkcs11);
+    assert_eq!(record(&store), moved);
+    assert_eq!(moved.store, id, "the store keeps its identity");
+    assert!(matches!(
+        Keystore::open_under(&store, &file_root(3), KEY_ID),
+        Err(KmsError::WrongRoot { .. })
+    ));
+    let ks = Keystore::open_under(&store, &hsm, KEY_ID).expect("opens under the new root");
+    ks.verify(&signed.0, b"m", &signed.1).expect("verifies");
+    assert_eq!(
+        ks.attest(&signer).expect("attest"),
+        attested,
+        "the same key"
+    );
+    // A store in use is refused.
+    assert!(matches!(
+        Keystore::move_to_root(&store, &hsm, &TestRoot::new(2), KEY_ID),
+        Err(KmsError::StoreInUse { .. })
+    ));
+    drop(ks);
+
+    // One wrapping key to another: the old one no longer opens it.
+    let other = TestRoot::new(2);
+    Keystore::move_to_root(&store, &hsm, &other, KEY_ID).expect("moves");
+    assert!(matches!(
+        Keystore::open_under(&store, &hsm, KEY_ID),
+        Err(KmsError::Root { .. })
+    ));
+
+    // Refusals change nothing: the wrong kind of root, a root that
+    // cannot unwrap, a file that exists.
+    let taken = dir.path().join("taken.hex");
+    std::fs::write(&taken, "x").expect("write");
+    let before = record(&store);
+    for (from, to) in [
+        (
+            &file_root(3) as &dyn MasterKeyRoot,
+            &TestRoot::new(1) as &dyn MasterKeyRoot,
+        ),
+        (&hsm, &TestRoot::new(1)),
+        (&other, &FileRoot::new_file(&taken)),
+    ] {
+        assert!(Keystore::move_to_root(&store, from, to, KEY_ID).is_err());
+        assert_eq!(record(&store), before);
+    }
+    assert_eq!(std::fs::read_to_string(&taken).expect("read"), "x");
+
+    // Back to a new key file, which then opens it as --master-key-file does.
+    let key_file = dir.path().join("master.hex");
+    let back = Keystore::move_to_root(&store, &other, &FileRoot::new_file(&key_file), KEY_ID)
+        .expect("moves");
+    assert_eq!((back.kind, back.wrapped), (RootKind::File, None));
+    assert_eq!(
+        std::fs::read_to_string(&key_file).expect("key file"),
+        format!("{}\n", "03".repeat(32))
+    );
+    Keystore::open_under(&store, &file_root(3), KEY_ID)
+        .expect("opens under the file")
+        .verify(&signed.0, b"m", &signed.1)
+        .expect("verifies");
+}
+
+#[test]
+fn a_move_checks_the_key_and_the_identity_before_writing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let master = SealKey::from_bytes(KEY_ID, 1, &[4; 32]).expect("key");
+    drop(Keystore::create(dir.path(), master).expect("create"));
+    // A wrong key file: nothing written, no record made.
+    assert!(matches!(
+        Keystore::move_to_root(dir.path(), &file_root(5), &TestRoot::new(1), KEY_ID),
+        Err(KmsError::Seal(_))
+    ));
+    assert!(!dir.path().join(ROOT_FILE).exists());
+    // A store made before roots: it gets the identity its index holds.
+    let moved = Keystore::move_to_root(dir.path(), &file_root(4), &TestRoot::new(1), KEY_ID)
+        .expect("moves");
+    assert_ne!(moved.store, StoreId::NONE);
+    // Another store's record (its identity) is refused.
+    let other = tempfile::tempdir().expect("temp dir");
+    Keystore::create_under(other.path(), &TestRoot::new(1), KEY_ID).expect("create");
+    let foreign = record(other.path());
+    std::fs::write(dir.path().join(ROOT_FILE), foreign.to_text()).expect("write");
+    assert!(Keystore::open_under(dir.path(), &TestRoot::new(1), KEY_ID).is_err());
 }

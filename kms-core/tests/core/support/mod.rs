@@ -1,5 +1,6 @@
 //! Test inputs shared by the batch property and differential tests:
-//! honest, tampered and torsion-crafted Ed25519 items.
+//! honest, tampered and torsion-crafted Ed25519 items; and a wrapping root
+//! of trust for the root tests (`test_root`).
 //!
 //! Torsion-crafted items are built with curve25519-dalek scalar and point
 //! arithmetic: a mixed-order key `A' = [a]B + T` or commitment
@@ -13,6 +14,8 @@ use ed25519_dalek::{Signer, SigningKey};
 use kms_core::ed25519::BatchItem;
 use proptest::prelude::*;
 use sha2::{Digest, Sha512};
+
+pub mod test_root;
 
 #[derive(Debug, Clone)]
 pub struct Owned {
