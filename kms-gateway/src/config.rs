@@ -371,6 +371,20 @@ pub(crate) fn issuer_policies(
     policies
 }
 
+/// `rewrap`: the store and its current and new roots.
+#[derive(Debug, Clone)]
+pub(crate) struct RewrapConfig {
+    /// `--store`.
+    pub(crate) dir: PathBuf,
+    /// The current root (`--master-key-file`, `--master-key-pkcs11`).
+    pub(crate) from: RootSettings,
+    /// The new root (`--to-master-key-file`, a new file;
+    /// `--to-master-key-pkcs11`).
+    pub(crate) to: RootSettings,
+    /// `--allow-group-readable-secrets`.
+    pub(crate) allow_group: bool,
+}
+
 /// What holds or wraps a durable store's master key.
 #[derive(Debug, Clone)]
 pub(crate) enum RootSettings {

@@ -7,6 +7,8 @@
 //!     [--admin-listen ADDR] [--admin-token-file FILE] [--trust-jwks FILE]...
 //!     [--store DIR | --etcd URL[,URL...] [--etcd-prefix P]] [--master-key-file FILE] [--key TENANT:PURPOSE]
 //!     [--alg EdDSA|Ed25519]
+//! kms-gateway rewrap --store DIR (--master-key-file F | --master-key-pkcs11 M ...)
+//!     (--to-master-key-file F | --to-master-key-pkcs11 M ...)
 //! ```
 //!
 //! `cargo install --path kms-gateway` installs it (`--features etcd` for
@@ -62,6 +64,8 @@ mod config;
 mod files;
 mod job;
 mod logging;
+mod rewrap;
+mod roots;
 mod serve;
 mod telemetry;
 mod timestamp;
@@ -88,7 +92,7 @@ fn main() -> ExitCode {
     };
     match &program {
         Program::Serve(config) => logging::install(true, config.logs.format),
-        Program::Job(_) => logging::install(false, logging::LogFormat::Text),
+        Program::Job(_) | Program::Rewrap(_) => logging::install(false, logging::LogFormat::Text),
     }
     // The process's one rustls crypto provider, explicitly (the faces'
     // TLS, TLS to etcd; an error means one is installed already, which can
@@ -107,6 +111,18 @@ fn main() -> ExitCode {
             Err(e) => {
                 // In the chosen --log-format, as every other line.
                 logging::say(logging::Level::Error, format_args!("gateway serve: {e}"));
+                ExitCode::from(1)
+            }
+        },
+        // On this thread, outside the runtime: the store's and the token's
+        // calls block.
+        Program::Rewrap(config) => match rewrap::run(&config) {
+            Ok(done) => {
+                eprintln!("{done}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("gateway rewrap: {e}");
                 ExitCode::from(1)
             }
         },

@@ -1,7 +1,8 @@
 //! The command line, the one place that sees clap (a contract,
 //! docs/DESIGN.md §5c: add flags, never rename them): no command runs the
 //! main job with [`job::JobArgs`], `serve` the HTTP gateway with
-//! [`serve::ServeArgs`]; each turns into its typed configuration
+//! [`serve::ServeArgs`], `rewrap` a store's move to another root with
+//! [`rewrap::RewrapArgs`]; each turns into its typed configuration
 //! (`config.rs`) in one function, `ServeArgs::config`, which makes every
 //! cross-flag check and decides its exit code. `serve --config
 //! FILE` reads its keys through the same parser (`config_file.rs`). Usage
@@ -9,6 +10,7 @@
 
 mod config_file;
 pub(crate) mod job;
+mod rewrap;
 mod seconds;
 pub(crate) mod serve;
 
@@ -18,7 +20,7 @@ use std::path::PathBuf;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::config::{ConfigError, JobConfig, ServeConfig};
+use crate::config::{ConfigError, JobConfig, RewrapConfig, ServeConfig};
 
 /// The whole command line.
 #[derive(Parser)]
@@ -40,7 +42,13 @@ pub(crate) enum Command {
     /// Serve HTTP until SIGINT or SIGTERM: the public face (JWKS, /whoami,
     /// /healthz) and the admin face (POST /tokens, POST /keys/rotate,
     /// GET /metrics).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
+    /// Move a durable store to another root of trust: the same master
+    /// key, unwrapped by the current root (--master-key-file or
+    /// --master-key-pkcs11) and wrapped anew by the new one
+    /// (--to-master-key-file or --to-master-key-pkcs11), atomically; the
+    /// store must not be in use.
+    Rewrap(Box<rewrap::RewrapArgs>),
 }
 
 /// What to run, configured.
@@ -49,6 +57,8 @@ pub(crate) enum Program {
     Job(JobConfig),
     /// `serve` (boxed: many times the main job's size).
     Serve(Box<ServeConfig>),
+    /// `rewrap`.
+    Rewrap(RewrapConfig),
 }
 
 /// The command line, parsed ([`parse`]) and configured: exits 2 on a usage
@@ -68,6 +78,12 @@ pub(crate) fn configure() -> Result<Program, String> {
                 .error(ErrorKind::ArgumentConflict, message)
                 .exit(),
             Err(ConfigError::Start(message)) => Err(message),
+        },
+        Some(Command::Rewrap(args)) => match args.config() {
+            Ok(config) => Ok(Program::Rewrap(config)),
+            Err(message) => Cli::command()
+                .error(ErrorKind::MissingRequiredArgument, message)
+                .exit(),
         },
     }
 }
@@ -154,7 +170,7 @@ mod tests {
         let argv = ["kms-gateway", "serve"].iter().chain(flags);
         match Cli::try_parse_from(argv).expect("the flags parse").command {
             Some(Command::Serve(args)) => args.config(),
-            None => panic!("not serve"),
+            _ => panic!("not serve"),
         }
     }
 

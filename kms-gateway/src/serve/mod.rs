@@ -63,7 +63,7 @@ pub(crate) mod listener;
 pub(crate) mod proxy;
 pub(crate) mod public;
 pub(crate) mod readiness;
-mod secrets;
+pub(crate) mod secrets;
 mod signals;
 mod store;
 mod tls;

@@ -138,15 +138,20 @@ pub(crate) fn master_key(path: &Path, allow_group: bool) -> Result<MasterKeyByte
     Ok(bytes)
 }
 
-/// Reads `--pkcs11-pin-file` ([`read_secret`]): the PIN, UTF-8, without
+/// Reads a PIN file (`flag`: `--pkcs11-pin-file`, `--to-pkcs11-pin-file`;
+/// [`read_secret`]): the PIN, UTF-8, without
 /// one trailing newline (`\n` or `\r\n`), into a buffer of exactly its
 /// length that cryptoki wipes on drop.
 ///
 /// # Errors
 /// The file's refusals; an empty PIN, or one that is not UTF-8.
-pub(crate) fn pkcs11_pin(path: &Path, allow_group: bool) -> Result<kms::pkcs11::AuthPin, String> {
-    let what = |e: &dyn std::fmt::Display| format!("--pkcs11-pin-file {}: {e}", path.display());
-    let text = read_secret(path, "--pkcs11-pin-file", allow_group)?;
+pub(crate) fn pkcs11_pin(
+    path: &Path,
+    flag: &str,
+    allow_group: bool,
+) -> Result<kms::pkcs11::AuthPin, String> {
+    let what = |e: &dyn std::fmt::Display| format!("{flag} {}: {e}", path.display());
+    let text = read_secret(path, flag, allow_group)?;
     let pin = text.strip_suffix(b"\n").unwrap_or(&text);
     let pin = pin.strip_suffix(b"\r").unwrap_or(pin);
     if pin.is_empty() {

@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
-use kms::core::root::{FileRoot, MasterKeyRoot, RootKind};
+use kms::core::root::MasterKeyRoot;
 use kms::core::{Keystore, KmsError};
 
-use super::secrets;
-use crate::config::{RootSettings, StoreSettings};
+use crate::config::StoreSettings;
+use crate::roots;
 
 /// What keeps a fleet node's keystore following the others' changes,
 /// held while serving.
@@ -46,7 +46,7 @@ pub(crate) async fn open(settings: &StoreSettings) -> Result<(Keystore, Option<F
             root,
             allow_group,
         } => {
-            let root = master_key_root(root, *allow_group)?;
+            let root = roots::master_key_root(root, *allow_group)?;
             let keystore = open_store(dir, root.as_ref())?;
             Ok((keystore, None))
         }
@@ -55,48 +55,6 @@ pub(crate) async fn open(settings: &StoreSettings) -> Result<(Keystore, Option<F
             let (keystore, follower) = open_fleet(fleet).await?;
             Ok((keystore, Some(follower)))
         }
-    }
-}
-
-/// The name of the master key's `SealKey` in every store the gateway
-/// makes (the envelopes' headers carry it).
-const MASTER_KEY_ID: &str = "gateway-master";
-
-/// The root `settings` name: the master key read from its file, or a
-/// PKCS#11 token's key with the PIN read from its file.
-///
-/// # Errors
-/// The files' refusals ([`secrets::master_key`], [`secrets::pkcs11_pin`]).
-fn master_key_root(
-    settings: &RootSettings,
-    allow_group: bool,
-) -> Result<Box<dyn MasterKeyRoot>, String> {
-    Ok(match settings {
-        RootSettings::File(path) => Box::new(FileRoot::new(
-            secrets::master_key(path, allow_group)?,
-            format!("--master-key-file {}", path.display()),
-        )),
-        RootSettings::Pkcs11 {
-            module,
-            token,
-            key,
-            pin_file,
-        } => Box::new(kms::pkcs11::Pkcs11Root::new(
-            module,
-            token,
-            key,
-            secrets::pkcs11_pin(pin_file, allow_group)?,
-        )),
-    })
-}
-
-/// The flags that give a root of `kind`.
-fn root_flags(kind: RootKind) -> &'static str {
-    match kind {
-        RootKind::Pkcs11 => {
-            "--master-key-pkcs11 MODULE with --pkcs11-token, --pkcs11-key and --pkcs11-pin-file"
-        }
-        _ => "--master-key-file",
     }
 }
 
@@ -113,12 +71,12 @@ fn open_store(dir: &Path, root: &dyn MasterKeyRoot) -> Result<Keystore, String> 
     let what = |e: &dyn std::fmt::Display| format!("--store {}: {e}", dir.display());
     let refused = |e: KmsError| match e {
         KmsError::WrongRoot { expected, .. } => {
-            format!("{}; give {}", what(&e), root_flags(expected))
+            format!("{}; give {}", what(&e), roots::flags(expected))
         }
         e @ KmsError::Root { .. } => e.to_string(),
         e => what(&e),
     };
-    match Keystore::open_under(dir, root, MASTER_KEY_ID) {
+    match Keystore::open_under(dir, root, roots::MASTER_KEY_ID) {
         Ok(ks) => Ok(ks),
         Err(KmsError::StoreNotFound { .. }) => {
             let leftovers_only = match std::fs::read_dir(dir) {
@@ -138,7 +96,7 @@ fn open_store(dir: &Path, root: &dyn MasterKeyRoot) -> Result<Keystore, String> 
                     &"is not empty and holds no keystore; refusing to create one there",
                 ));
             }
-            Keystore::create_under(dir, root, MASTER_KEY_ID).map_err(refused)
+            Keystore::create_under(dir, root, roots::MASTER_KEY_ID).map_err(refused)
         }
         Err(e) => Err(refused(e)),
     }
@@ -181,8 +139,8 @@ async fn open_fleet(
     fleet: &crate::config::FleetSettings,
 ) -> Result<(Keystore, kms::etcd::Follower), String> {
     use crate::logging::warn_line;
+    use crate::serve::secrets::{master_key, read_secret};
     use kms::etcd::{EtcdConfig, EtcdTls, EtcdUser};
-    use secrets::{master_key, read_secret};
     let endpoints = fleet.endpoints.as_str();
     let allow_group = fleet.allow_group;
     let what = |e: &dyn std::fmt::Display| format!("--etcd {endpoints}: {e}");
@@ -221,7 +179,7 @@ async fn open_fleet(
         });
     }
     let master = master_key(&fleet.master_key_file, allow_group)?;
-    let master = kms::core::seal::SealKey::from_bytes(MASTER_KEY_ID, 1, &master)
+    let master = kms::core::seal::SealKey::from_bytes(roots::MASTER_KEY_ID, 1, &master)
         .map_err(|e| format!("--master-key-file {}: {e}", fleet.master_key_file.display()))?;
     let keyring = kms::core::seal::Keyring::from(master);
     // Blocking calls (it waits for etcd): off the runtime's workers.

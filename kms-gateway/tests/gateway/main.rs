@@ -23,6 +23,7 @@ mod kubernetes;
 mod lifecycle;
 mod limits;
 mod proxy;
+mod rewrap;
 mod serve;
 mod tls;
 mod token_cache;

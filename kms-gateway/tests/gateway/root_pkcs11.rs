@@ -189,3 +189,159 @@ fn a_file_store_names_its_own_root_and_the_flags_are_checked() {
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("--pkcs11-pin-file"), "{stderr}");
 }
+
+/// Runs `kms-gateway rewrap --store STORE` with `args`: code and stderr.
+fn rewrap(hsm: &SoftHsm, store: &Path, args: &[String]) -> (i32, String) {
+    let mut command = std::process::Command::new(crate::support::serving::gateway());
+    command
+        .args(["rewrap", "--store", &text(store)])
+        .args(args)
+        .env("SOFTHSM2_CONF", hsm.conf());
+    let (code, _, stderr) = run_to_exit(command);
+    (code, stderr)
+}
+
+/// `args` (a root's flags) with every flag prefixed `--to-`.
+fn to(args: &[String]) -> Vec<String> {
+    args.iter()
+        .map(|a| match a.strip_prefix("--") {
+            Some(flag) => format!("--to-{flag}"),
+            None => a.clone(),
+        })
+        .collect()
+}
+
+#[test]
+fn rewrap_moves_a_store_from_a_file_to_a_token_to_another_key_and_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (hsm, pin) = tokens(dir.path());
+    let store = dir.path().join("store");
+    let key_file = secret(dir.path(), "master.hex", &format!("{}\n", "5a".repeat(32)));
+    let file_root = vec!["--master-key-file".to_owned(), text(&key_file)];
+    let under = |root: &[String]| {
+        let mut args = vec!["--store".to_owned(), text(&store)];
+        args.extend_from_slice(root);
+        args
+    };
+    let first = start(&hsm, &under(&file_root));
+    let kid_before = kid(&first);
+    let token = first.mint(r#"{"sub":"moved"}"#);
+    // A store in use is refused, and left as it was.
+    let master = pkcs11_args(&hsm, &store, "kms", "master", &pin)[2..].to_vec();
+    let mut args = file_root.clone();
+    args.extend(to(&master));
+    let (code, stderr) = rewrap(&hsm, &store, &args);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("in use"), "{stderr}");
+    assert_eq!(first.stop(), 0);
+
+    let check = |root: &[String]| {
+        let s = start(&hsm, &under(root));
+        assert_eq!(kid(&s), kid_before, "the same key under {root:?}");
+        assert_eq!(
+            s.whoami(&token).0,
+            200,
+            "an old token verifies under {root:?}"
+        );
+        assert_eq!(s.stop(), 0);
+    };
+    // A file to the token's key.
+    let (code, stderr) = rewrap(&hsm, &store, &args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("is now under PKCS#11 key \"master\""),
+        "{stderr}"
+    );
+    check(&master);
+    let (code, stderr) = refused(&hsm, &under(&file_root));
+    assert_eq!(code, 1, "the old root no longer opens it: {stderr}");
+
+    // The token's key to another of its keys: the first no longer opens it.
+    let other = pkcs11_args(&hsm, &store, "kms", "other", &pin)[2..].to_vec();
+    let mut args = master.clone();
+    args.extend(to(&other));
+    assert_eq!(rewrap(&hsm, &store, &args).0, 0);
+    check(&other);
+    assert_eq!(refused(&hsm, &under(&master)).0, 1);
+
+    // Refusals change nothing: the wrong current root, a new key file that
+    // exists.
+    let mut args = master.clone();
+    args.extend(["--to-master-key-file".to_owned(), text(&key_file)]);
+    let (code, stderr) = rewrap(&hsm, &store, &args);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("\"master\""), "{stderr}");
+    let mut args = other.clone();
+    args.extend(["--to-master-key-file".to_owned(), text(&key_file)]);
+    let (code, stderr) = rewrap(&hsm, &store, &args);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("refusing to overwrite"), "{stderr}");
+    check(&other);
+
+    // Back to a new key file, written 0600.
+    let new_file = dir.path().join("new-master.hex");
+    let mut args = other.clone();
+    args.extend(["--to-master-key-file".to_owned(), text(&new_file)]);
+    assert_eq!(rewrap(&hsm, &store, &args).0, 0);
+    let mode = std::fs::metadata(&new_file)
+        .expect("new file")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    check(&["--master-key-file".to_owned(), text(&new_file)]);
+    assert_eq!(refused(&hsm, &under(&other)).0, 1);
+    let record = std::fs::read_to_string(store.join("keystore.root")).expect("record");
+    assert!(
+        record.contains("kind file") && !record.contains("wrapped"),
+        "no copy wrapped by the old root: {record}"
+    );
+}
+
+#[test]
+fn a_rewrap_killed_midway_leaves_a_store_under_the_old_root_or_the_new() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (hsm, pin) = tokens(dir.path());
+    let store = dir.path().join("store");
+    let master = pkcs11_args(&hsm, &store, "kms", "master", &pin);
+    let other = pkcs11_args(&hsm, &store, "kms", "other", &pin);
+    let first = start(&hsm, &master);
+    let kid_before = kid(&first);
+    assert_eq!(first.stop(), 0);
+    let (mut old, mut new) = (0, 0);
+    let mut under = (master[2..].to_vec(), other[2..].to_vec());
+    for round in 0..8u64 {
+        let mut args = under.0.clone();
+        args.extend(to(&under.1));
+        let mut child = std::process::Command::new(crate::support::serving::gateway())
+            .args(["rewrap", "--store", &text(&store)])
+            .args(&args)
+            .env("SOFTHSM2_CONF", hsm.conf())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn rewrap");
+        // Spread over the command's run (tens of ms: the module loads).
+        std::thread::sleep(std::time::Duration::from_millis(round * 7));
+        let _ = child.kill();
+        let _ = child.wait();
+        // The record names one of the two roots: that one opens the store
+        // with the same key, the other is refused.
+        let record = std::fs::read_to_string(store.join("keystore.root")).expect("record");
+        let moved = record.contains(&format!("\"{}\"", under.1[5]));
+        if moved {
+            new += 1;
+            under = (under.1.clone(), under.0.clone());
+        } else {
+            old += 1;
+        }
+        let with = |root: &[String]| {
+            let mut args = vec!["--store".to_owned(), text(&store)];
+            args.extend_from_slice(root);
+            args
+        };
+        let s = start(&hsm, &with(&under.0));
+        assert_eq!(kid(&s), kid_before, "round {round}: the same key");
+        assert_eq!(s.stop(), 0);
+        assert_eq!(refused(&hsm, &with(&under.1)).0, 1, "round {round}");
+    }
+    println!("rewrap killed 8 times: {old} left the old root, {new} the new");
+}
