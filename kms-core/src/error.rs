@@ -8,7 +8,7 @@ use thiserror::Error;
 
 use crate::ed25519::SignatureError;
 use crate::key_id::KeyIdParseError;
-use crate::root::RootKind;
+use crate::root::kind::RootKind;
 use crate::seal::SealError;
 
 /// Everything a KMS operation can fail with.

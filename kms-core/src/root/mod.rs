@@ -23,6 +23,7 @@
 //! * master-key bytes live only in [`MasterKeyBytes`] (a fixed-size array,
 //!   wiped on drop) until they become a [`crate::seal::SealKey`].
 
+pub(crate) mod kind;
 mod record;
 
 use std::fmt;
@@ -32,6 +33,7 @@ use zeroize::Zeroizing;
 
 use crate::error::KmsError;
 
+pub use kind::RootKind;
 pub(crate) use record::MAX_RECORD;
 pub use record::{RootRecord, WrappedKey, ROOT_FILE};
 
@@ -40,42 +42,6 @@ pub type MasterKeyBytes = Zeroizing<[u8; MASTER_KEY_LEN]>;
 
 /// The length of a master key (bytes): a 256-bit XChaCha20-Poly1305 key.
 pub const MASTER_KEY_LEN: usize = 32;
-
-/// The kind of root a store is under, as its [`RootRecord`] names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum RootKind {
-    /// The master key is held outside the store by the embedder (a file).
-    File,
-    /// Wrapped by an AES-256 key in a PKCS#11 token (`CKM_AES_GCM`).
-    Pkcs11,
-}
-
-impl RootKind {
-    /// The name a [`RootRecord`] writes: `file`, `pkcs11`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RootKind::File => "file",
-            RootKind::Pkcs11 => "pkcs11",
-        }
-    }
-
-    /// The kind named `name` (as [`RootKind::as_str`] writes it).
-    pub fn from_name(name: &str) -> Option<RootKind> {
-        [RootKind::File, RootKind::Pkcs11]
-            .into_iter()
-            .find(|kind| kind.as_str() == name)
-    }
-}
-
-impl fmt::Display for RootKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            RootKind::File => "a master key file",
-            RootKind::Pkcs11 => "a PKCS#11 token's key",
-        })
-    }
-}
 
 /// A store's identity: 16 random bytes made when the store is created,
 /// written as 32 lower-case hex digits. A store that records no root has
