@@ -463,3 +463,103 @@ fn an_empty_prefix_is_refused_without_create() {
     .unwrap();
     assert_eq!(second.key_ids(), first.key_ids());
 }
+
+/// A wrapping root for the fleet's tests: seals the master key under its
+/// own `SealKey`, the store's identity as associated data.
+#[derive(Debug)]
+struct SealRoot(u8);
+
+impl kms::core::root::MasterKeyRoot for SealRoot {
+    fn kind(&self) -> kms::core::root::RootKind {
+        kms::core::root::RootKind::Pkcs11
+    }
+
+    fn describe(&self) -> String {
+        format!("seal root {}", self.0)
+    }
+
+    fn wrap(
+        &self,
+        store: &kms::core::root::StoreId,
+        key: &kms::core::root::MasterKeyBytes,
+    ) -> Result<Option<kms::core::root::WrappedKey>, KmsError> {
+        let seal = SealKey::from_bytes("root", 1, &[self.0; 32])?;
+        Ok(Some(kms::core::root::WrappedKey {
+            mechanism: "TEST".into(),
+            bytes: seal.seal(store.as_bytes(), key.as_slice())?.to_bytes(),
+        }))
+    }
+
+    fn unwrap(
+        &self,
+        store: &kms::core::root::StoreId,
+        wrapped: Option<&kms::core::root::WrappedKey>,
+    ) -> Result<kms::core::root::MasterKeyBytes, KmsError> {
+        let failed = || KmsError::Root {
+            root: self.describe(),
+            reason: "cannot unwrap".into(),
+        };
+        let seal = SealKey::from_bytes("root", 1, &[self.0; 32])?;
+        let envelope = kms::core::seal::Envelope::from_bytes(&wrapped.ok_or_else(failed)?.bytes)
+            .map_err(|_| failed())?;
+        let opened = seal
+            .open(store.as_bytes(), &envelope)
+            .map_err(|_| failed())?;
+        let mut key = zeroize::Zeroizing::new([0u8; 32]);
+        key.copy_from_slice(&opened);
+        Ok(key)
+    }
+}
+
+#[test]
+fn nodes_started_at_once_under_a_wrapping_root_share_one_wrapped_key_and_move_together() {
+    let cluster = EtcdCluster::start(1).unwrap();
+    let endpoints = cluster.endpoints();
+    let nodes: Vec<(Keystore, Follower)> = std::thread::scope(|s| {
+        let starting: Vec<_> = (0..3)
+            .map(|_| {
+                let endpoints = endpoints.clone();
+                s.spawn(move || {
+                    kms::etcd::open_under(config(endpoints), &SealRoot(1), "m").unwrap()
+                })
+            })
+            .collect();
+        starting.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    // One master key: a key made on one node verifies on the others.
+    let key = nodes[0].0.create_ed25519("acme", "rooted").unwrap();
+    let (signer, signature) = nodes[0].0.sign(&key, b"m").unwrap();
+    for (other, _) in &nodes[1..] {
+        wait_until(Duration::from_secs(5), "the key reaches every node", || {
+            head(other, &key) == Some(1)
+        });
+        other.verify(&signer, b"m", &signature).unwrap();
+    }
+    let record = etcdctl(&endpoints[0], &["get", "/kms/root", "--print-value-only"]);
+    assert!(
+        record.contains("kind pkcs11") && record.contains("seal root 1"),
+        "{record}"
+    );
+    // The record is not a keystore record: the watch and loads leave it out.
+    let opened = kms::etcd::open_under(config(endpoints.clone()), &SealRoot(1), "m").unwrap();
+    assert_eq!(opened.0.key_ids(), vec![key.clone()]);
+    drop(opened);
+
+    // Moved to another root while the nodes run: they keep serving; a new
+    // node needs the new root; a file root is refused.
+    let moved = kms::etcd::move_to_root(config(endpoints.clone()), &SealRoot(1), &SealRoot(2), "m")
+        .unwrap();
+    assert_eq!(moved.root, "seal root 2");
+    nodes[1].0.verify(&signer, b"m", &signature).unwrap();
+    assert!(matches!(
+        kms::etcd::open_under(config(endpoints.clone()), &SealRoot(1), "m"),
+        Err(KmsError::Root { .. })
+    ));
+    let file = kms::core::root::FileRoot::new(zeroize::Zeroizing::new(MASTER), "file");
+    assert!(matches!(
+        kms::etcd::open_under(config(endpoints.clone()), &file, "m"),
+        Err(KmsError::WrongRoot { .. })
+    ));
+    let (joined, _f) = kms::etcd::open_under(config(endpoints), &SealRoot(2), "m").unwrap();
+    joined.verify(&signer, b"m", &signature).unwrap();
+}

@@ -36,6 +36,7 @@ pub mod metrics;
 mod mirror;
 mod storage;
 
+use kms_core::root::{MasterKeyRoot, RootRecord};
 use kms_core::seal::Keyring;
 use kms_core::{Keystore, KmsError};
 
@@ -70,4 +71,50 @@ pub fn open(config: EtcdConfig, keyring: Keyring) -> Result<(Keystore, Follower)
     };
     let follower = Follower::start(storage, keystore.clone())?;
     Ok((keystore, follower))
+}
+
+/// Joins the fleet whose store `config` names under the root of trust
+/// `root` (`kms_core::root`), as [`open`] does with a keyring: the
+/// store's root record (`<prefix>/root`) names the root and holds the
+/// master key wrapped by it, which `root` unwraps once (its `SealKey`
+/// named `key_id`, version 1); with [`EtcdConfig::create`], the first node
+/// of a new fleet writes the record (a wrapping root's key is 32 new
+/// random bytes), and nodes starting at once agree on it. A store without
+/// a record is under a file root.
+///
+/// # Errors
+/// As [`open`]; [`KmsError::WrongRoot`] if the store records another kind
+/// of root; [`KmsError::Root`] if `root` cannot unwrap its key (nothing is
+/// written).
+pub fn open_under(
+    config: EtcdConfig,
+    root: &dyn MasterKeyRoot,
+    key_id: &str,
+) -> Result<(Keystore, Follower), KmsError> {
+    let create = config.create;
+    let storage = EtcdStorage::connect(config)?;
+    let keystore =
+        Keystore::open_under_with_storage(Box::new(storage.clone()), root, key_id, create)?;
+    let follower = Follower::start(storage, keystore.clone())?;
+    Ok((keystore, follower))
+}
+
+/// Moves the fleet's store to another root of trust
+/// (`kms_core::Keystore::move_to_root_in_storage`): the same master key,
+/// unwrapped by `from` and checked against every record, wrapped anew by
+/// `to`, and the root record swapped in one transaction. Running nodes
+/// keep the key they hold; each picks up the new root when restarted with
+/// it.
+///
+/// # Errors
+/// As `Keystore::move_to_root_in_storage`; [`KmsError::Unavailable`] if
+/// etcd does not answer.
+pub fn move_to_root(
+    config: EtcdConfig,
+    from: &dyn MasterKeyRoot,
+    to: &dyn MasterKeyRoot,
+    key_id: &str,
+) -> Result<RootRecord, KmsError> {
+    let storage = EtcdStorage::connect(config)?;
+    Keystore::move_to_root_in_storage(Box::new(storage), from, to, key_id)
 }

@@ -6,6 +6,10 @@
 //!   `<prefix>/signing/<tenant>:<purpose>`. Values are the keystore's record bytes as
 //!   they are (a sequence and a sealed envelope): etcd never sees a secret
 //!   in the clear, and a node without the master key cannot open one.
+//!   Beside them, not one of them, `<prefix>/root` ([`ROOT_RECORD`]) holds
+//!   the store's root record (`kms_core::root::RootRecord`: the root of
+//!   trust, and the master key wrapped by it), replaced only by a
+//!   transaction that compares its value.
 //! * **Writes:** one commit is one etcd transaction. It compares the
 //!   `mod_revision` of every record it writes or removes with the revision
 //!   this node last saw ([`Mirror`]; 0 for a record it knows absent), and
@@ -39,6 +43,10 @@ use kms_core::KmsError;
 
 use crate::config::EtcdConfig;
 use crate::mirror::{Mirror, Scope};
+
+/// The name of the root record under the prefix: not a keystore record
+/// (`load`, `changes` and the watch leave it out).
+pub(crate) const ROOT_RECORD: &str = "root";
 
 /// The keystore's records in etcd, under a prefix; cheap to clone (clones
 /// share the connection and the mirror).
@@ -264,9 +272,12 @@ impl EtcdStorage {
         }
     }
 
-    /// The record name of etcd key `key`, if it is under the prefix.
+    /// The record name of etcd key `key`, if it is under the prefix and
+    /// not the root record.
     pub(crate) fn name_of<'a>(&self, key: &'a [u8]) -> Option<&'a str> {
-        name_of(&self.inner.prefix, key).ok()
+        name_of(&self.inner.prefix, key)
+            .ok()
+            .filter(|name| *name != ROOT_RECORD)
     }
 }
 
@@ -411,6 +422,47 @@ impl Storage for EtcdStorage {
     fn changes(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
         Ok(self.mirror().changes())
     }
+
+    fn root_record(&self) -> Result<Option<Vec<u8>>, KmsError> {
+        let key = format!("{}{ROOT_RECORD}", self.inner.prefix);
+        let mut client = self.inner.client.clone();
+        let label = self.label();
+        self.block(async move {
+            let response = client
+                .get(key, None)
+                .await
+                .map_err(|e| unavailable_of(&label, e))?;
+            Ok(response.kvs().first().map(|kv| kv.value().to_vec()))
+        })
+    }
+
+    fn replace_root_record(&self, previous: Option<&[u8]>, text: &[u8]) -> Result<(), KmsError> {
+        let key = format!("{}{ROOT_RECORD}", self.inner.prefix);
+        let compare = match previous {
+            None => Compare::create_revision(key.clone(), CompareOp::Equal, 0),
+            Some(value) => Compare::value(key.clone(), CompareOp::Equal, value.to_vec()),
+        };
+        let txn = Txn::new()
+            .when([compare])
+            .and_then([TxnOp::put(key, text.to_vec(), None)]);
+        let mut client = self.inner.client.clone();
+        let label = self.label();
+        let landed = self.block(async move {
+            let response = client
+                .txn(txn)
+                .await
+                .map_err(|e| unavailable_of(&label, e))?;
+            Ok(response.succeeded())
+        })?;
+        if landed {
+            Ok(())
+        } else {
+            Err(KmsError::Conflict {
+                record: ROOT_RECORD.to_owned(),
+                attempts: 1,
+            })
+        }
+    }
 }
 
 /// Runs `future` on `runtime` and waits for it on this thread, at most
@@ -442,17 +494,19 @@ fn block<T: Send + 'static>(
     })
 }
 
-/// `(name, value, mod_revision)` of each of `kvs`.
+/// `(name, value, mod_revision)` of each of `kvs` but the root record.
 ///
 /// # Errors
 /// [`KmsError::StoreCorrupt`] for a key outside the prefix or not UTF-8.
 fn records_of(prefix: &str, kvs: &[KeyValue]) -> Result<Vec<(String, Vec<u8>, i64)>, KmsError> {
-    kvs.iter()
-        .map(|kv| {
-            let name = name_of(prefix, kv.key())?;
-            Ok((name.to_owned(), kv.value().to_vec(), kv.mod_revision()))
-        })
-        .collect()
+    let mut records = Vec::with_capacity(kvs.len());
+    for kv in kvs {
+        let name = name_of(prefix, kv.key())?;
+        if name != ROOT_RECORD {
+            records.push((name.to_owned(), kv.value().to_vec(), kv.mod_revision()));
+        }
+    }
+    Ok(records)
 }
 
 fn name_of<'a>(prefix: &str, key: &'a [u8]) -> Result<&'a str, KmsError> {

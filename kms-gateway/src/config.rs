@@ -444,8 +444,8 @@ pub(crate) struct FleetSettings {
     pub(crate) create: bool,
     /// `--etcd-compact`.
     pub(crate) compact: bool,
-    /// The fleet's master key (`--master-key-file`).
-    pub(crate) master_key_file: PathBuf,
+    /// What holds or wraps the fleet's master key.
+    pub(crate) root: RootSettings,
     /// `--allow-group-readable-secrets`.
     pub(crate) allow_group: bool,
 }

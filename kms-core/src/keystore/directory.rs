@@ -29,6 +29,7 @@ use std::sync::Arc;
 use super::durable::{commit_all, Durable, Loaded, Opened};
 use super::legacy::{self, LEGACY_FILE};
 use super::records::StoredKey;
+use super::rooted::{check_identity, Held};
 use zeroize::Zeroizing;
 
 use crate::error::KmsError;
@@ -37,7 +38,7 @@ use crate::root::{
 };
 use crate::seal::{Keyring, SealKey};
 use crate::storage::file::{exists, remove_durably, LockedDir, STORE_FILE, TMP_FILE};
-use crate::storage::{RecordWrite, RedbStorage, Storage};
+use crate::storage::RedbStorage;
 
 /// Creates a new store in `dir` (see [`crate::Keystore::create`]).
 pub(crate) fn create(dir: &Path, keyring: Keyring) -> Result<Durable, KmsError> {
@@ -192,40 +193,6 @@ pub(crate) fn move_root(
     };
     locked.replace_file(ROOT_FILE, moved.to_text().as_bytes())?;
     Ok(moved)
-}
-
-/// The file storage, shared with the caller, who takes it back once the
-/// store that used it is dropped.
-#[derive(Debug)]
-struct Held(Arc<RedbStorage>);
-
-impl Storage for Held {
-    fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
-        self.0.load()
-    }
-
-    fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
-        self.0.commit(writes)
-    }
-}
-
-/// Checks that `record` is the store's own: the identity it records is the
-/// one sealed in the store's index (a store that records no root has
-/// nothing to check).
-///
-/// # Errors
-/// [`KmsError::StoreCorrupt`] if the identities differ.
-fn check_identity(record: &RootRecord, store: StoreId, label: &str) -> Result<(), KmsError> {
-    if record.store == StoreId::NONE || record.store == store {
-        return Ok(());
-    }
-    Err(KmsError::StoreCorrupt {
-        store: label.to_owned(),
-        reason: format!(
-            "{ROOT_FILE} records the identity {}, the store's index {store}",
-            record.store
-        ),
-    })
 }
 
 /// Locks `dir` if it holds a store.

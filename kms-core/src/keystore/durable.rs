@@ -225,8 +225,8 @@ impl Durable {
         Ok(durable)
     }
 
-    /// Opens the store in `storage`, or starts an empty one there if it
-    /// holds none; if another writer of a shared storage started one
+    /// Opens the store in `storage`, or starts an empty one with identity
+    /// `store` there if it holds none; if another writer of a shared storage started one
     /// meanwhile (the start's commit answers [`KmsError::Conflict`]),
     /// opens that one.
     ///
@@ -235,12 +235,13 @@ impl Durable {
     pub(crate) fn open_or_create(
         storage: Box<dyn Storage>,
         keyring: Keyring,
+        store: StoreId,
         label: String,
     ) -> Result<(Durable, Loaded), KmsError> {
         match Durable::open(storage, keyring, label.clone())? {
             Opened::Store(durable, keys) => Ok((*durable, keys)),
             Opened::Empty(storage, keyring) => {
-                let records = Durable::initial_records(&keyring, StoreId::generate()?, &[])?;
+                let records = Durable::initial_records(&keyring, store, &[])?;
                 match commit_all(storage.as_ref(), &records, &[]) {
                     Ok(()) | Err(KmsError::Conflict { .. }) => {}
                     Err(e) => return Err(e),

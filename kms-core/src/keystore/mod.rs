@@ -45,6 +45,7 @@ mod legacy;
 mod lifecycle;
 mod policy;
 mod records;
+mod rooted;
 mod transfer;
 
 use std::collections::HashMap;
@@ -449,8 +450,56 @@ impl Keystore {
         keyring: Keyring,
     ) -> Result<Keystore, KmsError> {
         let label = format!("{storage:?}");
-        let (durable, stored) = Durable::open_or_create(storage, keyring, label)?;
+        let (durable, stored) =
+            Durable::open_or_create(storage, keyring, crate::root::StoreId::generate()?, label)?;
         Keystore::with_durable(durable, stored)
+    }
+
+    /// Opens the durable keystore in `storage` under the root of trust
+    /// `root`, as [`Keystore::open_under`] does for a directory, with the
+    /// root record the storage keeps ([`Storage::root_record`]); with
+    /// `create`, an empty storage gets a new store and root record (nodes
+    /// of a fleet starting at once agree on the first record written),
+    /// and a storage holding a store without a record opens it under a
+    /// file root.
+    ///
+    /// # Errors
+    /// [`KmsError::WrongRoot`] (before anything is unwrapped) if the
+    /// record names another kind of root; [`KmsError::Root`] if the root
+    /// cannot unwrap; [`KmsError::StoreNotFound`] without `create` if
+    /// there is no store; [`KmsError::StoreCorrupt`] for a damaged record
+    /// or one naming another store's identity; [`KmsError::Conflict`] if
+    /// other nodes kept replacing the record; otherwise as
+    /// [`Keystore::open_with_storage`].
+    pub fn open_under_with_storage(
+        storage: Box<dyn Storage>,
+        root: &dyn MasterKeyRoot,
+        key_id: &str,
+        create: bool,
+    ) -> Result<Keystore, KmsError> {
+        let (durable, stored) = rooted::open_under(storage, root, key_id, create)?;
+        Keystore::with_durable(durable, stored)
+    }
+
+    /// Moves the store in `storage` from the root `from` to the root
+    /// `to`, as [`Keystore::move_to_root`] does for a directory: the key
+    /// `from` unwraps opens every record first, then the storage's root
+    /// record is swapped for the new one if no other writer replaced it
+    /// meanwhile. Keystores already open on the storage (a fleet's
+    /// running nodes) keep the master key they hold, which is unchanged.
+    ///
+    /// # Errors
+    /// As [`Keystore::move_to_root`] (but [`KmsError::StoreInUse`]);
+    /// [`KmsError::Conflict`] if the record changed meanwhile (nothing
+    /// written); [`KmsError::InvalidConfig`] for a storage that keeps no
+    /// root record.
+    pub fn move_to_root_in_storage(
+        storage: Box<dyn Storage>,
+        from: &dyn MasterKeyRoot,
+        to: &dyn MasterKeyRoot,
+        key_id: &str,
+    ) -> Result<crate::root::RootRecord, KmsError> {
+        rooted::move_root(storage, from, to, key_id)
     }
 
     /// A keystore over `durable` holding `stored`.

@@ -125,4 +125,32 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn changes(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
         Ok(Vec::new())
     }
+
+    /// The store's root record (`kms_core::root::RootRecord`'s text):
+    /// kept beside the records, not one of them (not sealed, never in
+    /// [`Storage::load`] or [`Storage::changes`]); `None` if there is none.
+    /// Default: `None` (a storage that keeps no root record; its stores
+    /// are under a file root).
+    ///
+    /// # Errors
+    /// As [`Storage::load`].
+    fn root_record(&self) -> Result<Option<Vec<u8>>, KmsError> {
+        Ok(None)
+    }
+
+    /// Replaces the root record with `text` if it is still `previous`
+    /// (`None`: there is none), atomically and durably, as
+    /// [`Storage::commit`] does.
+    ///
+    /// # Errors
+    /// [`KmsError::Conflict`] if the record is no longer `previous`
+    /// (another writer changed it; nothing written); the errors of
+    /// [`Storage::commit`]; by default [`KmsError::InvalidConfig`]: the
+    /// storage keeps no root record.
+    fn replace_root_record(&self, previous: Option<&[u8]>, text: &[u8]) -> Result<(), KmsError> {
+        let _ = (previous, text);
+        Err(KmsError::InvalidConfig {
+            reason: format!("{self:?} keeps no root record"),
+        })
+    }
 }

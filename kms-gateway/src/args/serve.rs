@@ -267,11 +267,12 @@ struct StoreArgs {
     #[arg(long, group = "keys_backend", requires = "master_key_root")]
     store: Option<PathBuf>,
     /// A fleet's shared keystore on etcd: its client URLs, comma-separated
-    /// (needs --master-key-file, the fleet's; a build with --features etcd).
+    /// (needs --master-key-file or --master-key-pkcs11, the fleet's; a
+    /// build with --features etcd).
     #[arg(
         long,
         group = "keys_backend",
-        requires = "master_key_file",
+        requires = "master_key_root",
         value_name = "URL[,URL...]"
     )]
     etcd: Option<String>,
@@ -309,11 +310,12 @@ struct StoreArgs {
     master_key_file: Option<PathBuf>,
     /// The store's master key wrapped by an AES-256 key in a PKCS#11
     /// token, through this module (a shared library's path; needs
-    /// --pkcs11-token, --pkcs11-key and --pkcs11-pin-file; with --store).
+    /// --pkcs11-token, --pkcs11-key and --pkcs11-pin-file; with --store or
+    /// --etcd).
     #[arg(
         long,
         value_name = "MODULE",
-        requires_all = ["store", "pkcs11_token", "pkcs11_key", "pkcs11_pin_file"]
+        requires_all = ["keys_backend", "pkcs11_token", "pkcs11_key", "pkcs11_pin_file"]
     )]
     master_key_pkcs11: Option<PathBuf>,
     /// The label of the PKCS#11 token holding the wrapping key.
@@ -614,7 +616,8 @@ impl TokenArgs {
 
 impl StoreArgs {
     /// Where the keys are kept (clap has checked that `--store` and
-    /// `--etcd` exclude each other and need `--master-key-file`).
+    /// `--etcd` exclude each other and need one root: `--master-key-file`
+    /// or `--master-key-pkcs11` with its three companions).
     fn settings(self, allow_group: bool) -> Result<StoreSettings, String> {
         let pkcs11 = match (
             self.master_key_pkcs11,
@@ -630,36 +633,40 @@ impl StoreArgs {
             }),
             _ => None,
         };
-        match (self.store, self.etcd, self.master_key_file) {
-            (Some(dir), _, Some(master_key_file)) => Ok(StoreSettings::Durable {
+        let root = match (self.master_key_file, pkcs11) {
+            (Some(file), _) => Some(RootSettings::File(file)),
+            (None, pkcs11) => pkcs11,
+        };
+        match (self.store, self.etcd, root) {
+            (Some(dir), _, Some(root)) => Ok(StoreSettings::Durable {
                 dir,
-                root: RootSettings::File(master_key_file),
-                allow_group,
-            }),
-            (Some(dir), _, None) => Ok(StoreSettings::Durable {
-                dir,
-                root: pkcs11.ok_or("--store needs --master-key-file or --master-key-pkcs11")?,
+                root,
                 allow_group,
             }),
             #[cfg(feature = "etcd")]
-            (None, Some(endpoints), Some(master_key_file)) => {
-                Ok(StoreSettings::Fleet(config::FleetSettings {
-                    endpoints,
-                    prefix: self.etcd_prefix,
-                    ca: self.etcd_ca,
-                    client: cert_files(self.etcd_cert, self.etcd_key),
-                    user: self.etcd_user.zip(self.etcd_password_file),
-                    create: self.etcd_create,
-                    compact: self.etcd_compact,
-                    master_key_file,
-                    allow_group,
-                }))
-            }
+            (None, Some(endpoints), Some(root)) => Ok(StoreSettings::Fleet(config::FleetSettings {
+                endpoints,
+                prefix: self.etcd_prefix,
+                ca: self.etcd_ca,
+                client: cert_files(self.etcd_cert, self.etcd_key),
+                user: self.etcd_user.zip(self.etcd_password_file),
+                create: self.etcd_create,
+                compact: self.etcd_compact,
+                root,
+                allow_group,
+            })),
             #[cfg(not(feature = "etcd"))]
             (None, Some(_), _) => Err(
                 "--etcd needs a build with the etcd feature: cargo install --path kms-gateway --features etcd, then kms-gateway serve --etcd URL ..."
                     .to_owned(),
             ),
+            #[cfg(feature = "etcd")]
+            (None, Some(_), None) => {
+                Err("--etcd needs --master-key-file or --master-key-pkcs11".to_owned())
+            }
+            (Some(_), _, None) => {
+                Err("--store needs --master-key-file or --master-key-pkcs11".to_owned())
+            }
             _ => Ok(StoreSettings::Memory),
         }
     }

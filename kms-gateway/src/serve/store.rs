@@ -58,6 +58,19 @@ pub(crate) async fn open(settings: &StoreSettings) -> Result<(Keystore, Option<F
     }
 }
 
+/// A store's refusal in words: `what` names the store; a store under
+/// another root says which flags give it; a root's failure names the
+/// root.
+fn refusal(e: KmsError, what: &dyn Fn(&dyn std::fmt::Display) -> String) -> String {
+    match e {
+        KmsError::WrongRoot { expected, .. } => {
+            format!("{}; give {}", what(&e), roots::flags(expected))
+        }
+        e @ KmsError::Root { .. } => e.to_string(),
+        e => what(&e),
+    }
+}
+
 /// Opens the store in `dir` under `root`, or creates one in an absent
 /// directory or one holding nothing but a create's leftovers (`keystore.*`
 /// files and no database); any other non-empty directory without a store
@@ -69,13 +82,7 @@ pub(crate) async fn open(settings: &StoreSettings) -> Result<(Keystore, Option<F
 /// naming the root (its token and key labels; never the PIN).
 fn open_store(dir: &Path, root: &dyn MasterKeyRoot) -> Result<Keystore, String> {
     let what = |e: &dyn std::fmt::Display| format!("--store {}: {e}", dir.display());
-    let refused = |e: KmsError| match e {
-        KmsError::WrongRoot { expected, .. } => {
-            format!("{}; give {}", what(&e), roots::flags(expected))
-        }
-        e @ KmsError::Root { .. } => e.to_string(),
-        e => what(&e),
-    };
+    let refused = |e: KmsError| refusal(e, &what);
     match Keystore::open_under(dir, root, roots::MASTER_KEY_ID) {
         Ok(ks) => Ok(ks),
         Err(KmsError::StoreNotFound { .. }) => {
@@ -139,7 +146,7 @@ async fn open_fleet(
     fleet: &crate::config::FleetSettings,
 ) -> Result<(Keystore, kms::etcd::Follower), String> {
     use crate::logging::warn_line;
-    use crate::serve::secrets::{master_key, read_secret};
+    use crate::serve::secrets::read_secret;
     use kms::etcd::{EtcdConfig, EtcdTls, EtcdUser};
     let endpoints = fleet.endpoints.as_str();
     let allow_group = fleet.allow_group;
@@ -178,14 +185,14 @@ async fn open_fleet(
             password: zeroize::Zeroizing::new(password.to_owned()),
         });
     }
-    let master = master_key(&fleet.master_key_file, allow_group)?;
-    let master = kms::core::seal::SealKey::from_bytes(roots::MASTER_KEY_ID, 1, &master)
-        .map_err(|e| format!("--master-key-file {}: {e}", fleet.master_key_file.display()))?;
-    let keyring = kms::core::seal::Keyring::from(master);
-    // Blocking calls (it waits for etcd): off the runtime's workers.
-    let opened = tokio::task::spawn_blocking(move || kms::etcd::open(config, keyring))
-        .await
-        .map_err(|e| what(&e))?;
+    let root = roots::master_key_root(&fleet.root, allow_group)?;
+    // Blocking calls (it waits for etcd and the token): off the runtime's
+    // workers, and the root dropped there.
+    let opened = tokio::task::spawn_blocking(move || {
+        kms::etcd::open_under(config, root.as_ref(), roots::MASTER_KEY_ID)
+    })
+    .await
+    .map_err(|e| what(&e))?;
     match opened {
         Ok(fleet) => Ok(fleet),
         Err(KmsError::StoreNotFound { .. }) => Err(what(&format!(
@@ -193,7 +200,7 @@ async fn open_fleet(
              first start)",
             fleet.prefix
         ))),
-        Err(e) => Err(what(&e)),
+        Err(e) => Err(refusal(e, &what)),
     }
 }
 

@@ -177,9 +177,7 @@ fn a_file_store_names_its_own_root_and_the_flags_are_checked() {
     both.extend(["--master-key-file".to_owned(), text(&key_file)]);
     let no_store = pkcs11_args(&hsm, &store, "kms", "master", &pin)[2..].to_vec();
     let no_pin = pkcs11_args(&hsm, &store, "kms", "master", &pin)[..8].to_vec();
-    let mut fleet = vec!["--etcd".to_owned(), "http://127.0.0.1:1".to_owned()];
-    fleet.extend_from_slice(&no_store);
-    for args in [both, no_store, no_pin, fleet] {
+    for args in [both, no_store, no_pin] {
         let (code, stderr) = refused(&hsm, &args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
     }
@@ -344,4 +342,64 @@ fn a_rewrap_killed_midway_leaves_a_store_under_the_old_root_or_the_new() {
         assert_eq!(refused(&hsm, &with(&under.1)).0, 1, "round {round}");
     }
     println!("rewrap killed 8 times: {old} left the old root, {new} the new");
+}
+
+/// Three `serve --etcd --etcd-create` nodes on an empty prefix under one
+/// token's key: one root record, one wrapped master key, one signing key;
+/// the record refuses a file root and another key.
+#[cfg(feature = "etcd")]
+#[test]
+fn three_fleet_nodes_share_one_master_key_wrapped_by_a_softhsm2_token() {
+    let cluster = kms_testkit::etcd::EtcdCluster::start(1).expect("etcd");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (hsm, pin) = tokens(dir.path());
+    let fleet = |key: &str| -> Vec<String> {
+        let mut args = vec![
+            "--etcd".to_owned(),
+            cluster.endpoint(0),
+            "--etcd-prefix".to_owned(),
+            "/kms-hsm".to_owned(),
+        ];
+        args.extend_from_slice(&pkcs11_args(&hsm, dir.path(), "kms", key, &pin)[2..]);
+        args
+    };
+    let mut first = fleet("master");
+    first.push("--etcd-create".to_owned());
+    // One after another: SoftHSM2's file store answers GeneralError to
+    // processes that open it at the same instant (an HSM serves many
+    // clients; nodes starting at once agreeing on one record is the fleet
+    // test's, under a file root).
+    let nodes: Vec<Serving> = (0..3).map(|_| start(&hsm, &first)).collect();
+    let kid_before = kid(&nodes[0]);
+    for node in &nodes {
+        assert_eq!(node.kids(), vec![kid_before.clone()], "one signing key");
+    }
+    let token = nodes[0].mint(r#"{"sub":"fleet"}"#);
+    assert_eq!(nodes[2].whoami(&token).0, 200);
+    let record = cluster
+        .etcdctl(0, &["get", "/kms-hsm/root", "--print-value-only"])
+        .expect("etcdctl");
+    let record = String::from_utf8_lossy(&record.stdout).into_owned();
+    assert!(
+        record.contains("kind pkcs11") && record.contains("mechanism CKM_AES_GCM"),
+        "{record}"
+    );
+    for node in nodes {
+        assert_eq!(node.stop(), 0);
+    }
+
+    let key_file = secret(dir.path(), "master.hex", &format!("{}\n", "ab".repeat(32)));
+    let mut as_file = fleet("master")[..4].to_vec();
+    as_file.extend(["--master-key-file".to_owned(), text(&key_file)]);
+    let (code, stderr) = refused(&hsm, &as_file);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("give --master-key-pkcs11"), "{stderr}");
+    let (code, stderr) = refused(&hsm, &fleet("other"));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("cannot unwrap"), "{stderr}");
+
+    let again = start(&hsm, &fleet("master"));
+    assert_eq!(kid(&again), kid_before, "the same key, unwrapped again");
+    assert_eq!(again.whoami(&token).0, 200);
+    assert_eq!(again.stop(), 0);
 }
