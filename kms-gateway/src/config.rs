@@ -374,8 +374,8 @@ pub(crate) fn issuer_policies(
 /// `rewrap`: the store and its current and new roots.
 #[derive(Debug, Clone)]
 pub(crate) struct RewrapConfig {
-    /// `--store`.
-    pub(crate) dir: PathBuf,
+    /// The store moved.
+    pub(crate) target: RewrapTarget,
     /// The current root (`--master-key-file`, `--master-key-pkcs11`).
     pub(crate) from: RootSettings,
     /// The new root (`--to-master-key-file`, a new file;
@@ -383,6 +383,17 @@ pub(crate) struct RewrapConfig {
     pub(crate) to: RootSettings,
     /// `--allow-group-readable-secrets`.
     pub(crate) allow_group: bool,
+}
+
+/// The store `rewrap` moves.
+#[derive(Debug, Clone)]
+pub(crate) enum RewrapTarget {
+    /// `--store`: a directory.
+    Store(PathBuf),
+    /// `--etcd` and its flags: a fleet's store (its `root` is the current
+    /// one; boxed: many times a path's size).
+    #[cfg(feature = "etcd")]
+    Fleet(Box<FleetSettings>),
 }
 
 /// What holds or wraps a durable store's master key.

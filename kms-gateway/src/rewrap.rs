@@ -2,11 +2,12 @@
 //! (`kms::core::Keystore::move_to_root`): the same 32-byte master key,
 //! unwrapped by the current root, checked against every record, and
 //! wrapped anew by the new one, in one atomic replacement of the store's
-//! root record. Not `Keystore::rewrap`, which rotates the master key.
+//! root record (a directory's `keystore.root`, a fleet's `<prefix>/root`
+//! on etcd). Not `Keystore::rewrap`, which rotates the master key.
 
 use kms::core::{Keystore, KmsError};
 
-use crate::config::RewrapConfig;
+use crate::config::{RewrapConfig, RewrapTarget};
 use crate::roots;
 
 /// Moves the store; the line to print when done.
@@ -19,22 +20,32 @@ use crate::roots;
 pub(crate) fn run(config: &RewrapConfig) -> Result<String, String> {
     let from = roots::master_key_root(&config.from, config.allow_group)?;
     let to = roots::new_root(&config.to, config.allow_group)?;
-    let dir = &config.dir;
-    let what = |e: &dyn std::fmt::Display| format!("--store {}: {e}", dir.display());
-    match Keystore::move_to_root(dir, from.as_ref(), to.as_ref(), roots::MASTER_KEY_ID) {
+    let (moved, what) = match &config.target {
+        RewrapTarget::Store(dir) => (
+            Keystore::move_to_root(dir, from.as_ref(), to.as_ref(), roots::MASTER_KEY_ID),
+            format!("--store {}", dir.display()),
+        ),
+        #[cfg(feature = "etcd")]
+        RewrapTarget::Fleet(fleet) => {
+            let etcd = crate::serve::etcd_config(fleet)?;
+            (
+                kms::etcd::move_to_root(etcd, from.as_ref(), to.as_ref(), roots::MASTER_KEY_ID),
+                format!("--etcd {} --etcd-prefix {}", fleet.endpoints, fleet.prefix),
+            )
+        }
+    };
+    match moved {
         Ok(record) => Ok(format!(
-            "gateway rewrap: {} is now under {} (store {})",
-            dir.display(),
-            record.root,
-            record.store
+            "gateway rewrap: {what} is now under {} (store {})",
+            record.root, record.store
         )),
-        Err(e @ KmsError::StoreInUse { .. }) => Err(what(&format!(
-            "{e}: stop the serve that holds it, then rewrap"
-        ))),
+        Err(e @ KmsError::StoreInUse { .. }) => Err(format!(
+            "{what}: {e}: stop the serve that holds it, then rewrap"
+        )),
         Err(e @ KmsError::WrongRoot { expected, .. }) => {
-            Err(format!("{}; give {}", what(&e), roots::flags(expected)))
+            Err(format!("{what}: {e}; give {}", roots::flags(expected)))
         }
         Err(e @ KmsError::Root { .. }) => Err(e.to_string()),
-        Err(e) => Err(what(&e)),
+        Err(e) => Err(format!("{what}: {e}")),
     }
 }

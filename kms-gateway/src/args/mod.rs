@@ -9,8 +9,10 @@
 //! errors exit 2 and `--help` 0, both through clap.
 
 mod config_file;
+mod etcd;
 pub(crate) mod job;
 mod rewrap;
+mod root;
 mod seconds;
 pub(crate) mod serve;
 

@@ -12,10 +12,12 @@ use ipnet::IpNet;
 use kms::http::{ClientAddress, ResourceMetadata};
 use kms::jose::Algorithm;
 
+use super::etcd::EtcdArgs;
+use super::root::RootArgs;
 use super::seconds::{delay, timeout, Seconds};
 use crate::config::{
     self, AdminSettings, CertFiles, ConfigError, FaceSettings, Limits, LogSettings, ProxySettings,
-    RootSettings, ServeConfig, StoreSettings, TlsSettings, TokenSettings, Upstream,
+    ServeConfig, StoreSettings, TlsSettings, TokenSettings, Upstream,
 };
 use crate::logging::LogFormat;
 use crate::serve::access_rules::{self, RulesFile};
@@ -253,50 +255,14 @@ struct TokenArgs {
 
 /// Where the keys are kept: memory, a directory, or a fleet on etcd.
 #[derive(Args)]
-#[command(
-    next_help_heading = "Store and fleet",
-    group(
-        clap::ArgGroup::new("master_key_root")
-            .args(["master_key_file", "master_key_pkcs11"])
-            .multiple(false)
-    )
-)]
+#[command(next_help_heading = "Store and fleet")]
 struct StoreArgs {
     /// The durable keystore's directory (needs --master-key-file or
     /// --master-key-pkcs11).
     #[arg(long, group = "keys_backend", requires = "master_key_root")]
     store: Option<PathBuf>,
-    /// A fleet's shared keystore on etcd: its client URLs, comma-separated
-    /// (needs --master-key-file or --master-key-pkcs11, the fleet's; a
-    /// build with --features etcd).
-    #[arg(
-        long,
-        group = "keys_backend",
-        requires = "master_key_root",
-        value_name = "URL[,URL...]"
-    )]
-    etcd: Option<String>,
-    /// The etcd key prefix of the fleet's records.
-    #[arg(long, requires = "etcd", default_value = config::ETCD_PREFIX)]
-    etcd_prefix: String,
-    /// The CA certificate (PEM) etcd's members' certificates chain to:
-    /// TLS to etcd (the --etcd URLs then https://).
-    #[arg(long, requires = "etcd", value_name = "FILE")]
-    etcd_ca: Option<PathBuf>,
-    /// This node's client certificate for etcd (PEM; needs --etcd-key and
-    /// --etcd-ca).
-    #[arg(long, requires_all = ["etcd_key", "etcd_ca"], value_name = "FILE")]
-    etcd_cert: Option<PathBuf>,
-    /// The client certificate's private key (PEM), a secret file.
-    #[arg(long, requires = "etcd_cert", value_name = "FILE")]
-    etcd_key: Option<PathBuf>,
-    /// The etcd user this node authenticates as (needs
-    /// --etcd-password-file).
-    #[arg(long, requires_all = ["etcd", "etcd_password_file"], value_name = "NAME")]
-    etcd_user: Option<String>,
-    /// A file holding the etcd user's password, a secret file.
-    #[arg(long, requires = "etcd_user", value_name = "FILE")]
-    etcd_password_file: Option<PathBuf>,
+    #[command(flatten)]
+    etcd: EtcdArgs,
     /// Start a store under --etcd-prefix if it holds none (the fleet's
     /// first start); without it an empty prefix is refused.
     #[arg(long, requires = "etcd")]
@@ -305,30 +271,8 @@ struct StoreArgs {
     /// (cluster-wide; defragmenting the members is the operator's).
     #[arg(long, requires = "etcd")]
     etcd_compact: bool,
-    /// The master key: 32 bytes as 64 hex characters, not world-readable.
-    #[arg(long, requires = "keys_backend")]
-    master_key_file: Option<PathBuf>,
-    /// The store's master key wrapped by an AES-256 key in a PKCS#11
-    /// token, through this module (a shared library's path; needs
-    /// --pkcs11-token, --pkcs11-key and --pkcs11-pin-file; with --store or
-    /// --etcd).
-    #[arg(
-        long,
-        value_name = "MODULE",
-        requires_all = ["keys_backend", "pkcs11_token", "pkcs11_key", "pkcs11_pin_file"]
-    )]
-    master_key_pkcs11: Option<PathBuf>,
-    /// The label of the PKCS#11 token holding the wrapping key.
-    #[arg(long, value_name = "LABEL", requires = "master_key_pkcs11")]
-    pkcs11_token: Option<String>,
-    /// The label of the wrapping key: an AES-256 secret key object with
-    /// CKA_ENCRYPT and CKA_DECRYPT.
-    #[arg(long, value_name = "LABEL", requires = "master_key_pkcs11")]
-    pkcs11_key: Option<String>,
-    /// A file holding the token's user PIN, a secret file (a trailing
-    /// newline is ignored).
-    #[arg(long, value_name = "FILE", requires = "master_key_pkcs11")]
-    pkcs11_pin_file: Option<PathBuf>,
+    #[command(flatten)]
+    root: RootArgs,
 }
 
 /// The proxy mode and forward auth.
@@ -619,55 +563,29 @@ impl StoreArgs {
     /// `--etcd` exclude each other and need one root: `--master-key-file`
     /// or `--master-key-pkcs11` with its three companions).
     fn settings(self, allow_group: bool) -> Result<StoreSettings, String> {
-        let pkcs11 = match (
-            self.master_key_pkcs11,
-            self.pkcs11_token,
-            self.pkcs11_key,
-            self.pkcs11_pin_file,
-        ) {
-            (Some(module), Some(token), Some(key), Some(pin_file)) => Some(RootSettings::Pkcs11 {
-                module,
-                token,
-                key,
-                pin_file,
-            }),
-            _ => None,
-        };
-        let root = match (self.master_key_file, pkcs11) {
-            (Some(file), _) => Some(RootSettings::File(file)),
-            (None, pkcs11) => pkcs11,
-        };
-        match (self.store, self.etcd, root) {
+        let root = self.root.settings();
+        match (self.store, self.etcd.etcd.is_some(), root) {
             (Some(dir), _, Some(root)) => Ok(StoreSettings::Durable {
                 dir,
                 root,
                 allow_group,
             }),
             #[cfg(feature = "etcd")]
-            (None, Some(endpoints), Some(root)) => Ok(StoreSettings::Fleet(config::FleetSettings {
-                endpoints,
-                prefix: self.etcd_prefix,
-                ca: self.etcd_ca,
-                client: cert_files(self.etcd_cert, self.etcd_key),
-                user: self.etcd_user.zip(self.etcd_password_file),
-                create: self.etcd_create,
-                compact: self.etcd_compact,
-                root,
-                allow_group,
-            })),
+            (None, true, Some(root)) => Ok(StoreSettings::Fleet(
+                self.etcd
+                    .fleet(root, self.etcd_create, self.etcd_compact, allow_group)
+                    .ok_or("--etcd needs its URLs")?,
+            )),
             #[cfg(not(feature = "etcd"))]
-            (None, Some(_), _) => Err(
-                "--etcd needs a build with the etcd feature: cargo install --path kms-gateway --features etcd, then kms-gateway serve --etcd URL ..."
-                    .to_owned(),
-            ),
+            (None, true, _) => Err(super::etcd::NOT_BUILT.to_owned()),
             #[cfg(feature = "etcd")]
-            (None, Some(_), None) => {
+            (None, true, None) => {
                 Err("--etcd needs --master-key-file or --master-key-pkcs11".to_owned())
             }
             (Some(_), _, None) => {
                 Err("--store needs --master-key-file or --master-key-pkcs11".to_owned())
             }
-            _ => Ok(StoreSettings::Memory),
+            (None, false, _) => Ok(StoreSettings::Memory),
         }
     }
 }

@@ -69,6 +69,9 @@ mod store;
 mod tls;
 mod trust;
 
+#[cfg(feature = "etcd")]
+pub(crate) use store::etcd_config;
+
 use crate::config::ServeConfig;
 
 /// Runs `gateway serve` until a signal; `Err` is a start-up error.

@@ -130,31 +130,29 @@ fn plain_remote(endpoint: &str) -> bool {
     !loopback
 }
 
-/// Joins the fleet on the etcd cluster of `--etcd` (comma-separated
-/// URLs), records under `--etcd-prefix`, with the fleet's master key, over
-/// TLS with `--etcd-ca` (and a client certificate with `--etcd-cert` and
-/// `--etcd-key`), as `--etcd-user` with `--etcd-password-file`; starting a
-/// store only with `--etcd-create`, compacting after removals with
-/// `--etcd-compact`. Every secret file is read as `secrets::read_secret`
-/// reads them.
+/// The etcd configuration of a fleet: `--etcd` (comma-separated URLs),
+/// records under `--etcd-prefix`, over TLS with `--etcd-ca` (and a client
+/// certificate with `--etcd-cert` and `--etcd-key`), as `--etcd-user` with
+/// `--etcd-password-file`; starting a store only with `--etcd-create`,
+/// compacting after removals with `--etcd-compact`. Every secret file is
+/// read as `secrets::read_secret` reads them; plain HTTP to another host
+/// is warned about.
 ///
 /// # Errors
-/// A file that cannot be read or is refused; kms-etcd's errors, named
-/// (an empty prefix without `--etcd-create` says to pass it).
+/// A file that cannot be read or is refused, named.
 #[cfg(feature = "etcd")]
-async fn open_fleet(
+pub(crate) fn etcd_config(
     fleet: &crate::config::FleetSettings,
-) -> Result<(Keystore, kms::etcd::Follower), String> {
+) -> Result<kms::etcd::EtcdConfig, String> {
     use crate::logging::warn_line;
     use crate::serve::secrets::read_secret;
     use kms::etcd::{EtcdConfig, EtcdTls, EtcdUser};
     let endpoints = fleet.endpoints.as_str();
     let allow_group = fleet.allow_group;
-    let what = |e: &dyn std::fmt::Display| format!("--etcd {endpoints}: {e}");
     for endpoint in endpoints.split(',').map(str::trim) {
         if plain_remote(endpoint) {
             warn_line!(
-                "gateway serve: warning: --etcd {endpoint} is plain HTTP to another host: the \
+                "gateway: warning: --etcd {endpoint} is plain HTTP to another host: the \
                  fleet's sealed records cross the network unauthenticated (give --etcd-ca and \
                  https:// URLs)"
             );
@@ -185,6 +183,23 @@ async fn open_fleet(
             password: zeroize::Zeroizing::new(password.to_owned()),
         });
     }
+    Ok(config)
+}
+
+/// Joins the fleet ([`etcd_config`]) under its root of trust.
+///
+/// # Errors
+/// [`etcd_config`]'s; kms-etcd's errors, named (an empty prefix without
+/// `--etcd-create` says to pass it; a store under another root names the
+/// flags of its own).
+#[cfg(feature = "etcd")]
+async fn open_fleet(
+    fleet: &crate::config::FleetSettings,
+) -> Result<(Keystore, kms::etcd::Follower), String> {
+    let endpoints = fleet.endpoints.as_str();
+    let allow_group = fleet.allow_group;
+    let what = |e: &dyn std::fmt::Display| format!("--etcd {endpoints}: {e}");
+    let config = etcd_config(fleet)?;
     let root = roots::master_key_root(&fleet.root, allow_group)?;
     // Blocking calls (it waits for etcd and the token): off the runtime's
     // workers, and the root dropped there.

@@ -401,5 +401,26 @@ fn three_fleet_nodes_share_one_master_key_wrapped_by_a_softhsm2_token() {
     let again = start(&hsm, &fleet("master"));
     assert_eq!(kid(&again), kid_before, "the same key, unwrapped again");
     assert_eq!(again.whoami(&token).0, 200);
+
+    // The fleet moves to the token's other key while a node runs: that
+    // node goes on serving; a node started afterwards needs the new key.
+    let mut args = fleet("master");
+    args.extend(to(&fleet("other")[4..]));
+    let mut command = std::process::Command::new(crate::support::serving::gateway());
+    command
+        .arg("rewrap")
+        .args(&args)
+        .env("SOFTHSM2_CONF", hsm.conf());
+    let (code, _, stderr) = run_to_exit(command);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("is now under PKCS#11 key \"other\""),
+        "{stderr}"
+    );
+    assert_eq!(again.whoami(&token).0, 200);
     assert_eq!(again.stop(), 0);
+    assert_eq!(refused(&hsm, &fleet("master")).0, 1);
+    let moved = start(&hsm, &fleet("other"));
+    assert_eq!(kid(&moved), kid_before);
+    assert_eq!(moved.stop(), 0);
 }
