@@ -32,6 +32,11 @@ pub use kms_oidc as oidc;
 #[cfg(feature = "pkcs11")]
 pub use kms_pkcs11 as pkcs11;
 
+/// The durable store's master key wrapped by an AWS KMS key (feature
+/// `aws-kms`).
+#[cfg(feature = "aws-kms")]
+pub use kms_aws_kms as aws_kms;
+
 /// A fleet's shared keystore on etcd v3 (feature `etcd`).
 #[cfg(feature = "etcd")]
 pub use kms_etcd as etcd;

@@ -413,6 +413,13 @@ pub(crate) enum RootSettings {
         /// The file holding the user PIN.
         pin_file: PathBuf,
     },
+    /// `--master-key-aws-kms KEY` with `--aws-kms-endpoint URL`.
+    AwsKms {
+        /// The KMS key: key id, key ARN, alias name or alias ARN.
+        key: String,
+        /// The endpoint, if not the region's.
+        endpoint: Option<String>,
+    },
 }
 
 /// Where the keys are kept.

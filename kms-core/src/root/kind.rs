@@ -10,20 +10,24 @@ pub enum RootKind {
     File,
     /// Wrapped by an AES-256 key in a PKCS#11 token (`CKM_AES_GCM`).
     Pkcs11,
+    /// Wrapped by an AWS KMS key (`Encrypt` / `Decrypt`, the store's
+    /// identity as encryption context).
+    AwsKms,
 }
 
 impl RootKind {
-    /// The name a [`super::RootRecord`] writes: `file`, `pkcs11`.
+    /// The name a [`super::RootRecord`] writes: `file`, `pkcs11`, `aws-kms`.
     pub fn as_str(self) -> &'static str {
         match self {
             RootKind::File => "file",
             RootKind::Pkcs11 => "pkcs11",
+            RootKind::AwsKms => "aws-kms",
         }
     }
 
     /// The kind named `name` (as [`RootKind::as_str`] writes it).
     pub fn from_name(name: &str) -> Option<RootKind> {
-        [RootKind::File, RootKind::Pkcs11]
+        [RootKind::File, RootKind::Pkcs11, RootKind::AwsKms]
             .into_iter()
             .find(|kind| kind.as_str() == name)
     }
@@ -34,6 +38,7 @@ impl fmt::Display for RootKind {
         f.write_str(match self {
             RootKind::File => "a master key file",
             RootKind::Pkcs11 => "a PKCS#11 token's key",
+            RootKind::AwsKms => "an AWS KMS key",
         })
     }
 }

@@ -4,7 +4,7 @@
 //! * A **file root** ([`FileRoot`]) is the master key itself, read by the
 //!   embedder from where it keeps it (the gateway's `--master-key-file`).
 //! * A **wrapping root** (a PKCS#11 token's AES key, in the `kms-pkcs11`
-//!   crate) never lets its key out: the
+//!   crate; an AWS KMS key, in `kms-aws-kms`) never lets its key out: the
 //!   store's 32-byte master key is generated when the store is created,
 //!   wrapped by the root, and kept wrapped in the store beside the store's
 //!   identity ([`StoreId`], 16 random bytes made at creation) and the kind
@@ -18,7 +18,7 @@
 //!   records none (every store made before roots existed) is under a file
 //!   root ([`KmsError::WrongRoot`] otherwise, naming the root expected);
 //! * a wrapped master key is bound to its store's identity (the AEAD's
-//!   associated data), so a wrapped
+//!   associated data, or the KMS encryption context), so a wrapped
 //!   key copied to another store's record does not unwrap there;
 //! * master-key bytes live only in [`MasterKeyBytes`] (a fixed-size array,
 //!   wiped on drop) until they become a [`crate::seal::SealKey`].
@@ -95,7 +95,7 @@ impl fmt::Debug for StoreId {
 }
 
 /// What holds or wraps a store's master key. Implemented by [`FileRoot`]
-/// here and `kms_pkcs11::Pkcs11Root`; used by
+/// here, `kms_pkcs11::Pkcs11Root` and `kms_aws_kms::AwsKmsRoot`; used by
 /// [`crate::Keystore::create_under`] and [`crate::Keystore::open_under`].
 ///
 /// Calls block (a token or a network round trip); the keystore makes them
@@ -105,7 +105,7 @@ pub trait MasterKeyRoot: fmt::Debug + Send + Sync {
     fn kind(&self) -> RootKind;
 
     /// The root in words, for records and messages: the token and key
-    /// labels; never a secret (no PIN).
+    /// labels, the KMS key and endpoint; never a secret (no PIN).
     fn describe(&self) -> String;
 
     /// Wraps `key`, the master key of the store `store`, bound to `store`.
@@ -114,7 +114,7 @@ pub trait MasterKeyRoot: fmt::Debug + Send + Sync {
     ///
     /// # Errors
     /// [`KmsError::Root`] naming the root and what failed (a token or key
-    /// not found, a PIN refused);
+    /// not found, a PIN refused, an endpoint unreachable);
     /// [`KmsError::EntropyUnavailable`] if a random IV cannot be drawn; a
     /// file root answers [`KmsError::InvalidArgument`] for a key that is
     /// not its own.
@@ -126,7 +126,7 @@ pub trait MasterKeyRoot: fmt::Debug + Send + Sync {
     ///
     /// # Errors
     /// [`KmsError::Root`] naming the root and what failed, including a
-    /// wrapped key this root cannot open (another token key,
+    /// wrapped key this root cannot open (another token or KMS key,
     /// another store's identity, a damaged record) and a wrapping root
     /// given nothing to unwrap.
     fn unwrap(
@@ -263,7 +263,7 @@ mod tests {
 
     #[test]
     fn kinds_round_trip_their_names() {
-        for kind in [RootKind::File, RootKind::Pkcs11] {
+        for kind in [RootKind::File, RootKind::Pkcs11, RootKind::AwsKms] {
             assert_eq!(RootKind::from_name(kind.as_str()), Some(kind));
         }
         assert_eq!(RootKind::from_name("hsm"), None);

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use clap::{ArgGroup, Args};
 
 use super::etcd::EtcdArgs;
-use super::root::{root_of, RootArgs};
-use crate::config::{RewrapConfig, RewrapTarget};
+use super::root::{built, root_of, RootArgs};
+use crate::config::{RewrapConfig, RewrapTarget, RootSettings};
 
 /// `gateway rewrap`'s flags (a contract: add, never rename).
 #[derive(Args)]
@@ -16,7 +16,7 @@ use crate::config::{RewrapConfig, RewrapTarget};
     group(ArgGroup::new("keys_backend").required(true).multiple(false)),
     group(
         ArgGroup::new("to_root")
-            .args(["to_master_key_file", "to_master_key_pkcs11"])
+            .args(["to_master_key_file", "to_master_key_pkcs11", "to_master_key_aws_kms"])
             .required(true)
     )
 )]
@@ -54,6 +54,12 @@ pub(crate) struct RewrapArgs {
     /// A file holding the new token's user PIN, a secret file.
     #[arg(long, value_name = "FILE", requires = "to_master_key_pkcs11")]
     to_pkcs11_pin_file: Option<PathBuf>,
+    /// The new root: an AWS KMS key (key id, ARN or alias).
+    #[arg(long, value_name = "KEY")]
+    to_master_key_aws_kms: Option<String>,
+    /// The new root's AWS KMS endpoint (default: the region's).
+    #[arg(long, value_name = "URL", requires = "to_master_key_aws_kms")]
+    to_aws_kms_endpoint: Option<String>,
 }
 
 impl RewrapArgs {
@@ -64,10 +70,10 @@ impl RewrapArgs {
     /// `--etcd` in a build without the `etcd` feature; as a usage message.
     pub(crate) fn config(self) -> Result<RewrapConfig, String> {
         let allow_group = self.allow_group_readable_secrets;
-        let from = self
-            .root
-            .settings()
-            .ok_or("give the store's root: --master-key-file or --master-key-pkcs11")?;
+        let from = self.root.settings()?.ok_or(
+            "give the store's root: --master-key-file, --master-key-pkcs11 or \
+                 --master-key-aws-kms",
+        )?;
         let to = root_of(
             self.to_master_key_file,
             self.to_master_key_pkcs11,
@@ -75,7 +81,18 @@ impl RewrapArgs {
             self.to_pkcs11_key,
             self.to_pkcs11_pin_file,
         )
-        .ok_or("give the new root: --to-master-key-file or --to-master-key-pkcs11")?;
+        .or(self.to_master_key_aws_kms.map(|key| RootSettings::AwsKms {
+            key,
+            endpoint: self.to_aws_kms_endpoint,
+        }))
+        .ok_or(
+            "give the new root: --to-master-key-file, --to-master-key-pkcs11 or \
+             --to-master-key-aws-kms",
+        )
+        .and_then(|root| {
+            built(root)
+                .map_err(|_| "--to-master-key-aws-kms needs a build with the aws-kms feature")
+        })?;
         let target = match (self.store, self.etcd.etcd.is_some()) {
             (Some(dir), _) => RewrapTarget::Store(dir),
             #[cfg(feature = "etcd")]

@@ -1,8 +1,9 @@
 //! The master key's root flags, shared by `serve` and `rewrap` (its
 //! current root): `--master-key-file`, or `--master-key-pkcs11` with
-//! `--pkcs11-token`, `--pkcs11-key` and `--pkcs11-pin-file`. At most one
-//! root (the group `master_key_root`), and each only with a store
-//! (`--store` or `--etcd`, the group `keys_backend`).
+//! `--pkcs11-token`, `--pkcs11-key` and `--pkcs11-pin-file`, or
+//! `--master-key-aws-kms` with `--aws-kms-endpoint`. At most one root (the
+//! group `master_key_root`), and each only with a store (`--store` or
+//! `--etcd`, the group `keys_backend`).
 
 use std::path::PathBuf;
 
@@ -14,7 +15,7 @@ use crate::config::RootSettings;
 #[derive(Args)]
 #[command(group(
     ArgGroup::new("master_key_root")
-        .args(["master_key_file", "master_key_pkcs11"])
+        .args(["master_key_file", "master_key_pkcs11", "master_key_aws_kms"])
         .multiple(false)
 ))]
 pub(crate) struct RootArgs {
@@ -42,24 +43,55 @@ pub(crate) struct RootArgs {
     /// newline is ignored).
     #[arg(long, value_name = "FILE", requires = "master_key_pkcs11")]
     pkcs11_pin_file: Option<PathBuf>,
+    /// The store's master key wrapped by an AWS KMS key: its key id, key
+    /// ARN, alias name (alias/...) or alias ARN; region and credentials
+    /// from the AWS SDK's standard chain (a build with --features aws-kms).
+    #[arg(long, value_name = "KEY", requires = "keys_backend")]
+    master_key_aws_kms: Option<String>,
+    /// The AWS KMS endpoint, for VPC endpoints and emulators (default: the
+    /// region's).
+    #[arg(long, value_name = "URL", requires = "master_key_aws_kms")]
+    aws_kms_endpoint: Option<String>,
 }
 
 impl RootArgs {
     /// The root given, if any (clap has checked that at most one is, with
     /// its companions).
-    pub(crate) fn settings(self) -> Option<RootSettings> {
-        root_of(
+    ///
+    /// # Errors
+    /// A root this build lacks ([`built`]).
+    pub(crate) fn settings(self) -> Result<Option<RootSettings>, String> {
+        let root = root_of(
             self.master_key_file,
             self.master_key_pkcs11,
             self.pkcs11_token,
             self.pkcs11_key,
             self.pkcs11_pin_file,
         )
+        .or(self.master_key_aws_kms.map(|key| RootSettings::AwsKms {
+            key,
+            endpoint: self.aws_kms_endpoint,
+        }));
+        root.map(built).transpose()
     }
 }
 
+/// `root`, if this build has it.
+///
+/// # Errors
+/// An AWS KMS root in a build without the `aws-kms` feature, saying how
+/// to build one (a usage error).
+pub(crate) fn built(root: RootSettings) -> Result<RootSettings, String> {
+    #[cfg(not(feature = "aws-kms"))]
+    if matches!(root, RootSettings::AwsKms { .. }) {
+        return Err(crate::roots::AWS_KMS_NOT_BUILT.to_owned());
+    }
+    Ok(root)
+}
+
 /// The root a file flag, or a PKCS#11 module flag and its three
-/// companions, name (the file wins; clap keeps them apart).
+/// companions, name (the file wins; clap keeps them apart); `None` for
+/// neither.
 pub(crate) fn root_of(
     file: Option<PathBuf>,
     module: Option<PathBuf>,

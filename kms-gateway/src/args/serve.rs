@@ -563,7 +563,7 @@ impl StoreArgs {
     /// `--etcd` exclude each other and need one root: `--master-key-file`
     /// or `--master-key-pkcs11` with its three companions).
     fn settings(self, allow_group: bool) -> Result<StoreSettings, String> {
-        let root = self.root.settings();
+        let root = self.root.settings()?;
         match (self.store, self.etcd.etcd.is_some(), root) {
             (Some(dir), _, Some(root)) => Ok(StoreSettings::Durable {
                 dir,
@@ -579,12 +579,14 @@ impl StoreArgs {
             #[cfg(not(feature = "etcd"))]
             (None, true, _) => Err(super::etcd::NOT_BUILT.to_owned()),
             #[cfg(feature = "etcd")]
-            (None, true, None) => {
-                Err("--etcd needs --master-key-file or --master-key-pkcs11".to_owned())
-            }
-            (Some(_), _, None) => {
-                Err("--store needs --master-key-file or --master-key-pkcs11".to_owned())
-            }
+            (None, true, None) => Err(
+                "--etcd needs --master-key-file, --master-key-pkcs11 or --master-key-aws-kms"
+                    .to_owned(),
+            ),
+            (Some(_), _, None) => Err(
+                "--store needs --master-key-file, --master-key-pkcs11 or --master-key-aws-kms"
+                    .to_owned(),
+            ),
             (None, false, _) => Ok(StoreSettings::Memory),
         }
     }

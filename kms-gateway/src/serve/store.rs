@@ -46,8 +46,15 @@ pub(crate) async fn open(settings: &StoreSettings) -> Result<(Keystore, Option<F
             root,
             allow_group,
         } => {
-            let root = roots::master_key_root(root, *allow_group)?;
-            let keystore = open_store(dir, root.as_ref())?;
+            // Blocking calls (the store's file, the token or the KMS): off
+            // the runtime's workers, and the root dropped there.
+            let (dir, root, allow_group) = (dir.clone(), root.clone(), *allow_group);
+            let keystore = tokio::task::spawn_blocking(move || {
+                let root = roots::master_key_root(&root, allow_group)?;
+                open_store(&dir, root.as_ref())
+            })
+            .await
+            .map_err(|e| format!("opening the store: {e}"))??;
             Ok((keystore, None))
         }
         #[cfg(feature = "etcd")]
@@ -200,14 +207,20 @@ async fn open_fleet(
     let allow_group = fleet.allow_group;
     let what = |e: &dyn std::fmt::Display| format!("--etcd {endpoints}: {e}");
     let config = etcd_config(fleet)?;
-    let root = roots::master_key_root(&fleet.root, allow_group)?;
-    // Blocking calls (it waits for etcd and the token): off the runtime's
-    // workers, and the root dropped there.
+    let root = fleet.root.clone();
+    // Blocking calls (it waits for etcd and the token or the KMS): off the
+    // runtime's workers, and the root dropped there.
     let opened = tokio::task::spawn_blocking(move || {
-        kms::etcd::open_under(config, root.as_ref(), roots::MASTER_KEY_ID)
+        let root = roots::master_key_root(&root, allow_group).map_err(Err)?;
+        kms::etcd::open_under(config, root.as_ref(), roots::MASTER_KEY_ID).map_err(Ok)
     })
     .await
     .map_err(|e| what(&e))?;
+    let opened = match opened {
+        Ok(opened) => Ok(opened),
+        Err(Err(message)) => return Err(message),
+        Err(Ok(e)) => Err(e),
+    };
     match opened {
         Ok(fleet) => Ok(fleet),
         Err(KmsError::StoreNotFound { .. }) => Err(what(&format!(

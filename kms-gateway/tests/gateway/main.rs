@@ -7,7 +7,7 @@
 //! feature each: `etcd` (etcd's processes, protoc for the build),
 //! `proxy-tests` (NGINX and Caddy), `oidc-tests` (Node's oidc-provider,
 //! after `npm ci` in `tests/oidc`), `softhsm-tests` (SoftHSM2 and
-//! OpenSC). `.ci/run` runs them all with every feature on; one at a time, e.g. `cargo test -p kms-gateway --features
+//! OpenSC), `moto-tests` (moto's KMS server, PyPI's `moto[server]`). `.ci/run` runs them all with every feature on; one at a time, e.g. `cargo test -p kms-gateway --features
 //! proxy-tests --test gateway proxies::`.
 #![cfg(unix)]
 
@@ -37,5 +37,7 @@ mod fleet_secure;
 mod oidc_provider;
 #[cfg(feature = "proxy-tests")]
 mod proxies;
+#[cfg(feature = "moto-tests")]
+mod root_aws_kms;
 #[cfg(feature = "softhsm-tests")]
 mod root_pkcs11;

@@ -110,4 +110,28 @@ fn rewrap_moves_a_store_to_a_new_key_file_and_checks_its_flags() {
         let (code, stderr) = rewrap(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
     }
+    // An AWS KMS root in a build without it: a usage error saying how to
+    // build one.
+    if !cfg!(feature = "aws-kms") {
+        let mut command = Command::new(gateway());
+        command.args([
+            "serve",
+            "--store",
+            text(&store),
+            "--master-key-aws-kms",
+            "alias/k",
+        ]);
+        let (code, _, stderr) = run_to_exit(command);
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stderr.contains("--features aws-kms"), "{stderr}");
+        let (code, stderr) = rewrap(&[
+            "--store",
+            text(&store),
+            "--master-key-file",
+            text(&old),
+            "--to-master-key-aws-kms",
+            "alias/k",
+        ]);
+        assert_eq!(code, 2, "{stderr}");
+    }
 }
