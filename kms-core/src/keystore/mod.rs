@@ -469,8 +469,9 @@ impl Keystore {
     /// cannot unwrap; [`KmsError::StoreNotFound`] without `create` if
     /// there is no store; [`KmsError::StoreCorrupt`] for a damaged record
     /// or one naming another store's identity; [`KmsError::Conflict`] if
-    /// other nodes kept replacing the record; otherwise as
-    /// [`Keystore::open_with_storage`].
+    /// other nodes kept replacing the record; [`KmsError::InvalidConfig`]
+    /// when `create` must write a record to a storage that keeps none
+    /// (nothing is written); otherwise as [`Keystore::open_with_storage`].
     pub fn open_under_with_storage(
         storage: Box<dyn Storage>,
         root: &dyn MasterKeyRoot,
