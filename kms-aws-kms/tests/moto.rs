@@ -7,59 +7,14 @@
 //! environment, set once before any other thread runs.
 #![cfg(feature = "moto-tests")]
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::TcpListener;
 
 use aws_sdk_kms::Client;
 use kms_aws_kms::{AwsKmsRoot, MECHANISM};
 use kms_core::root::{MasterKeyRoot, RootKind, StoreId};
 use kms_core::{Keystore, KmsError};
+use kms_testkit::moto::Moto;
 use zeroize::Zeroizing;
-
-/// moto_server on a free loopback port, killed on drop.
-struct Moto {
-    child: Child,
-    url: String,
-}
-
-impl Moto {
-    fn start() -> Moto {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let program = std::env::var("MOTO_SERVER").unwrap_or_else(|_| "moto_server".to_owned());
-        let child = Command::new(&program)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("{program}: {e} (pip install 'moto[server]', or set MOTO_SERVER)")
-            });
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "moto_server did not listen on {addr}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Moto {
-            child,
-            url: format!("http://{addr}"),
-        }
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn reason(result: Result<impl std::fmt::Debug, KmsError>) -> String {
     match result {
@@ -75,7 +30,7 @@ fn moto_kms_keys_wrap_and_unwrap_store_master_keys() {
     std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
     std::env::set_var("AWS_REGION", "us-east-1");
     std::env::remove_var("AWS_PROFILE");
-    let moto = Moto::start();
+    let moto = Moto::start().expect("moto_server");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

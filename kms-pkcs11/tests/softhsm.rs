@@ -30,7 +30,7 @@ fn reason(result: Result<impl std::fmt::Debug, KmsError>) -> String {
 
 #[test]
 fn a_softhsm2_token_wraps_and_unwraps_store_master_keys() {
-    let hsm = SoftHsm::new();
+    let hsm = SoftHsm::new().expect("SoftHSM2");
     // Before the module loads (below), with no other test thread alive.
     std::env::set_var("SOFTHSM2_CONF", hsm.conf());
     hsm.token("kms", PIN);

@@ -8,8 +8,11 @@
 //! * [`softhsm`]: a SoftHSM2 token store in a temporary directory, its
 //!   tokens and AES keys made with `softhsm2-util` and `pkcs11-tool` (the
 //!   PKCS#11 root's tests, the gateway's).
+//! * [`moto`]: moto's AWS server on a loopback port (the AWS KMS root's
+//!   tests, the gateway's).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod etcd;
+pub mod moto;
 pub mod softhsm;

@@ -8,6 +8,7 @@
 //! configuration for its whole life, so such a test makes one
 //! [`SoftHsm`] and sets the variable before the module loads.
 
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -26,23 +27,25 @@ pub struct SoftHsm {
 impl SoftHsm {
     /// A new, empty token store.
     ///
-    /// # Panics
-    /// If the directory or the configuration cannot be written, or the
-    /// module is not installed (with what to install).
-    pub fn new() -> SoftHsm {
-        assert!(
-            Path::new(MODULE).exists(),
-            "{MODULE} is missing: apt-get install softhsm2 opensc"
-        );
-        let dir = tempfile::tempdir().expect("temporary directory");
-        std::fs::create_dir(dir.path().join("tokens")).expect("token directory");
+    /// # Errors
+    /// The module not installed (`NotFound`, saying what to install); the
+    /// directory or the configuration that cannot be written.
+    pub fn new() -> io::Result<SoftHsm> {
+        if !Path::new(MODULE).exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{MODULE} is missing: apt-get install softhsm2 opensc"),
+            ));
+        }
+        let dir = tempfile::tempdir()?;
+        std::fs::create_dir(dir.path().join("tokens"))?;
         let conf = format!(
             "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n\
              slots.removable = false\n",
             dir.path().join("tokens").display()
         );
-        std::fs::write(dir.path().join("softhsm2.conf"), conf).expect("configuration");
-        SoftHsm { dir }
+        std::fs::write(dir.path().join("softhsm2.conf"), conf)?;
+        Ok(SoftHsm { dir })
     }
 
     /// The value `SOFTHSM2_CONF` takes for this store.
@@ -129,11 +132,5 @@ impl SoftHsm {
             output.status,
             String::from_utf8_lossy(&output.stderr)
         );
-    }
-}
-
-impl Default for SoftHsm {
-    fn default() -> SoftHsm {
-        SoftHsm::new()
     }
 }

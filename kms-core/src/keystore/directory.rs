@@ -29,13 +29,10 @@ use std::sync::Arc;
 use super::durable::{commit_all, Durable, Loaded, Opened};
 use super::legacy::{self, LEGACY_FILE};
 use super::records::StoredKey;
-use super::rooted::{check_identity, Held};
-use zeroize::Zeroizing;
+use super::rooted::{check_identity, new_record, Held};
 
 use crate::error::KmsError;
-use crate::root::{
-    MasterKeyRoot, RootKind, RootRecord, StoreId, MASTER_KEY_LEN, MAX_RECORD, ROOT_FILE,
-};
+use crate::root::{MasterKeyRoot, RootRecord, StoreId, MAX_RECORD, ROOT_FILE};
 use crate::seal::{Keyring, SealKey};
 use crate::storage::file::{exists, remove_durably, LockedDir, STORE_FILE, TMP_FILE};
 use crate::storage::RedbStorage;
@@ -78,21 +75,8 @@ pub(crate) fn create_under(
     if locked.has(LEGACY_FILE)? || locked.has(STORE_FILE)? {
         return Err(KmsError::StoreExists { dir: label });
     }
-    let store = StoreId::generate()?;
-    let key = match root.kind() {
-        RootKind::File => root.unwrap(&store, None)?,
-        _ => {
-            let mut key = Zeroizing::new([0u8; MASTER_KEY_LEN]);
-            crate::random::fill(key.as_mut_slice())?;
-            key
-        }
-    };
-    let record = RootRecord {
-        store,
-        kind: root.kind(),
-        root: root.describe(),
-        wrapped: root.wrap(&store, &key)?,
-    };
+    let (record, key) = new_record(root)?;
+    let store = record.store;
     locked.replace_file(ROOT_FILE, record.to_text().as_bytes())?;
     let keyring = Keyring::from(SealKey::from_bytes(key_id, 1, &key)?);
     create_locked(locked, keyring, store, &label)

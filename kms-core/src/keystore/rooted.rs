@@ -131,9 +131,9 @@ pub(crate) fn open_under(
     })
 }
 
-/// A new store's root record under `root`, and its master key: the
-/// root's own (a file root) or 32 random bytes, wrapped.
-fn new_record(
+/// A new store's root record under `root` (a new identity), and its
+/// master key: the root's own (a file root) or 32 random bytes, wrapped.
+pub(crate) fn new_record(
     root: &dyn MasterKeyRoot,
 ) -> Result<(RootRecord, crate::root::MasterKeyBytes), KmsError> {
     let store = StoreId::generate()?;

@@ -3,84 +3,39 @@
 //! `moto_server` on the PATH), its keys made by the test; and `rewrap`
 //! from a key file to the KMS key and back.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+
+use kms_testkit::moto::Moto;
 
 use crate::support::serving::{gateway, http, json, run_to_exit, serve_command, Serving};
 
-/// moto_server on a free loopback port, killed on drop.
-struct Moto {
-    child: Child,
-    addr: SocketAddr,
-    url: String,
-}
-
-impl Moto {
-    fn start() -> Moto {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let program = std::env::var("MOTO_SERVER").unwrap_or_else(|_| "moto_server".to_owned());
-        let child = Command::new(&program)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("{program}: {e} (pip install 'moto[server]', or set MOTO_SERVER)")
-            });
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "moto_server did not listen on {addr}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Moto {
-            child,
-            addr,
-            url: format!("http://{addr}"),
-        }
-    }
-
-    /// A new symmetric KMS key's id, made through KMS's JSON API (moto
-    /// reads the service and region from the credential scope, and checks
-    /// no signature).
-    fn create_key(&self) -> String {
-        let (status, body) = http(
-            self.addr,
-            "POST",
-            "/",
-            &[
-                ("X-Amz-Target", "TrentService.CreateKey"),
-                ("Content-Type", "application/x-amz-json-1.1"),
-                (
-                    "Authorization",
-                    "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/kms/aws4_request, \
+/// A new symmetric KMS key's id on `moto`, made through KMS's JSON API
+/// (moto reads the service and region from the credential scope, and
+/// checks no signature).
+fn create_key(moto: &Moto) -> String {
+    let (status, body) = http(
+        moto.addr,
+        "POST",
+        "/",
+        &[
+            ("X-Amz-Target", "TrentService.CreateKey"),
+            ("Content-Type", "application/x-amz-json-1.1"),
+            (
+                "Authorization",
+                "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/kms/aws4_request, \
                      SignedHeaders=host, Signature=00",
-                ),
-            ],
-            "{}",
-        );
-        assert_eq!(status, 200, "{body}");
-        json(&body)["KeyMetadata"]["KeyId"]
-            .as_str()
-            .expect("key id")
-            .to_owned()
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+            ),
+        ],
+        "{}",
+    );
+    assert_eq!(status, 200, "{body}");
+    json(&body)["KeyMetadata"]["KeyId"]
+        .as_str()
+        .expect("key id")
+        .to_owned()
 }
 
 /// The credentials and region the SDK's chain reads from the environment.
@@ -96,8 +51,8 @@ fn text(path: &Path) -> String {
 
 #[test]
 fn a_store_under_a_moto_kms_key_keeps_its_keys_and_moves_to_a_file_and_back() {
-    let moto = Moto::start();
-    let (master, other) = (moto.create_key(), moto.create_key());
+    let moto = Moto::start().expect("moto_server");
+    let (master, other) = (create_key(&moto), create_key(&moto));
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("store");
     let kms = |key: &str| {

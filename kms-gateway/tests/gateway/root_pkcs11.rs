@@ -16,7 +16,7 @@ const PIN: &str = "24680";
 /// A token `kms` with the AES-256 keys `master` and `other`, a token
 /// `spare`, and a PIN file (mode 0600) holding `pin`.
 fn tokens(dir: &Path) -> (SoftHsm, PathBuf) {
-    let hsm = SoftHsm::new();
+    let hsm = SoftHsm::new().expect("SoftHSM2");
     hsm.token("kms", PIN);
     hsm.aes_key("kms", PIN, "master", 32);
     hsm.aes_key("kms", PIN, "other", 32);
