@@ -170,6 +170,7 @@ fn kill_moves() {
         public(&Keystore::open_under(&store, &file_root(), "crash-master").expect("open"));
     let (mut done, mut killed, mut moved, mut under) = (0, 0, 0, 0);
     for round in 0..60 {
+        let before = under;
         let acks = run_and_kill_with(&store, "move", &round.to_string(), 15_000);
         let roots: [Box<dyn MasterKeyRoot>; 3] = [
             Box::new(file_root()),
@@ -196,11 +197,19 @@ fn kill_moves() {
             under = opened[0].0;
         }
         if acks.iter().any(|a| a == "done") {
+            assert_ne!(
+                under, before,
+                "move round {round}: done, so under the new root"
+            );
             done += 1;
         } else {
             killed += 1;
         }
     }
+    assert!(
+        moved > 0 && done > 0,
+        "{moved} moved, {done} done: the moves ran"
+    );
     println!(
         "crash test: 60 moves between roots, {killed} killed before they said done ({moved} \
          moved in all), {done} finished; one root opened the store after each, with the same \
@@ -248,7 +257,13 @@ fn run_and_kill_with(dir: &Path, mode: &str, key: &str, max_wait_us: u32) -> Vec
     // SIGKILL on Unix: no destructor, no flush, no chance to finish a
     // write. It fails only if the child has exited already.
     let _ = child.kill();
-    child.wait().expect("reap the child");
+    let status = child.wait().expect("reap the child");
+    // Killed (no exit code), or finished and exited 0: a child that
+    // failed (its write or move refused) fails the test.
+    assert!(
+        status.code().is_none_or(|code| code == 0),
+        "the {mode} child failed: {status}"
+    );
     // The pipe closes when the child dies, so every ack it printed is in.
     reader.join().expect("reader")
 }

@@ -5,10 +5,12 @@
 //!     [--invalid-share F] [--keys N] [--metrics-addr HOST:PORT]
 //! kms-gateway serve [--listen ADDR]
 //!     [--admin-listen ADDR] [--admin-token-file FILE] [--trust-jwks FILE]...
-//!     [--store DIR | --etcd URL[,URL...] [--etcd-prefix P]] [--master-key-file FILE] [--key TENANT:PURPOSE]
-//!     [--alg EdDSA|Ed25519]
-//! kms-gateway rewrap --store DIR (--master-key-file F | --master-key-pkcs11 M ...)
-//!     (--to-master-key-file F | --to-master-key-pkcs11 M ...)
+//!     [--store DIR | --etcd URL[,URL...] [--etcd-prefix P]]
+//!     [--master-key-file FILE | --master-key-pkcs11 M ... | --master-key-aws-kms KEY ...]
+//!     [--key TENANT:PURPOSE] [--alg EdDSA|Ed25519]
+//! kms-gateway rewrap (--store DIR | --etcd URL[,URL...] ...)
+//!     (--master-key-file F | --master-key-pkcs11 M ... | --master-key-aws-kms KEY ...)
+//!     (--to-master-key-file F | --to-master-key-pkcs11 M ... | --to-master-key-aws-kms KEY ...)
 //! ```
 //!
 //! `cargo install --path kms-gateway` installs it (`--features etcd` for

@@ -15,7 +15,9 @@
 //!   by another part of the process) opens a new one (initializing the
 //!   module again if needed) and tries once more;
 //! * the PIN is held in cryptoki's `AuthPin` (wiped on drop) and never
-//!   appears in a message or a `Debug`;
+//!   appears in a message or a `Debug`; a token's login holds for every
+//!   session of the process (PKCS#11's rule), so a second root on a token
+//!   already logged in does not have its PIN checked;
 //! * the unwrapped key is copied into a buffer wiped on drop, and the
 //!   token's answer wiped.
 
@@ -285,11 +287,16 @@ impl MasterKeyRoot for Pkcs11Root {
     fn wrap(&self, store: &StoreId, key: &MasterKeyBytes) -> Result<Option<WrappedKey>, KmsError> {
         let mut iv = [0u8; IV_LEN];
         getrandom::fill(&mut iv).map_err(|_| KmsError::EntropyUnavailable)?;
-        let sealed = self.with_session(
+        // The IV recorded is the one the parameters hold after the call
+        // (cryptoki's `GcmParams` lends the IV mutably): a token that
+        // writes the IV it used back there is recorded right.
+        let (iv, sealed) = self.with_session(
             |open| {
                 let mut iv = iv;
-                open.session
-                    .encrypt(&gcm(&mut iv, store)?, open.key, key.as_slice())
+                let sealed =
+                    open.session
+                        .encrypt(&gcm(&mut iv, store)?, open.key, key.as_slice())?;
+                Ok((iv, sealed))
             },
             "cannot wrap the master key",
         )?;

@@ -18,9 +18,11 @@
 //! * A store under a root ([`create_under`], [`open_under`]) keeps its
 //!   [`RootRecord`] in [`ROOT_FILE`], written before the database when the
 //!   store is created (a create that crashed between the two leaves a
-//!   record and no store; the next create replaces the record), and read
-//!   under the lock before anything else. [`move_root`] replaces it (one
-//!   rename) only after the master key it unwrapped opened every record.
+//!   record and no store; the next create, [`create`] as well, renames it
+//!   to `keystore.root.before-<new identity>`, never overwriting it), and
+//!   read under the lock before anything else. [`move_root`] replaces it
+//!   (one rename) only after the master key it unwrapped opened every
+//!   record, and the new wrapped key was unwrapped and compared.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -29,12 +31,12 @@ use std::sync::Arc;
 use super::durable::{commit_all, Durable, Loaded, Opened};
 use super::legacy::{self, LEGACY_FILE};
 use super::records::StoredKey;
-use super::rooted::{check_identity, new_record, Held};
+use super::rooted::{check_identity, new_record, settle, wrap_checked, Held};
 
 use crate::error::KmsError;
 use crate::root::{MasterKeyRoot, RootRecord, StoreId, MAX_RECORD, ROOT_FILE};
 use crate::seal::{Keyring, SealKey};
-use crate::storage::file::{exists, remove_durably, LockedDir, STORE_FILE, TMP_FILE};
+use crate::storage::file::{exists, remove_durably, LockedDir, LOCK_FILE, STORE_FILE, TMP_FILE};
 use crate::storage::RedbStorage;
 
 /// Creates a new store in `dir` (see [`crate::Keystore::create`]).
@@ -44,7 +46,53 @@ pub(crate) fn create(dir: &Path, keyring: Keyring) -> Result<Durable, KmsError> 
     if locked.has(LEGACY_FILE)? || locked.has(STORE_FILE)? {
         return Err(KmsError::StoreExists { dir: label });
     }
-    create_locked(locked, keyring, StoreId::generate()?, &label)
+    let store = StoreId::generate()?;
+    set_aside_record(&locked, store)?;
+    create_locked(locked, keyring, store, &label)
+}
+
+/// Renames a root record that a crashed create left in `locked`'s
+/// directory (there is no store beside it) to `keystore.root.before-<the
+/// new store's identity>`: it may be the only copy of a wrapped key, so
+/// it is never overwritten or removed.
+fn set_aside_record(locked: &LockedDir, store: StoreId) -> Result<(), KmsError> {
+    if !locked.has(ROOT_FILE)? {
+        return Ok(());
+    }
+    locked.rename(ROOT_FILE, &format!("{ROOT_FILE}.{SET_ASIDE}{store}"))
+}
+
+/// What a record set aside is named after: `keystore.root.before-<id>`.
+const SET_ASIDE: &str = "before-";
+
+/// Whether `dir` is absent or holds nothing but what a create that
+/// crashed leaves (see [`crate::Keystore::leftovers_only`]).
+pub(crate) fn leftovers_only(dir: &Path) -> Result<bool, KmsError> {
+    let io = |e: std::io::Error| KmsError::Io {
+        kind: e.kind(),
+        reason: format!("cannot list {}: {e}", dir.display()),
+    };
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(io(e)),
+    };
+    let tmp_record = format!("{ROOT_FILE}.tmp");
+    let set_aside = format!("{ROOT_FILE}.{SET_ASIDE}");
+    for entry in entries {
+        let name = entry.map_err(io)?.file_name();
+        let Some(name) = name.to_str() else {
+            return Ok(false);
+        };
+        let leftover = [LOCK_FILE, TMP_FILE, ROOT_FILE, tmp_record.as_str()].contains(&name)
+            || name
+                .strip_prefix(set_aside.as_str())
+                .is_some_and(|id| StoreId::from_hex(id).is_some());
+        if !leftover {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Builds an empty store with identity `store` in `locked`'s directory
@@ -63,8 +111,8 @@ fn create_locked(
 
 /// Creates a new store in `dir` under `root` (see
 /// [`crate::Keystore::create_under`]): the root's record is written
-/// (replacing one a crashed create left) before the database, which is
-/// what makes the directory a store.
+/// (one a crashed create left set aside first) before the database,
+/// which is what makes the directory a store.
 pub(crate) fn create_under(
     dir: &Path,
     root: &dyn MasterKeyRoot,
@@ -77,6 +125,7 @@ pub(crate) fn create_under(
     }
     let (record, key) = new_record(root)?;
     let store = record.store;
+    set_aside_record(&locked, store)?;
     locked.replace_file(ROOT_FILE, record.to_text().as_bytes())?;
     let keyring = Keyring::from(SealKey::from_bytes(key_id, 1, &key)?);
     create_locked(locked, keyring, store, &label)
@@ -173,10 +222,17 @@ pub(crate) fn move_root(
         store,
         kind: to.kind(),
         root: to.describe(),
-        wrapped: to.wrap(&store, &key)?,
+        wrapped: wrap_checked(to, &store, &key)?,
     };
-    locked.replace_file(ROOT_FILE, moved.to_text().as_bytes())?;
-    Ok(moved)
+    let text = moved.to_text();
+    let written = locked.replace_file(ROOT_FILE, text.as_bytes());
+    settle(
+        written,
+        || locked.read_small(ROOT_FILE, MAX_RECORD),
+        to,
+        moved,
+        text.as_bytes(),
+    )
 }
 
 /// Locks `dir` if it holds a store.

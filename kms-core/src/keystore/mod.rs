@@ -267,7 +267,9 @@ impl Keystore {
     /// database, [`STORE_FILE`], of sealed records (`kms_core::seal`):
     /// secrets and metadata are sealed; record names (tenant, purpose,
     /// key UUID, version numbers) are not. Beside it, an empty lock file
-    /// keeps other writers out (see [`Keystore::open`]).
+    /// keeps other writers out (see [`Keystore::open`]). A root record a
+    /// crashed [`Keystore::create_under`] left is renamed
+    /// `keystore.root.before-<identity>`, never removed.
     ///
     /// # Errors
     /// [`KmsError::StoreExists`] if `dir` already holds a store (nothing
@@ -349,6 +351,20 @@ impl Keystore {
         Keystore::with_durable(durable, Loaded::default())
     }
 
+    /// Whether `dir` can take a new store with nothing in it lost: it is
+    /// absent, or holds nothing but what a create that crashed leaves
+    /// (the lock file, a database being built, a root record with no
+    /// database beside it, the record's temporary file, and records set
+    /// aside by an earlier create as `keystore.root.before-<identity>`).
+    /// A directory holding anything else (a store, a renamed database,
+    /// another program's files) answers `false`.
+    ///
+    /// # Errors
+    /// [`KmsError::Io`] if the directory cannot be listed.
+    pub fn leftovers_only(dir: impl AsRef<Path>) -> Result<bool, KmsError> {
+        directory::leftovers_only(dir.as_ref())
+    }
+
     /// Opens the existing durable keystore in `dir` under the root of
     /// trust `root`: the store's recorded root must be of `root`'s kind (a
     /// store that records none is under a file root), which unwraps the
@@ -388,12 +404,16 @@ impl Keystore {
     /// [`KmsError::StoreNotFound`]; [`KmsError::StoreInUse`] if a keystore
     /// holds the store (a running server); [`KmsError::WrongRoot`] if the
     /// store is not under `from`'s kind of root; [`KmsError::Root`] if
-    /// `from` cannot unwrap or `to` cannot wrap; [`KmsError::Seal`] or
+    /// `from` cannot unwrap or `to` cannot wrap, or what `to` wrapped
+    /// does not unwrap to the same key; [`KmsError::Seal`] or
     /// [`KmsError::StoreCorrupt`] if the records do not open with the key;
     /// [`KmsError::InvalidArgument`] for a format-1 store (open it once to
     /// migrate it first), or when `to` is a file root that cannot take the
     /// key (its file exists); [`KmsError::Io`]. Nothing is changed by any
-    /// of them.
+    /// of them, but for a failed write of the record that cannot be told
+    /// to have landed or not: what `to` wrote (a new key file) is kept
+    /// then, and the store opens under one of the two roots. A write that
+    /// failed but landed is a move done.
     pub fn move_to_root(
         dir: impl AsRef<Path>,
         from: &dyn MasterKeyRoot,

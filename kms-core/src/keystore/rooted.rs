@@ -13,13 +13,21 @@
 //!   it.
 //! * Moving: the key the old root unwraps must open every record before
 //!   the record is swapped for the new root's.
+//! * Every new wrapped key is unwrapped again and compared with the key
+//!   before its record is written ([`wrap_checked`]), so no record is
+//!   written that its root cannot open. A record write that fails is
+//!   read back ([`settle`]): one that landed is a move done; one that did
+//!   not has what the new root wrote discarded (a new key file removed,
+//!   so no master key is left in clear).
 
 use std::sync::Arc;
 
 use super::durable::{Durable, Loaded, Opened};
 use super::records::INDEX;
 use crate::error::KmsError;
-use crate::root::{MasterKeyRoot, RootKind, RootRecord, StoreId, MASTER_KEY_LEN};
+use crate::root::{
+    MasterKeyBytes, MasterKeyRoot, RootKind, RootRecord, StoreId, WrappedKey, MASTER_KEY_LEN,
+};
 use crate::seal::{Keyring, SealKey};
 use crate::storage::{RecordWrite, Storage};
 
@@ -34,13 +42,13 @@ fn read(storage: &dyn Storage, label: &str) -> Result<Option<(RootRecord, Vec<u8
     }
 }
 
-/// The master key `root` unwraps from `record`, as a keyring.
-fn keyring(
+/// The master key `root` unwraps from `record`, and the keyring it makes.
+fn unwrapped(
     root: &dyn MasterKeyRoot,
     record: &RootRecord,
     key_id: &str,
     label: &str,
-) -> Result<Keyring, KmsError> {
+) -> Result<(MasterKeyBytes, Keyring), KmsError> {
     if record.kind != root.kind() {
         return Err(KmsError::WrongRoot {
             store: label.to_owned(),
@@ -50,7 +58,67 @@ fn keyring(
         });
     }
     let key = root.unwrap(&record.store, record.wrapped.as_ref())?;
-    Ok(Keyring::from(SealKey::from_bytes(key_id, 1, &key)?))
+    let keyring = Keyring::from(SealKey::from_bytes(key_id, 1, &key)?);
+    Ok((key, keyring))
+}
+
+/// `key`, the master key of the store `store`, wrapped by `root` and
+/// unwrapped again to check that the record about to be written opens
+/// (a file root checks its own: its key, or its new file read back).
+///
+/// # Errors
+/// The root's own; [`KmsError::Root`] if what it wrapped does not unwrap
+/// to `key` (after [`MasterKeyRoot::discard`]).
+pub(crate) fn wrap_checked(
+    root: &dyn MasterKeyRoot,
+    store: &StoreId,
+    key: &MasterKeyBytes,
+) -> Result<Option<WrappedKey>, KmsError> {
+    use subtle::ConstantTimeEq;
+    let wrapped = root.wrap(store, key)?;
+    if wrapped.is_none() && root.kind() == RootKind::File {
+        return Ok(None);
+    }
+    let opens = match root.unwrap(store, wrapped.as_ref()) {
+        Ok(back) => bool::from(back.ct_eq(key.as_slice())),
+        Err(_) => false,
+    };
+    if !opens {
+        root.discard(store);
+        return Err(KmsError::Root {
+            root: root.describe(),
+            reason: "the master key it wrapped does not unwrap to the same key; nothing was \
+                     written"
+                .to_owned(),
+        });
+    }
+    Ok(wrapped)
+}
+
+/// Settles the write of the record `moved` (text `text`) that `written`
+/// answered: a write that failed but landed (the record read back by
+/// `read_back` is the new one: etcd's answer lost, a directory's fsync
+/// failed after the rename) is a move done; one known not to have landed
+/// is discarded by `to` ([`MasterKeyRoot::discard`]); one that cannot be
+/// told keeps whatever `to` wrote and fails.
+pub(crate) fn settle(
+    written: Result<(), KmsError>,
+    read_back: impl FnOnce() -> Result<Option<Vec<u8>>, KmsError>,
+    to: &dyn MasterKeyRoot,
+    moved: RootRecord,
+    text: &[u8],
+) -> Result<RootRecord, KmsError> {
+    let Err(e) = written else {
+        return Ok(moved);
+    };
+    match read_back() {
+        Ok(Some(now)) if now == text => Ok(moved),
+        Ok(_) => {
+            to.discard(&moved.store);
+            Err(e)
+        }
+        Err(_) => Err(e),
+    }
 }
 
 /// Checks that the identity `record` names is the store's own (a store
@@ -87,13 +155,14 @@ pub(crate) fn open_under(
     for _ in 0..RACES {
         let record = match read(storage.as_ref(), &label)? {
             Some((record, _)) => record,
-            None if !create => RootRecord::unrecorded(),
             None => {
                 // A store without a record is under a file root; only an
-                // empty storage gets a new record.
+                // empty storage gets a new record, and only with `create`.
                 let holds_store = storage.load()?.iter().any(|(name, _)| name == INDEX);
                 if holds_store {
                     RootRecord::unrecorded()
+                } else if !create {
+                    return Err(KmsError::StoreNotFound { dir: label });
                 } else {
                     let record = new_record(root)?;
                     match storage.replace_root_record(None, record.0.to_text().as_bytes()) {
@@ -109,7 +178,7 @@ pub(crate) fn open_under(
                 }
             }
         };
-        let keyring = keyring(root, &record, key_id, &label)?;
+        let (_, keyring) = unwrapped(root, &record, key_id, &label)?;
         let (durable, loaded) = if create {
             let store = match record.store {
                 StoreId::NONE => StoreId::generate()?,
@@ -135,7 +204,7 @@ pub(crate) fn open_under(
 /// master key: the root's own (a file root) or 32 random bytes, wrapped.
 pub(crate) fn new_record(
     root: &dyn MasterKeyRoot,
-) -> Result<(RootRecord, crate::root::MasterKeyBytes), KmsError> {
+) -> Result<(RootRecord, MasterKeyBytes), KmsError> {
     let store = StoreId::generate()?;
     let key = match root.kind() {
         RootKind::File => root.unwrap(&store, None)?,
@@ -149,7 +218,7 @@ pub(crate) fn new_record(
         store,
         kind: root.kind(),
         root: root.describe(),
-        wrapped: root.wrap(&store, &key)?,
+        wrapped: wrap_checked(root, &store, &key)?,
     };
     Ok((record, key))
 }
@@ -168,8 +237,7 @@ pub(crate) fn move_root(
         Some((record, text)) => (record, Some(text)),
         None => (RootRecord::unrecorded(), None),
     };
-    let keyring = keyring(from, &record, key_id, &label)?;
-    let key = from.unwrap(&record.store, record.wrapped.as_ref())?;
+    let (key, keyring) = unwrapped(from, &record, key_id, &label)?;
     let store = match Durable::open(Box::new(Held(Arc::clone(&storage))), keyring, label.clone())? {
         Opened::Store(durable, _) => durable.store_id(),
         Opened::Empty(..) => return Err(KmsError::StoreNotFound { dir: label }),
@@ -179,10 +247,17 @@ pub(crate) fn move_root(
         store,
         kind: to.kind(),
         root: to.describe(),
-        wrapped: to.wrap(&store, &key)?,
+        wrapped: wrap_checked(to, &store, &key)?,
     };
-    storage.replace_root_record(previous.as_deref(), moved.to_text().as_bytes())?;
-    Ok(moved)
+    let text = moved.to_text();
+    let written = storage.replace_root_record(previous.as_deref(), text.as_bytes());
+    settle(
+        written,
+        || storage.root_record(),
+        to,
+        moved,
+        text.as_bytes(),
+    )
 }
 
 /// A storage shared with its caller, who uses it again once the store

@@ -28,6 +28,7 @@ mod record;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use zeroize::Zeroizing;
 
@@ -134,6 +135,15 @@ pub trait MasterKeyRoot: fmt::Debug + Send + Sync {
         store: &StoreId,
         wrapped: Option<&WrappedKey>,
     ) -> Result<MasterKeyBytes, KmsError>;
+
+    /// Undoes a [`MasterKeyRoot::wrap`] of the store `store` whose record
+    /// is known never to have been written: a root that put the key
+    /// somewhere of its own (a new key file) removes it. A root that keeps
+    /// nothing (a token or KMS key wraps without storing) does nothing,
+    /// the default. Best effort: it reports no error.
+    fn discard(&self, store: &StoreId) {
+        let _ = store;
+    }
 }
 
 /// A file root: the master key itself, as the embedder read it from its
@@ -147,7 +157,8 @@ pub struct FileRoot {
 
 enum Held {
     Key(MasterKeyBytes),
-    NewFile(PathBuf),
+    /// The new file's path, and whether this root wrote it.
+    NewFile(PathBuf, AtomicBool),
 }
 
 impl FileRoot {
@@ -163,12 +174,14 @@ impl FileRoot {
     /// The root that writes the master key it is given to the new file
     /// `path`: 64 lower-case hex digits and a newline, mode 0600 on Unix,
     /// fsynced with its directory. It never overwrites a file, and holds no
-    /// key to open a store with until then.
+    /// key to open a store with until then. A write that fails removes the
+    /// file it made, and so does [`MasterKeyRoot::discard`] (a move whose
+    /// record was never written).
     pub fn new_file(path: impl Into<PathBuf>) -> FileRoot {
         let path = path.into();
         FileRoot {
             described: format!("master key file {}", path.display()),
-            held: Held::NewFile(path),
+            held: Held::NewFile(path, AtomicBool::new(false)),
         }
     }
 
@@ -200,16 +213,25 @@ impl FileRoot {
             }
             Err(e) => return Err(io("create", e)),
         };
-        file.write_all(text.as_slice())
-            .and_then(|()| file.sync_all())
-            .map_err(|e| io("write", e))?;
         let parent = match path.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
         };
-        std::fs::File::open(parent)
-            .and_then(|dir| dir.sync_all())
-            .map_err(|e| io("fsync the directory of", e))
+        let written = file
+            .write_all(text.as_slice())
+            .and_then(|()| file.sync_all())
+            .map_err(|e| io("write", e))
+            .and_then(|()| {
+                std::fs::File::open(parent)
+                    .and_then(|dir| dir.sync_all())
+                    .map_err(|e| io("fsync the directory of", e))
+            });
+        if written.is_err() {
+            // The file this call created holds the key, perhaps in part:
+            // it goes, so no key is left in clear by a move that failed.
+            let _ = std::fs::remove_file(path);
+        }
+        written
     }
 }
 
@@ -238,7 +260,13 @@ impl MasterKeyRoot for FileRoot {
                 what: "master key",
                 reason: format!("a file root holds its own key ({})", self.described),
             }),
-            Held::NewFile(path) => FileRoot::write(path, key).map(|()| None),
+            Held::NewFile(path, written) => {
+                FileRoot::write(path, key)?;
+                // Read only by `discard`, on this thread or after the
+                // caller's own synchronisation: nothing to order with.
+                written.store(true, Ordering::Relaxed);
+                Ok(None)
+            }
         }
     }
 
@@ -249,10 +277,19 @@ impl MasterKeyRoot for FileRoot {
     ) -> Result<MasterKeyBytes, KmsError> {
         match &self.held {
             Held::Key(key) => Ok(Zeroizing::new(**key)),
-            Held::NewFile(_) => Err(KmsError::Root {
+            Held::NewFile(..) => Err(KmsError::Root {
                 root: self.described.clone(),
                 reason: "a new key file holds no key until a store moves to it".to_owned(),
             }),
+        }
+    }
+
+    fn discard(&self, _store: &StoreId) {
+        if let Held::NewFile(path, written) = &self.held {
+            // Ordering as in `wrap`.
+            if written.swap(false, Ordering::Relaxed) {
+                let _ = std::fs::remove_file(path);
+            }
         }
     }
 }

@@ -56,7 +56,7 @@ pub const STORE_FILE: &str = "keystore.redb";
 /// A database being built, renamed to [`STORE_FILE`] once whole.
 pub(crate) const TMP_FILE: &str = "keystore.redb.tmp";
 /// Held locked by the store's one writer; empty, never removed.
-const LOCK_FILE: &str = "keystore.kms.lock";
+pub(crate) const LOCK_FILE: &str = "keystore.kms.lock";
 /// The one table of records: record name to record bytes.
 const RECORDS: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("records");
 /// Holds [`PURGE_KEY`] while removed records may still be in the file's

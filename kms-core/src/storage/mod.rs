@@ -145,7 +145,9 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// # Errors
     /// [`KmsError::Conflict`] if the record is no longer `previous`
     /// (another writer changed it; nothing written); the errors of
-    /// [`Storage::commit`]; by default [`KmsError::InvalidConfig`]: the
+    /// [`Storage::commit`], which may come after the record landed (an
+    /// answer lost): the keystore reads the record back before it treats
+    /// the write as undone; by default [`KmsError::InvalidConfig`]: the
     /// storage keeps no root record.
     fn replace_root_record(&self, previous: Option<&[u8]>, text: &[u8]) -> Result<(), KmsError> {
         let _ = (previous, text);

@@ -15,6 +15,7 @@ mod lifecycle;
 mod migration;
 mod records;
 mod root;
+mod root_storage;
 mod seal;
 mod seal_vectors;
 mod shared_store;

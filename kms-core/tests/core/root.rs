@@ -153,7 +153,17 @@ fn a_create_that_left_only_its_record_is_created_again() {
         Err(KmsError::StoreNotFound { .. })
     ));
     Keystore::create_under(dir.path(), &TestRoot::new(1), KEY_ID).expect("create");
-    assert_ne!(record(dir.path()).store, stale.store);
+    let made = record(dir.path());
+    assert_ne!(made.store, stale.store);
+    // The record found is set aside, never overwritten: it may be the only
+    // copy of a wrapped key.
+    let aside = dir
+        .path()
+        .join(format!("{ROOT_FILE}.before-{}", made.store));
+    assert_eq!(
+        std::fs::read_to_string(&aside).expect("set aside"),
+        stale.to_text()
+    );
     Keystore::open_under(dir.path(), &TestRoot::new(1), KEY_ID).expect("opens");
     assert!(matches!(
         Keystore::create_under(dir.path(), &TestRoot::new(1), KEY_ID),
@@ -276,4 +286,124 @@ fn a_move_checks_the_key_and_the_identity_before_writing() {
     let foreign = record(other.path());
     std::fs::write(dir.path().join(ROOT_FILE), foreign.to_text()).expect("write");
     assert!(Keystore::open_under(dir.path(), &TestRoot::new(1), KEY_ID).is_err());
+}
+
+#[test]
+fn a_plain_create_sets_aside_a_record_a_crashed_create_left() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (other, store) = (dir.path().join("other"), dir.path().join("store"));
+    drop(Keystore::create_under(&other, &TestRoot::new(1), KEY_ID).expect("create"));
+    // A crashed `create_under` left its record and no database.
+    std::fs::create_dir(&store).expect("mkdir");
+    std::fs::copy(other.join(ROOT_FILE), store.join(ROOT_FILE)).expect("copy");
+    let master = SealKey::from_bytes(KEY_ID, 1, &[4; 32]).expect("key");
+    drop(Keystore::create(&store, master).expect("create"));
+    assert!(!store.join(ROOT_FILE).exists());
+    // The store opens under the file root of its key, not the stale
+    // record's token.
+    Keystore::open_under(&store, &file_root(4), KEY_ID).expect("opens");
+}
+
+#[test]
+fn only_a_crashed_creates_leftovers_may_be_created_over() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("store");
+    assert!(Keystore::leftovers_only(&store).expect("absent"));
+    std::fs::create_dir(&store).expect("mkdir");
+    assert!(Keystore::leftovers_only(&store).expect("empty"));
+    let id = StoreId::generate().expect("id");
+    for name in [
+        "keystore.kms.lock".to_owned(),
+        "keystore.redb.tmp".to_owned(),
+        ROOT_FILE.to_owned(),
+        format!("{ROOT_FILE}.tmp"),
+        format!("{ROOT_FILE}.before-{id}"),
+    ] {
+        std::fs::write(store.join(name), b"").expect("write");
+    }
+    assert!(Keystore::leftovers_only(&store).expect("leftovers"));
+    for other in [
+        "keystore.redb.bak",
+        "keystore.jks",
+        "keystore.root.before-x",
+        STORE_FILE,
+    ] {
+        std::fs::write(store.join(other), b"").expect("write");
+        assert!(!Keystore::leftovers_only(&store).expect("list"), "{other}");
+        std::fs::remove_file(store.join(other)).expect("remove");
+    }
+}
+
+#[test]
+fn a_root_whose_wrapped_key_does_not_unwrap_to_it_writes_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("store");
+    assert!(matches!(
+        Keystore::create_under(&store, &TestRoot::lying(1), KEY_ID),
+        Err(KmsError::Root { .. })
+    ));
+    assert!(!store.join(ROOT_FILE).exists());
+    assert!(!store.join(STORE_FILE).exists());
+    drop(Keystore::create_under(&store, &file_root(3), KEY_ID).expect("create"));
+    let before = record(&store);
+    assert!(matches!(
+        Keystore::move_to_root(&store, &file_root(3), &TestRoot::lying(1), KEY_ID),
+        Err(KmsError::Root { .. })
+    ));
+    assert_eq!(record(&store), before);
+    Keystore::open_under(&store, &file_root(3), KEY_ID).expect("opens as before");
+}
+
+#[test]
+fn a_failed_move_to_a_new_key_file_leaves_no_key_in_clear() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("store");
+    let key_file = dir.path().join("master.key");
+    drop(Keystore::create_under(&store, &TestRoot::new(1), KEY_ID).expect("create"));
+    // The record's temporary file cannot be written: a directory holds
+    // its name.
+    std::fs::create_dir(store.join(format!("{ROOT_FILE}.tmp"))).expect("mkdir");
+    let moved = Keystore::move_to_root(
+        &store,
+        &TestRoot::new(1),
+        &FileRoot::new_file(&key_file),
+        KEY_ID,
+    );
+    assert!(matches!(moved, Err(KmsError::Io { .. })), "{moved:?}");
+    assert!(!key_file.exists(), "the new key file is removed");
+    Keystore::open_under(&store, &TestRoot::new(1), KEY_ID).expect("opens as before");
+    std::fs::remove_dir(store.join(format!("{ROOT_FILE}.tmp"))).expect("rmdir");
+    Keystore::move_to_root(
+        &store,
+        &TestRoot::new(1),
+        &FileRoot::new_file(&key_file),
+        KEY_ID,
+    )
+    .expect("moves");
+    assert!(key_file.exists());
+}
+
+#[test]
+fn a_record_naming_another_identity_is_a_corrupt_store() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = TestRoot::new(1);
+    drop(Keystore::create_under(dir.path(), &root, KEY_ID).expect("create"));
+    let own = record(dir.path());
+    // This store's own master key, wrapped for another identity: the root
+    // unwraps it, and only the identity sealed in the index tells.
+    let key = root
+        .unwrap(&own.store, own.wrapped.as_ref())
+        .expect("unwraps");
+    let other = StoreId::generate().expect("id");
+    let forged = RootRecord {
+        store: other,
+        wrapped: root.wrap(&other, &key).expect("wraps"),
+        ..own
+    };
+    std::fs::write(dir.path().join(ROOT_FILE), forged.to_text()).expect("write");
+    let opened = Keystore::open_under(dir.path(), &root, KEY_ID);
+    assert!(
+        matches!(opened, Err(KmsError::StoreCorrupt { ref reason, .. }) if reason.contains("identity")),
+        "{opened:?}"
+    );
 }

@@ -16,8 +16,8 @@ pub(crate) const NOT_BUILT: &str = "--etcd needs a build with the etcd feature: 
 #[derive(Args)]
 pub(crate) struct EtcdArgs {
     /// A fleet's shared keystore on etcd: its client URLs, comma-separated
-    /// (needs --master-key-file or --master-key-pkcs11, the fleet's; a
-    /// build with --features etcd).
+    /// (needs the fleet's root: --master-key-file, --master-key-pkcs11 or
+    /// --master-key-aws-kms; a build with --features etcd).
     #[arg(
         long,
         group = "keys_backend",

@@ -46,10 +46,11 @@ pub(crate) enum Command {
     /// GET /metrics).
     Serve(Box<serve::ServeArgs>),
     /// Move a durable store to another root of trust: the same master
-    /// key, unwrapped by the current root (--master-key-file or
-    /// --master-key-pkcs11) and wrapped anew by the new one
-    /// (--to-master-key-file or --to-master-key-pkcs11), atomically; the
-    /// store must not be in use.
+    /// key, unwrapped by the current root (--master-key-file,
+    /// --master-key-pkcs11 or --master-key-aws-kms) and wrapped anew by the
+    /// new one (--to-master-key-file, --to-master-key-pkcs11 or
+    /// --to-master-key-aws-kms), atomically; a store (--store) must not be
+    /// in use, a fleet (--etcd) is moved in one transaction.
     Rewrap(Box<rewrap::RewrapArgs>),
 }
 

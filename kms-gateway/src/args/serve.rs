@@ -257,8 +257,8 @@ struct TokenArgs {
 #[derive(Args)]
 #[command(next_help_heading = "Store and fleet")]
 struct StoreArgs {
-    /// The durable keystore's directory (needs --master-key-file or
-    /// --master-key-pkcs11).
+    /// The durable keystore's directory (needs --master-key-file,
+    /// --master-key-pkcs11 or --master-key-aws-kms).
     #[arg(long, group = "keys_backend", requires = "master_key_root")]
     store: Option<PathBuf>,
     #[command(flatten)]
@@ -560,8 +560,9 @@ impl TokenArgs {
 
 impl StoreArgs {
     /// Where the keys are kept (clap has checked that `--store` and
-    /// `--etcd` exclude each other and need one root: `--master-key-file`
-    /// or `--master-key-pkcs11` with its three companions).
+    /// `--etcd` exclude each other and need one root: `--master-key-file`,
+    /// `--master-key-pkcs11` with its three companions, or
+    /// `--master-key-aws-kms`).
     fn settings(self, allow_group: bool) -> Result<StoreSettings, String> {
         let root = self.root.settings()?;
         match (self.store, self.etcd.etcd.is_some(), root) {

@@ -152,14 +152,22 @@ pub(crate) fn pkcs11_pin(
 ) -> Result<kms::pkcs11::AuthPin, String> {
     let what = |e: &dyn std::fmt::Display| format!("{flag} {}: {e}", path.display());
     let text = read_secret(path, flag, allow_group)?;
-    let pin = text.strip_suffix(b"\n").unwrap_or(&text);
-    let pin = pin.strip_suffix(b"\r").unwrap_or(pin);
+    let pin = without_line_end(&text);
     if pin.is_empty() {
         return Err(what(&"is empty"));
     }
     let pin = std::str::from_utf8(pin).map_err(|_| what(&"is not UTF-8"))?;
     // Boxed at its length: no reallocation leaves a copy behind.
     Ok(kms::pkcs11::AuthPin::from(Box::<str>::from(pin)))
+}
+
+/// `text` without one trailing line end, `\n` or `\r\n`; a lone `\r` is
+/// kept (it is part of the secret).
+fn without_line_end(text: &[u8]) -> &[u8] {
+    match text.strip_suffix(b"\n") {
+        Some(line) => line.strip_suffix(b"\r").unwrap_or(line),
+        None => text,
+    }
 }
 
 /// Reads a secret file whole into a buffer sized once and wiped on drop,
@@ -215,4 +223,18 @@ pub(crate) fn read_secret(
         return Err(what(&"changed while it was read"));
     }
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_line_end;
+
+    #[test]
+    fn one_line_end_is_dropped_and_a_lone_carriage_return_kept() {
+        assert_eq!(without_line_end(b"1234\n"), b"1234");
+        assert_eq!(without_line_end(b"1234\r\n"), b"1234");
+        assert_eq!(without_line_end(b"1234\r"), b"1234\r");
+        assert_eq!(without_line_end(b"1234\n\n"), b"1234\n");
+        assert_eq!(without_line_end(b"1234"), b"1234");
+    }
 }

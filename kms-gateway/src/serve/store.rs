@@ -79,9 +79,9 @@ fn refusal(e: KmsError, what: &dyn Fn(&dyn std::fmt::Display) -> String) -> Stri
 }
 
 /// Opens the store in `dir` under `root`, or creates one in an absent
-/// directory or one holding nothing but a create's leftovers (`keystore.*`
-/// files and no database); any other non-empty directory without a store
-/// is an error.
+/// directory or one holding nothing but a crashed create's leftovers
+/// (`Keystore::leftovers_only`); any other directory without a store is
+/// an error.
 ///
 /// # Errors
 /// The store's refusals, as a message naming `--store` and, for a store
@@ -93,18 +93,7 @@ fn open_store(dir: &Path, root: &dyn MasterKeyRoot) -> Result<Keystore, String> 
     match Keystore::open_under(dir, root, roots::MASTER_KEY_ID) {
         Ok(ks) => Ok(ks),
         Err(KmsError::StoreNotFound { .. }) => {
-            let leftovers_only = match std::fs::read_dir(dir) {
-                Ok(entries) => {
-                    let mut only = true;
-                    for entry in entries {
-                        let name = entry.map_err(|e| what(&e))?.file_name();
-                        only &= name.to_string_lossy().starts_with("keystore.");
-                    }
-                    only
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-                Err(e) => return Err(what(&e)),
-            };
+            let leftovers_only = Keystore::leftovers_only(dir).map_err(|e| what(&e))?;
             if !leftovers_only {
                 return Err(what(
                     &"is not empty and holds no keystore; refusing to create one there",

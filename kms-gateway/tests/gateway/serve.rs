@@ -140,6 +140,12 @@ fn start_up_refusals_exit_1_and_usage_errors_2() {
     let full = dir.path().join("full");
     std::fs::create_dir(&full).expect("mkdir");
     std::fs::write(full.join("something"), "x").expect("write");
+    // A store whose database was renamed: its root record may be the only
+    // wrapped copy of its master key, and is kept.
+    let renamed = dir.path().join("renamed");
+    std::fs::create_dir(&renamed).expect("mkdir");
+    std::fs::write(renamed.join("keystore.root"), "record").expect("write");
+    std::fs::write(renamed.join("keystore.redb.bak"), "db").expect("write");
     let store = dir.path().join("store");
     let s = |p: &Path| p.to_str().expect("utf-8").to_owned();
     for (args, says) in [
@@ -216,6 +222,16 @@ fn start_up_refusals_exit_1_and_usage_errors_2() {
             "not empty",
         ),
         (
+            vec![
+                "serve".into(),
+                "--store".into(),
+                s(&renamed),
+                "--master-key-file".into(),
+                s(&good_key),
+            ],
+            "not empty",
+        ),
+        (
             vec!["serve".into(), "--trust-jwks".into(), s(&blank)],
             "trust-jwks",
         ),
@@ -225,6 +241,10 @@ fn start_up_refusals_exit_1_and_usage_errors_2() {
         assert_eq!(code, 1, "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+    assert_eq!(
+        std::fs::read_to_string(renamed.join("keystore.root")).expect("kept"),
+        "record"
+    );
     // TLS ending at a local proxy, said so: the same flags start.
     let mut child = Command::new(gateway())
         .args([

@@ -10,10 +10,11 @@ use zeroize::Zeroizing;
 
 /// A wrapping root for tests: seals the master key under its own
 /// `SealKey` with the store's identity as associated data, and counts its
-/// unwraps.
+/// unwraps. A lying one wraps another key than it is given.
 #[derive(Debug)]
 pub struct TestRoot {
     key: [u8; 32],
+    lies: bool,
     pub unwraps: AtomicU32,
 }
 
@@ -21,7 +22,19 @@ impl TestRoot {
     pub fn new(byte: u8) -> TestRoot {
         TestRoot {
             key: [byte; 32],
+            lies: false,
             unwraps: AtomicU32::new(0),
+        }
+    }
+
+    /// A root whose wrap answers a key that unwraps to other bytes than
+    /// the ones it was given (a faulty token). Unused by the crash test,
+    /// which shares this file.
+    #[allow(dead_code)]
+    pub fn lying(byte: u8) -> TestRoot {
+        TestRoot {
+            lies: true,
+            ..TestRoot::new(byte)
         }
     }
 
@@ -40,7 +53,11 @@ impl MasterKeyRoot for TestRoot {
     }
 
     fn wrap(&self, store: &StoreId, key: &MasterKeyBytes) -> Result<Option<WrappedKey>, KmsError> {
-        let envelope = self.seal_key().seal(store.as_bytes(), key.as_slice())?;
+        let mut wrapped = Zeroizing::new(**key);
+        if self.lies {
+            wrapped[0] ^= 1;
+        }
+        let envelope = self.seal_key().seal(store.as_bytes(), wrapped.as_slice())?;
         Ok(Some(WrappedKey {
             mechanism: "TEST".into(),
             bytes: envelope.to_bytes(),

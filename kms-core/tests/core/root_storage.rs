@@ -1,0 +1,163 @@
+//! Stores under a root of trust in another [`Storage`] than a directory
+//! (`Keystore::open_under_with_storage`, `Keystore::move_to_root_in_storage`):
+//! an empty storage is no store, and a root record's write that fails is
+//! read back before anything the new root wrote is discarded.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+
+use kms_core::root::{FileRoot, RootKind, RootRecord};
+use kms_core::storage::{RecordWrite, Storage};
+use kms_core::{Keystore, KmsError};
+
+use crate::support::test_root::TestRoot;
+
+const KEY_ID: &str = "master";
+
+/// How the next root record write ends.
+const LANDS: u8 = 0;
+/// Written, but the answer is lost (etcd's reply never came).
+const LANDS_UNANSWERED: u8 = 1;
+/// Never written, and the storage says it is unavailable.
+const FAILS: u8 = 2;
+
+/// Records and a root record in memory, shared by clones.
+#[derive(Debug, Clone, Default)]
+struct RootedMemory {
+    records: Arc<Mutex<BTreeMap<String, Vec<u8>>>>,
+    root: Arc<Mutex<Option<Vec<u8>>>>,
+    next_write: Arc<AtomicU8>,
+}
+
+impl RootedMemory {
+    fn unavailable() -> KmsError {
+        KmsError::Unavailable {
+            store: "memory".to_owned(),
+            reason: "the test's storage lost its answer".to_owned(),
+        }
+    }
+
+    fn record(&self) -> RootRecord {
+        let text = self.root.lock().expect("root").clone().expect("a record");
+        RootRecord::from_text(&text, "memory").expect("parses")
+    }
+}
+
+impl Storage for RootedMemory {
+    fn load(&self) -> Result<Vec<(String, Vec<u8>)>, KmsError> {
+        Ok(self
+            .records
+            .lock()
+            .expect("records")
+            .clone()
+            .into_iter()
+            .collect())
+    }
+
+    fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
+        let mut records = self.records.lock().expect("records");
+        for w in writes {
+            match w.value {
+                Some(value) => records.insert(w.name.to_owned(), value.to_vec()),
+                None => records.remove(w.name),
+            };
+        }
+        Ok(())
+    }
+
+    fn root_record(&self) -> Result<Option<Vec<u8>>, KmsError> {
+        Ok(self.root.lock().expect("root").clone())
+    }
+
+    fn replace_root_record(&self, previous: Option<&[u8]>, text: &[u8]) -> Result<(), KmsError> {
+        let mut root = self.root.lock().expect("root");
+        if root.as_deref() != previous {
+            return Err(KmsError::Conflict {
+                record: "root".to_owned(),
+                attempts: 1,
+            });
+        }
+        match self.next_write.swap(LANDS, Ordering::Relaxed) {
+            FAILS => Err(RootedMemory::unavailable()),
+            LANDS_UNANSWERED => {
+                *root = Some(text.to_vec());
+                Err(RootedMemory::unavailable())
+            }
+            _ => {
+                *root = Some(text.to_vec());
+                Ok(())
+            }
+        }
+    }
+}
+
+#[test]
+fn an_empty_storage_opened_without_create_is_no_store() {
+    let storage = RootedMemory::default();
+    let opened = Keystore::open_under_with_storage(
+        Box::new(storage.clone()),
+        &TestRoot::new(1),
+        KEY_ID,
+        false,
+    );
+    assert!(
+        matches!(opened, Err(KmsError::StoreNotFound { .. })),
+        "{opened:?}"
+    );
+    assert!(
+        storage.root.lock().expect("root").is_none(),
+        "nothing written"
+    );
+}
+
+#[test]
+fn a_record_write_that_failed_is_read_back_before_the_new_key_file_goes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let storage = RootedMemory::default();
+    let root = TestRoot::new(1);
+    let signer = Keystore::open_under_with_storage(Box::new(storage.clone()), &root, KEY_ID, true)
+        .expect("create")
+        .create_ed25519("acme", "tokens")
+        .expect("key");
+    // Not written: the new key file is removed, the record is as it was.
+    let first = dir.path().join("first.key");
+    storage.next_write.store(FAILS, Ordering::Relaxed);
+    let moved = Keystore::move_to_root_in_storage(
+        Box::new(storage.clone()),
+        &root,
+        &FileRoot::new_file(&first),
+        KEY_ID,
+    );
+    assert!(
+        matches!(moved, Err(KmsError::Unavailable { .. })),
+        "{moved:?}"
+    );
+    assert!(!first.exists(), "no master key left in clear");
+    assert_eq!(storage.record().kind, RootKind::Pkcs11);
+    // Written, the answer lost: the move is done, and its key file kept.
+    let second = dir.path().join("second.key");
+    storage
+        .next_write
+        .store(LANDS_UNANSWERED, Ordering::Relaxed);
+    let moved = Keystore::move_to_root_in_storage(
+        Box::new(storage.clone()),
+        &root,
+        &FileRoot::new_file(&second),
+        KEY_ID,
+    )
+    .expect("landed");
+    assert_eq!(moved.kind, RootKind::File);
+    assert_eq!(storage.record(), moved);
+    let text = std::fs::read_to_string(&second).expect("key file kept");
+    let mut key = zeroize::Zeroizing::new([0u8; 32]);
+    hex::decode_to_slice(text.trim_end(), key.as_mut_slice()).expect("hex");
+    let ks = Keystore::open_under_with_storage(
+        Box::new(storage.clone()),
+        &FileRoot::new(key, "second"),
+        KEY_ID,
+        false,
+    )
+    .expect("opens under the new file");
+    assert!(ks.public_key(&signer).is_ok());
+}
