@@ -304,8 +304,8 @@ async fn check(
             .and_then(|i| usize::try_from(i).ok());
         index
             .and_then(|i| stored.versions.get(i))
-            .map(|v| v.public_key)
-            == Some(r.public_key)
+            .map(|v| v.public_key.as_slice())
+            == Some(r.public_key.as_slice())
     });
     if !kept || added < count || added > count + unknown {
         println!(

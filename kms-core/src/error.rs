@@ -7,7 +7,7 @@
 use thiserror::Error;
 
 use crate::ed25519::SignatureError;
-use crate::key_id::KeyIdParseError;
+use crate::key_id::{Alg, KeyIdParseError};
 use crate::root::kind::RootKind;
 use crate::seal::SealError;
 
@@ -238,6 +238,36 @@ pub enum KmsError {
         /// What failed.
         reason: String,
     },
+    /// The key is of another algorithm than the call works with (an
+    /// Ed25519 call such as [`crate::Keystore::sign`] on an ML-DSA key, or
+    /// a signature of another algorithm's length). Not retryable.
+    #[error("key {key} is {alg}, not {wanted}")]
+    WrongAlgorithm {
+        /// The key (text form).
+        key: String,
+        /// The key's algorithm.
+        alg: Alg,
+        /// The algorithm the call works with.
+        wanted: Alg,
+    },
+    /// The algorithm is not in this build (ML-DSA without kms-core's
+    /// `ml-dsa` feature): its keys are neither created nor opened, so a
+    /// store holding one is refused whole. Not retryable.
+    #[error("{alg} is not in this build (kms-core's `ml-dsa` feature)")]
+    AlgorithmNotBuilt {
+        /// The algorithm.
+        alg: Alg,
+    },
+    /// An ML-DSA signature does not verify under its key (FIPS 204
+    /// Algorithm 3, empty context): of the wrong length, or rejected by
+    /// aws-lc-rs, which does not say which check failed. Not retryable.
+    #[error("invalid {alg} signature: {reason}")]
+    InvalidMlDsaSignature {
+        /// The key's algorithm.
+        alg: Alg,
+        /// What is wrong: its length, or that it does not verify.
+        reason: &'static str,
+    },
     /// A bug or an unexpected failure inside the KMS (e.g. a panic in a
     /// verify batch). Not retryable.
     #[error("internal error: {reason}")]
@@ -279,6 +309,9 @@ impl KmsError {
             KmsError::Unavailable { .. } => "kms.unavailable",
             KmsError::WrongRoot { .. } => "kms.wrong_root",
             KmsError::Root { .. } => "kms.root",
+            KmsError::WrongAlgorithm { .. } => "kms.wrong_algorithm",
+            KmsError::AlgorithmNotBuilt { .. } => "kms.algorithm_not_built",
+            KmsError::InvalidMlDsaSignature { .. } => "kms.invalid_ml_dsa_signature",
             KmsError::Internal { .. } => "kms.internal",
         }
     }

@@ -9,7 +9,7 @@
 //! ```
 //!
 //! * `tenant`, `purpose`: 1 to 64 bytes of `[A-Za-z0-9._-]`.
-//! * `alg`: `ed25519` (the only algorithm so far).
+//! * `alg`: `ed25519`, `ml-dsa-44`, `ml-dsa-65` or `ml-dsa-87` ([`Alg`]).
 //! * `uuid`: lowercase hyphenated UUID (RFC 9562 text form), 36 bytes.
 //! * `version`: decimal, 1 to 4294967295, no sign and no leading zero.
 
@@ -22,19 +22,65 @@ use uuid::Uuid;
 /// Longest tenant or purpose name, in bytes.
 pub const MAX_NAME_LEN: usize = 64;
 
-/// A signature algorithm a key can have.
+/// A signature algorithm a key can have, chosen when the key is created
+/// and kept by every version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Alg {
     /// Ed25519 (RFC 8032 §5.1), verified under docs/DESIGN.md §3.2.
     Ed25519,
+    /// ML-DSA-44 (FIPS 204, security category 2).
+    MlDsa44,
+    /// ML-DSA-65 (FIPS 204, security category 3).
+    MlDsa65,
+    /// ML-DSA-87 (FIPS 204, security category 5).
+    MlDsa87,
 }
 
 impl Alg {
-    /// The text form used in [`KeyId`]: `"ed25519"`.
+    /// Every algorithm, Ed25519 first.
+    pub const ALL: [Alg; 4] = [Alg::Ed25519, Alg::MlDsa44, Alg::MlDsa65, Alg::MlDsa87];
+
+    /// The text form used in [`KeyId`]: `"ed25519"`, `"ml-dsa-44"`,
+    /// `"ml-dsa-65"`, `"ml-dsa-87"`.
     pub fn as_str(&self) -> &'static str {
         match self {
             Alg::Ed25519 => "ed25519",
+            Alg::MlDsa44 => "ml-dsa-44",
+            Alg::MlDsa65 => "ml-dsa-65",
+            Alg::MlDsa87 => "ml-dsa-87",
+        }
+    }
+
+    /// The algorithm whose text form ([`Alg::as_str`]) is `name`.
+    pub fn from_name(name: &str) -> Option<Alg> {
+        Alg::ALL.into_iter().find(|alg| alg.as_str() == name)
+    }
+
+    /// Whether this is one of the ML-DSA parameter sets.
+    pub fn is_ml_dsa(&self) -> bool {
+        !matches!(self, Alg::Ed25519)
+    }
+
+    /// A public key's length (bytes): Ed25519 32 (RFC 8032 §5.1.5);
+    /// ML-DSA-44/65/87 1312/1952/2592 (FIPS 204 Table 2, pkEncode).
+    pub fn public_key_len(&self) -> usize {
+        match self {
+            Alg::Ed25519 => 32,
+            Alg::MlDsa44 => 1312,
+            Alg::MlDsa65 => 1952,
+            Alg::MlDsa87 => 2592,
+        }
+    }
+
+    /// A signature's length (bytes): Ed25519 64 (RFC 8032 §5.1.6);
+    /// ML-DSA-44/65/87 2420/3309/4627 (FIPS 204 Table 2).
+    pub fn signature_len(&self) -> usize {
+        match self {
+            Alg::Ed25519 => 64,
+            Alg::MlDsa44 => 2420,
+            Alg::MlDsa65 => 3309,
+            Alg::MlDsa87 => 4627,
         }
     }
 }
@@ -153,10 +199,8 @@ impl FromStr for KeyId {
         }
         let tenant = next(KeyIdField::Tenant)?;
         let purpose = next(KeyIdField::Purpose)?;
-        let alg = match next(KeyIdField::Alg)? {
-            "ed25519" => Alg::Ed25519,
-            _ => return Err(KeyIdParseError::new(KeyIdField::Alg, "unknown algorithm")),
-        };
+        let alg = Alg::from_name(next(KeyIdField::Alg)?)
+            .ok_or_else(|| KeyIdParseError::new(KeyIdField::Alg, "unknown algorithm"))?;
         let uuid_text = next(KeyIdField::Uuid)?;
         let uuid = Uuid::try_parse(uuid_text)
             .ok()

@@ -20,8 +20,13 @@
 //!   export and import ([`Keystore::export_sealed`],
 //!   [`Keystore::import_sealed`]).
 //!
-//! Ed25519 only (RFC 8032 §5.1, "pure" Ed25519): not Ed25519ph, not
-//! Ed25519ctx, and no other signature algorithm.
+//! * [`ml_dsa`] (feature `ml-dsa`): ML-DSA-44/65/87 keys (FIPS 204)
+//!   through aws-lc-rs; a key's algorithm ([`Alg`]) is chosen when it is
+//!   created ([`Keystore::create_key`]) and kept by every version.
+//!
+//! Ed25519 is "pure" Ed25519 (RFC 8032 §5.1): not Ed25519ph, not
+//! Ed25519ctx. ML-DSA is pure ML-DSA with the empty context: not
+//! HashML-DSA.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
@@ -32,6 +37,8 @@ pub mod ed25519;
 mod error;
 mod key_id;
 mod keystore;
+#[cfg(feature = "ml-dsa")]
+pub mod ml_dsa;
 mod random;
 pub mod root;
 pub mod seal;
@@ -43,6 +50,6 @@ mod sync;
 pub use error::KmsError;
 pub use key_id::{Alg, KeyId, KeyIdField, KeyIdParseError, MAX_NAME_LEN};
 pub use keystore::{
-    Attestation, KeyPolicy, KeySetGeneration, Keystore, Origin, Rewrapped, VersionInfo,
+    Attestation, KeyPolicy, KeySetGeneration, Keystore, Origin, Rewrapped, Signature, VersionInfo,
     CONFLICT_ATTEMPTS, EXPORT_AAD, MIN_AUTO_ROTATE, STORE_FILE,
 };

@@ -165,7 +165,11 @@ fn kill_moves() {
         .expect("create")
         .create_ed25519("acme", "moved")
         .expect("key");
-    let public = |ks: &Keystore| ks.attest(&key).expect("attest").versions[0].public_key;
+    let public = |ks: &Keystore| {
+        ks.attest(&key).expect("attest").versions[0]
+            .public_key
+            .clone()
+    };
     let expected =
         public(&Keystore::open_under(&store, &file_root(), "crash-master").expect("open"));
     let (mut done, mut killed, mut moved, mut under) = (0, 0, 0, 0);
@@ -273,7 +277,7 @@ fn run_and_kill_with(dir: &Path, mode: &str, key: &str, max_wait_us: u32) -> Vec
 #[derive(Default)]
 struct Known {
     acked: HashMap<KeyId, u32>,
-    seen: HashMap<KeyId, Vec<[u8; 32]>>,
+    seen: HashMap<KeyId, Vec<Vec<u8>>>,
 }
 
 impl Known {
@@ -301,7 +305,11 @@ impl Known {
                 "{after}: {key} is at v{head}, older than the acknowledged v{acked}"
             );
             assert_eq!(attestation.versions.len(), head as usize, "whole versions");
-            let now: Vec<[u8; 32]> = attestation.versions.iter().map(|v| v.public_key).collect();
+            let now: Vec<Vec<u8>> = attestation
+                .versions
+                .iter()
+                .map(|v| v.public_key.clone())
+                .collect();
             let seen = self.seen.entry(key.clone()).or_default();
             assert!(
                 now.len() >= seen.len() && now[..seen.len()] == seen[..],

@@ -4,7 +4,7 @@
 //! version's `KeyId` text form and its `alg` the actor's `token_alg`, so
 //! `verify.rs` finds the key again from the `kid` alone.
 
-use kms_core::{KeyId, Keystore, KmsError};
+use kms_core::{Alg, KeyId, Keystore, KmsError};
 use kms_jose::{claims_json, finish_compact, signing_input, Algorithm, Header, Jwk, JwkSet};
 use serde::Serialize;
 
@@ -84,21 +84,29 @@ impl KmsClient {
         let alg = self.tokens().alg();
         let head = &attestation.head;
         let min = attestation.policy.min_verify_version;
-        let keys = attestation
-            .versions
-            .iter()
-            .filter(|v| v.version >= min)
-            .map(|v| {
-                let id = KeyId::new(
-                    head.tenant(),
-                    head.purpose(),
-                    head.alg(),
-                    head.uuid(),
-                    v.version,
-                )?;
-                Ok(Jwk::public(&id.to_string(), &v.public_key, alg))
-            })
-            .collect::<Result<_, KmsError>>()?;
+        let keys =
+            attestation
+                .versions
+                .iter()
+                .filter(|v| v.version >= min)
+                .map(|v| {
+                    let id = KeyId::new(
+                        head.tenant(),
+                        head.purpose(),
+                        head.alg(),
+                        head.uuid(),
+                        v.version,
+                    )?;
+                    let public: &[u8; 32] = v.public_key.as_slice().try_into().map_err(|_| {
+                        KmsError::WrongAlgorithm {
+                            key: id.to_string(),
+                            alg: id.alg(),
+                            wanted: Alg::Ed25519,
+                        }
+                    })?;
+                    Ok(Jwk::public(&id.to_string(), public, alg))
+                })
+                .collect::<Result<_, KmsError>>()?;
         Ok(JwkSet { keys })
     }
 }

@@ -54,7 +54,11 @@ async fn concurrent_clients_get_exactly_their_own_verdicts() {
                     signature[5] ^= 0x40;
                 }
                 let by_key = kms.verify(&signer, message.clone(), signature).await;
-                let public_key = kms.attest(&signer).await.expect("attest").versions[0].public_key;
+                let public_key: [u8; 32] = kms.attest(&signer).await.expect("attest").versions[0]
+                    .public_key
+                    .as_slice()
+                    .try_into()
+                    .expect("an Ed25519 key");
                 let by_pk = kms
                     .verify_with_public_key(public_key, message, signature)
                     .await;
@@ -266,7 +270,11 @@ async fn bad_requests_get_typed_errors() {
     ));
     let mut small_order_r = [0u8; 64];
     small_order_r[0] = 1; // R = identity
-    let pk = kms.attest(&key).await.expect("attest").versions[0].public_key;
+    let pk: [u8; 32] = kms.attest(&key).await.expect("attest").versions[0]
+        .public_key
+        .as_slice()
+        .try_into()
+        .expect("an Ed25519 key");
     assert_eq!(
         kms.verify_with_public_key(pk, &b"m"[..], small_order_r)
             .await,

@@ -180,7 +180,7 @@ impl Durable {
             for (version, v) in (first..).zip(&key.versions) {
                 seq += 1;
                 let name = version_name(&key.id, version);
-                let plaintext = encode_version(&v.seed, v.created_at, &v.origin)?;
+                let plaintext = encode_version(&*v.seed, v.created_at, &v.origin)?;
                 records.push((name.clone(), seal(&name, seq, &plaintext)?));
             }
             if !key.retired.is_empty() {
@@ -862,7 +862,7 @@ impl Loader<'_> {
                 )));
             }
             let count = usize::try_from(first - 1).map_err(|_| too_many())?;
-            decode_retired(&plaintext, count)
+            decode_retired(&plaintext, count, id.alg().public_key_len())
                 .ok_or_else(|| self.corrupt(format!("record {name} does not decode")))?
         } else {
             Vec::new()
@@ -1014,14 +1014,11 @@ fn seal_with(
 /// [`KmsError::Internal`] for a version without its secret (never
 /// written as a version record), or an import's texts over 255 bytes.
 fn plaintext_of(version: &KeyVersion) -> Result<Zeroizing<Vec<u8>>, KmsError> {
-    let key = version
-        .signing_key
-        .as_ref()
-        .ok_or_else(|| KmsError::Internal {
-            reason: format!("keystore: version {} has no secret", version.info.version),
-        })?;
-    let seed = Zeroizing::new(key.to_bytes());
-    encode_version(&seed, version.info.created_at, &version.info.origin)
+    let key = version.secret.as_ref().ok_or_else(|| KmsError::Internal {
+        reason: format!("keystore: version {} has no secret", version.info.version),
+    })?;
+    let seed = key.seed();
+    encode_version(&*seed, version.info.created_at, &version.info.origin)
 }
 
 /// `n + 1`, or an error at the end of `u64`.

@@ -14,7 +14,6 @@ use std::time::SystemTime;
 use super::policy::{check_change, KeyPolicy};
 use super::records::{KeyState, RetiredVersion};
 use super::{KeyRecord, KeyVersion, KeyVersions, Keystore};
-use crate::ed25519;
 use crate::error::KmsError;
 use crate::key_id::KeyId;
 use crate::sync::{Arc, RwLockWriteGuard};
@@ -267,7 +266,7 @@ fn retired(versions: &[Arc<KeyVersion>]) -> Vec<RetiredVersion> {
     versions
         .iter()
         .map(|v| RetiredVersion {
-            public_key: v.info.public_key,
+            public_key: v.info.public_key.clone(),
             created_at: v.info.created_at,
             origin: v.info.origin.clone(),
         })
@@ -278,7 +277,7 @@ fn retired(versions: &[Arc<KeyVersion>]) -> Vec<RetiredVersion> {
 /// wiped when the last holder of the old version drops it.
 fn retire(versions: &mut [Arc<KeyVersion>]) {
     for version in versions {
-        if version.signing_key.is_some() {
+        if version.secret.is_some() {
             *version = Arc::new(version.retired());
         }
     }
@@ -288,24 +287,29 @@ fn retire(versions: &mut [Arc<KeyVersion>]) {
 ///
 /// # Errors
 /// [`KmsError::Internal`] if the stored public key does not decode (an
-/// authentic record always does: it was a key of this keystore).
+/// authentic record always does: it was a key of this keystore);
+/// [`KmsError::AlgorithmNotBuilt`] for an ML-DSA key in a build without
+/// the `ml-dsa` feature.
 pub(super) fn retired_version(
     id: &KeyId,
     version: u32,
     stored: &RetiredVersion,
 ) -> Result<KeyVersion, KmsError> {
-    let point =
-        ed25519::decode_trusted_public_key(&stored.public_key).map_err(|e| KmsError::Internal {
-            reason: format!("keystore: trimmed version {version} of key {id}: {e}"),
+    let public =
+        super::key_pair::public_from_bytes(id.alg(), &stored.public_key).map_err(|e| match e {
+            e @ KmsError::AlgorithmNotBuilt { .. } => e,
+            e => KmsError::Internal {
+                reason: format!("keystore: trimmed version {version} of key {id}: {e}"),
+            },
         })?;
     Ok(KeyVersion {
         info: super::VersionInfo {
             version,
-            public_key: stored.public_key,
+            public_key: stored.public_key.clone(),
             created_at: stored.created_at,
             origin: stored.origin.clone(),
         },
-        verifying_key: ed25519::VerifyingKey::from_parts(stored.public_key, point),
-        signing_key: None,
+        public,
+        secret: None,
     })
 }

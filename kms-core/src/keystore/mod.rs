@@ -41,6 +41,7 @@
 mod directory;
 mod durable;
 mod generation;
+mod key_pair;
 mod legacy;
 mod lifecycle;
 mod policy;
@@ -55,8 +56,6 @@ use std::path::Path;
 use std::sync::PoisonError;
 use std::time::SystemTime;
 
-use ed25519_dalek::{Signer, SigningKey};
-use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
 use crate::ed25519;
@@ -72,6 +71,8 @@ use records::{KeyState, StoredKey};
 pub use crate::storage::file::STORE_FILE;
 pub use durable::Rewrapped;
 pub use generation::KeySetGeneration;
+pub use key_pair::Signature;
+use key_pair::{Public, Secret};
 pub use policy::{KeyPolicy, MIN_AUTO_ROTATE};
 pub use transfer::EXPORT_AAD;
 
@@ -101,10 +102,12 @@ pub struct Attestation {
 pub struct VersionInfo {
     /// 1-based version number.
     pub version: u32,
-    /// The version's public key, 32 bytes (RFC 8032 §5.1.5); 64 lowercase
-    /// hex characters when serialized.
-    #[cfg_attr(feature = "serde", serde(with = "crate::serde_impls::hex32"))]
-    pub public_key: [u8; 32],
+    /// The version's public key as its algorithm encodes it
+    /// ([`Alg::public_key_len`] bytes: Ed25519 32, RFC 8032 §5.1.5;
+    /// ML-DSA-44/65/87 1312/1952/2592, FIPS 204 `pkEncode`); lower-case
+    /// hex when serialized.
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_impls::hex_bytes"))]
+    pub public_key: Vec<u8>,
     /// When the version was created (wall clock).
     pub created_at: SystemTime,
     /// Where the version's secret came from.
@@ -132,11 +135,10 @@ struct KeyVersion {
     info: VersionInfo,
     /// `info.public_key` decoded, once, when the version was made: verifying
     /// under a keystore key, single or in the actor's batches, never decodes
-    /// `A` again.
-    verifying_key: ed25519::VerifyingKey,
-    /// Zeroized on drop by ed25519-dalek (`zeroize` feature); `None` once
-    /// trimmed or destroyed.
-    signing_key: Option<SigningKey>,
+    /// it again.
+    public: Public,
+    /// Wiped on drop (`key_pair`); `None` once trimmed or destroyed.
+    secret: Option<Secret>,
 }
 
 impl KeyVersion {
@@ -144,8 +146,8 @@ impl KeyVersion {
     fn retired(&self) -> KeyVersion {
         KeyVersion {
             info: self.info.clone(),
-            verifying_key: self.verifying_key,
-            signing_key: None,
+            public: self.public.clone(),
+            secret: None,
         }
     }
 }
@@ -750,9 +752,19 @@ impl Keystore {
     /// does not answer in time (retryable both), and the errors of
     /// [`Keystore::refresh`].
     pub fn create_ed25519(&self, tenant: &str, purpose: &str) -> Result<KeyId, KmsError> {
+        self.create_key(tenant, purpose, Alg::Ed25519)
+    }
+
+    /// Creates a key of algorithm `alg` for `tenant` and `purpose`; every
+    /// later version keeps `alg`. Returns the id of its version 1.
+    ///
+    /// # Errors
+    /// As [`Keystore::create_ed25519`]; [`KmsError::AlgorithmNotBuilt`] for
+    /// ML-DSA in a build without the `ml-dsa` feature.
+    pub fn create_key(&self, tenant: &str, purpose: &str, alg: Alg) -> Result<KeyId, KmsError> {
         let uuid = uuid::Builder::from_random_bytes(random_bytes()?).into_uuid();
-        let id = KeyId::new(tenant, purpose, Alg::Ed25519, uuid, 1)?;
-        self.insert_new_key(id, new_version(1)?)
+        let id = KeyId::new(tenant, purpose, alg, uuid, 1)?;
+        self.insert_new_key(id, new_version(alg, 1)?)
     }
 
     /// Adds a key whose only version is `version`: on disk first for a
@@ -787,6 +799,22 @@ impl Keystore {
     /// of [`Keystore::create_ed25519`] (among them those of
     /// [`Keystore::refresh`]).
     pub fn signing_key(&self, tenant: &str, purpose: &str) -> Result<KeyId, KmsError> {
+        self.signing_key_with(tenant, purpose, Alg::Ed25519)
+    }
+
+    /// [`Keystore::signing_key`], where a key it creates is of algorithm
+    /// `alg`. An existing key is answered whatever its algorithm: the
+    /// caller compares [`KeyId::alg`] with what it wants.
+    ///
+    /// # Errors
+    /// As [`Keystore::signing_key`]; [`KmsError::AlgorithmNotBuilt`] for
+    /// ML-DSA in a build without the `ml-dsa` feature, when a key is made.
+    pub fn signing_key_with(
+        &self,
+        tenant: &str,
+        purpose: &str,
+        alg: Alg,
+    ) -> Result<KeyId, KmsError> {
         let names = (tenant.to_owned(), purpose.to_owned());
         let signing_map = || self.signing.read().unwrap_or_else(PoisonError::into_inner);
         let pointed = |map: &HashMap<(String, String), KeyId>| {
@@ -797,8 +825,8 @@ impl Keystore {
         }
         // The key made if the purpose has none (its names checked here).
         let uuid = uuid::Builder::from_random_bytes(random_bytes()?).into_uuid();
-        let id = KeyId::new(tenant, purpose, Alg::Ed25519, uuid, 1)?;
-        let version = new_version(1)?;
+        let id = KeyId::new(tenant, purpose, alg, uuid, 1)?;
+        let version = new_version(alg, 1)?;
         // Memory takes the key and pointer under the mutation lock (an
         // in-memory keystore: under the pointers' lock), after the commit.
         let planned = self.retrying(|| {
@@ -929,14 +957,35 @@ impl Keystore {
         Ok(id)
     }
 
-    /// Signs `message` with the key's head version; returns the head's id
-    /// and the 64-byte signature (RFC 8032 §5.1.6). The version in `key` may
-    /// be any existing version; the head signs regardless.
+    /// Signs `message` with the Ed25519 key's head version; returns the
+    /// head's id and the 64-byte signature (RFC 8032 §5.1.6), with no
+    /// allocation. The version in `key` may be any existing version; the
+    /// head signs regardless. A key of any algorithm signs through
+    /// [`Keystore::sign_message`].
     ///
     /// # Errors
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
-    /// [`KmsError::KeyDisabled`], [`KmsError::KeyDestroyed`].
+    /// [`KmsError::KeyDisabled`], [`KmsError::KeyDestroyed`];
+    /// [`KmsError::WrongAlgorithm`] for a key that is not Ed25519.
     pub fn sign(&self, key: &KeyId, message: &[u8]) -> Result<(KeyId, [u8; 64]), KmsError> {
+        let (id, signing_key) = self.head(key)?;
+        let signature = signing_key.sign_ed25519(&id, message)?;
+        Ok((id, signature))
+    }
+
+    /// Signs `message` with the key's head version, whatever its
+    /// algorithm: Ed25519 (RFC 8032 §5.1.6), or ML-DSA hedged with the
+    /// empty context (FIPS 204 Algorithm 2; hundreds of µs). Returns the
+    /// head's id and the signature.
+    ///
+    /// # Errors
+    /// As [`Keystore::sign`], without [`KmsError::WrongAlgorithm`];
+    /// [`KmsError::Internal`] if aws-lc fails to sign.
+    pub fn sign_message(
+        &self,
+        key: &KeyId,
+        message: &[u8],
+    ) -> Result<(KeyId, Signature), KmsError> {
         let (id, signing_key) = self.head(key)?;
         Ok((id, signing_key.sign(message)?))
     }
@@ -975,7 +1024,7 @@ impl Keystore {
     ) -> Result<(KeyId, Vec<u8>, [u8; 64]), KmsError> {
         let (id, signing_key) = self.head(key)?;
         let message = message(&id);
-        let signature = signing_key.sign(&message)?;
+        let signature = signing_key.sign_ed25519(&id, &message)?;
         Ok((id, message, signature))
     }
 
@@ -996,6 +1045,29 @@ impl Keystore {
         self.verifying_key(key)?
             .verify(message, signature)
             .map_err(KmsError::from)
+    }
+
+    /// Verifies `signature` on `message` under the version `key` names,
+    /// whatever its algorithm: Ed25519 as [`Keystore::verify`], ML-DSA
+    /// under FIPS 204 Algorithm 3 with the empty context. The signature's
+    /// length is the algorithm's ([`Alg::signature_len`]).
+    ///
+    /// # Errors
+    /// As [`Keystore::verify`]; [`KmsError::InvalidArgument`] for an
+    /// Ed25519 signature of another length than 64 bytes;
+    /// [`KmsError::InvalidMlDsaSignature`].
+    pub fn verify_message(
+        &self,
+        key: &KeyId,
+        message: &[u8],
+        signature: &[u8],
+    ) -> Result<(), KmsError> {
+        let public = {
+            let record = self.record(key)?;
+            let versions = record.versions();
+            versions.verifiable(key)?.public.clone()
+        };
+        public.verify(message, signature)
     }
 
     /// Adds a new head version to the key `key` names (any existing version
@@ -1035,7 +1107,7 @@ impl Keystore {
         let record = self.record(key)?;
         record.versions().get(key)?;
         // Generate outside the locks; the version number is fixed under them.
-        let mut fresh = new_version(0)?;
+        let mut fresh = new_version(record.id.alg(), 0)?;
         let next_after = |len: usize| {
             u32::try_from(len)
                 .ok()
@@ -1097,16 +1169,25 @@ impl Keystore {
         })
     }
 
-    /// The 32-byte public key of the version `key` names (any version,
-    /// trimmed or below `min_verify_version` included: it is public).
+    /// The 32-byte public key of the Ed25519 version `key` names (any
+    /// version, trimmed or below `min_verify_version` included: it is
+    /// public). Every algorithm's public keys are in
+    /// [`Keystore::attest`].
     ///
     /// # Errors
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
-    /// [`KmsError::KeyDestroyed`].
+    /// [`KmsError::KeyDestroyed`]; [`KmsError::WrongAlgorithm`] for a key
+    /// that is not Ed25519.
     pub fn public_key(&self, key: &KeyId) -> Result<[u8; 32], KmsError> {
         let record = self.record(key)?;
         let versions = record.versions();
-        versions.get(key).map(|v| v.info.public_key)
+        let version = versions.get(key)?;
+        version
+            .info
+            .public_key
+            .as_slice()
+            .try_into()
+            .map_err(|_| wrong_algorithm(key, Alg::Ed25519))
     }
 
     /// The decoded public key of the version `key` names, if signatures
@@ -1120,7 +1201,11 @@ impl Keystore {
     pub fn verifying_key(&self, key: &KeyId) -> Result<ed25519::VerifyingKey, KmsError> {
         let record = self.record(key)?;
         let versions = record.versions();
-        versions.verifiable(key).map(|v| v.verifying_key)
+        versions
+            .verifiable(key)?
+            .public
+            .ed25519()
+            .ok_or_else(|| wrong_algorithm(key, Alg::Ed25519))
     }
 
     /// The head version's id of every key not destroyed, sorted by
@@ -1192,7 +1277,7 @@ fn stored_versions(
         existing.get(index).filter(|v| same(v)).cloned()
     };
     for (version, v) in (1u32..).zip(&key.retired) {
-        let same = |k: &KeyVersion| k.signing_key.is_none() && k.info.public_key == v.public_key;
+        let same = |k: &KeyVersion| k.secret.is_none() && k.info.public_key == v.public_key;
         list.push(match kept(version, &same) {
             Some(kept) => kept,
             None => Arc::new(lifecycle::retired_version(&key.id, version, v)?),
@@ -1201,19 +1286,16 @@ fn stored_versions(
     let first = u32::try_from(list.len() + 1).map_err(|_| too_many())?;
     for (version, v) in (first..).zip(&key.versions) {
         // Compared in place: no copy of either seed.
-        let same = |k: &KeyVersion| {
-            k.signing_key
-                .as_ref()
-                .is_some_and(|s| bool::from(s.as_bytes().ct_eq(&*v.seed)))
-        };
+        let same = |k: &KeyVersion| k.secret.as_ref().is_some_and(|s| s.seed_is(&v.seed));
         list.push(match kept(version, &same) {
             Some(kept) => kept,
             None => Arc::new(version_from_seed(
+                key.id.alg(),
                 version,
                 &v.seed,
                 v.created_at,
                 v.origin.clone(),
-            )),
+            )?),
         });
     }
     if list.is_empty() {
@@ -1244,39 +1326,45 @@ fn random_bytes<const N: usize>() -> Result<[u8; N], KmsError> {
     Ok(bytes)
 }
 
-fn new_version(version: u32) -> Result<KeyVersion, KmsError> {
-    // The seed is wiped when `seed` drops; `SigningKey` keeps its own copy,
-    // which it zeroizes on drop.
-    let mut seed = zeroize::Zeroizing::new([0u8; 32]);
+fn new_version(alg: Alg, version: u32) -> Result<KeyVersion, KmsError> {
+    // The seed is wiped when `seed` drops; the key keeps its own copy,
+    // wiped on drop.
+    let mut seed = zeroize::Zeroizing::new([0u8; records::SEED_LEN]);
     crate::random::fill(&mut *seed)?;
-    Ok(version_from_seed(
-        version,
-        &seed,
-        SystemTime::now(),
-        Origin::Generated,
-    ))
+    version_from_seed(alg, version, &seed, SystemTime::now(), Origin::Generated)
 }
 
-/// A version from its 32-byte seed (RFC 8032 §5.1.5).
+/// A version of algorithm `alg` from its 32-byte seed (RFC 8032 §5.1.5;
+/// FIPS 204 Algorithm 6).
+///
+/// # Errors
+/// [`KmsError::AlgorithmNotBuilt`]; aws-lc's refusals.
 fn version_from_seed(
+    alg: Alg,
     version: u32,
-    seed: &[u8; 32],
+    seed: &[u8; records::SEED_LEN],
     created_at: SystemTime,
     origin: Origin,
-) -> KeyVersion {
-    let signing_key = SigningKey::from_bytes(seed);
-    let public = signing_key.verifying_key();
-    KeyVersion {
+) -> Result<KeyVersion, KmsError> {
+    let (secret, public, public_key) = key_pair::from_seed(alg, seed)?;
+    Ok(KeyVersion {
         info: VersionInfo {
             version,
-            public_key: public.to_bytes(),
+            public_key,
             created_at,
             origin,
         },
-        // A clamped seed's point has order ℓ (RFC 8032 §5.1.5): rules 2–3
-        // hold, so no second decoding.
-        verifying_key: ed25519::VerifyingKey::from_parts(public.to_bytes(), public.to_edwards()),
-        signing_key: Some(signing_key),
+        public,
+        secret: Some(secret),
+    })
+}
+
+/// [`KmsError::WrongAlgorithm`]: `key` is not of `wanted`.
+fn wrong_algorithm(key: &KeyId, wanted: Alg) -> KmsError {
+    KmsError::WrongAlgorithm {
+        key: key.to_string(),
+        alg: key.alg(),
+        wanted,
     }
 }
 
@@ -1285,20 +1373,45 @@ fn version_from_seed(
 struct HeadSigner(Arc<KeyVersion>);
 
 impl HeadSigner {
-    /// Signs `message` (RFC 8032 §5.1.6).
+    /// The head's secret.
     ///
     /// # Errors
     /// [`KmsError::Internal`] if the head has no secret, which the module
     /// invariants rule out (`min_available_version <= head`, and a
     /// destroyed key gives no signer).
-    fn sign(&self, message: &[u8]) -> Result<[u8; 64], KmsError> {
-        let key = self
-            .0
-            .signing_key
-            .as_ref()
-            .ok_or_else(|| KmsError::Internal {
-                reason: format!("keystore: head v{} has no secret", self.0.info.version),
-            })?;
-        Ok(key.sign(message).to_bytes())
+    fn secret(&self) -> Result<&Secret, KmsError> {
+        self.0.secret.as_ref().ok_or_else(|| KmsError::Internal {
+            reason: format!("keystore: head v{} has no secret", self.0.info.version),
+        })
+    }
+
+    /// Signs `message` with the head, whatever its algorithm.
+    ///
+    /// # Errors
+    /// As [`HeadSigner::secret`]; aws-lc's failure to sign.
+    fn sign(&self, message: &[u8]) -> Result<Signature, KmsError> {
+        self.secret()?.sign(message)
+    }
+
+    /// Signs `message` with an Ed25519 head (RFC 8032 §5.1.6); `id` names
+    /// it.
+    ///
+    /// # Errors
+    /// As [`HeadSigner::secret`]; [`KmsError::WrongAlgorithm`] for another
+    /// algorithm's head.
+    fn sign_ed25519(&self, id: &KeyId, message: &[u8]) -> Result<[u8; 64], KmsError> {
+        if id.alg() != Alg::Ed25519 {
+            return Err(wrong_algorithm(id, Alg::Ed25519));
+        }
+        match self.secret()? {
+            Secret::Ed25519(key) => {
+                use ed25519_dalek::Signer as _;
+                Ok(key.sign(message).to_bytes())
+            }
+            #[cfg(feature = "ml-dsa")]
+            Secret::MlDsa(_) => Err(KmsError::Internal {
+                reason: format!("keystore: Ed25519 key {id} holds an ML-DSA secret"),
+            }),
+        }
     }
 }

@@ -26,7 +26,8 @@
 //! version N     (name "keys/<tenant>/<purpose>/<uuid>/v<N>";
 //!                seq = the key's sequence when it was written; only for
 //!                min_available_version <= N <= head, none once destroyed)
-//!               32-byte seed ‖ u64 seconds ‖ u32 nanoseconds since the
+//!               32-byte seed (Ed25519's, or ML-DSA's ξ: the key id in
+//!               the head names the algorithm) ‖ u64 seconds ‖ u32 nanoseconds since the
 //!               epoch ‖ u8 origin (0 generated, 1 imported); if imported:
 //!               u8 length ‖ source key id, u8 length ‖ sealing key `id@vN`
 //! retired       (name "keys/<tenant>/<purpose>/<uuid>/retired"; seq = the
@@ -35,7 +36,9 @@
 //!                destroyed)
 //!               per trimmed version (1..min_available_version; every
 //!               version 1..=head once destroyed), in order, the layout of
-//!               a version with its 32-byte public key where the seed was
+//!               a version with its public key where the seed was (the
+//!               key's algorithm says its length: Ed25519 32 bytes,
+//!               ML-DSA-44/65/87 1312/1952/2592)
 //! signing pointer (name "signing/<tenant>:<purpose>"; seq +1 on every
 //!                write: 1 when made, +1 when it moves off a destroyed
 //!                key; never removed)
@@ -68,7 +71,8 @@ use crate::key_id::KeyId;
 use crate::keystore::{KeyPolicy, Origin};
 use crate::seal::{Envelope, SealError};
 
-/// Length of a version's seed (RFC 8032 §5.1.5).
+/// Length of a version's seed, every algorithm's: Ed25519's (RFC 8032
+/// §5.1.5) or ML-DSA's ξ (FIPS 204 Algorithm 6).
 pub(crate) const SEED_LEN: usize = 32;
 /// The index record's name.
 pub(crate) const INDEX: &str = "index";
@@ -92,7 +96,8 @@ pub(crate) struct StoredVersion {
 
 /// A trimmed version as stored: what is public about it.
 pub(crate) struct RetiredVersion {
-    pub(crate) public_key: [u8; 32],
+    /// [`crate::Alg::public_key_len`] bytes of the key's algorithm.
+    pub(crate) public_key: Vec<u8>,
     pub(crate) created_at: SystemTime,
     pub(crate) origin: Origin,
 }
@@ -227,9 +232,10 @@ pub(crate) fn parse_value(bytes: &[u8]) -> Result<(u64, Envelope), SealError> {
     Ok((seq, Envelope::from_bytes(r.rest())?))
 }
 
-/// Bytes of one version's plaintext.
-fn version_len(origin: &Origin) -> usize {
-    SEED_LEN
+/// Bytes of one version's plaintext, whose key (a seed, or a retired
+/// version's public key) has `key_len` bytes.
+fn version_len(key_len: usize, origin: &Origin) -> usize {
+    key_len
         + 8
         + 4
         + 1
@@ -244,13 +250,13 @@ fn version_len(origin: &Origin) -> usize {
 /// # Errors
 /// [`KmsError::Internal`] if an import's texts exceed 255 bytes.
 pub(crate) fn encode_version(
-    seed: &[u8; SEED_LEN],
+    key: &[u8],
     created_at: SystemTime,
     origin: &Origin,
 ) -> Result<Zeroizing<Vec<u8>>, KmsError> {
-    let len = version_len(origin);
+    let len = version_len(key.len(), origin);
     let mut out = Zeroizing::new(Vec::with_capacity(len));
-    out.extend_from_slice(seed);
+    out.extend_from_slice(key);
     let since = created_at.duration_since(UNIX_EPOCH).unwrap_or_default();
     out.extend_from_slice(&since.as_secs().to_be_bytes());
     out.extend_from_slice(&since.subsec_nanos().to_be_bytes());
@@ -275,6 +281,16 @@ pub(crate) fn encode_version(
 /// lays versions out the same way.
 pub(crate) fn read_version(r: &mut Reader<'_>) -> Option<StoredVersion> {
     let seed = Zeroizing::new(r.take::<SEED_LEN>()?);
+    let (created_at, origin) = read_tail(r)?;
+    Some(StoredVersion {
+        seed,
+        created_at,
+        origin,
+    })
+}
+
+/// Reads what follows a version's key: its creation time and origin.
+fn read_tail(r: &mut Reader<'_>) -> Option<(SystemTime, Origin)> {
     let created_at = r
         .u64()
         .zip(r.u32())
@@ -295,11 +311,7 @@ pub(crate) fn read_version(r: &mut Reader<'_>) -> Option<StoredVersion> {
         }
         _ => return None,
     };
-    Some(StoredVersion {
-        seed,
-        created_at,
-        origin,
-    })
+    Some((created_at, origin))
 }
 
 /// Bytes of a head's state (module docs).
@@ -381,7 +393,10 @@ pub(crate) fn decode_head(bytes: &[u8]) -> Option<(KeyId, u32, u64, KeyState)> {
 /// # Errors
 /// [`KmsError::Internal`] if an import's texts exceed 255 bytes.
 pub(crate) fn encode_retired(retired: &[RetiredVersion]) -> Result<Vec<u8>, KmsError> {
-    let len = retired.iter().map(|v| version_len(&v.origin)).sum();
+    let len = retired
+        .iter()
+        .map(|v| version_len(v.public_key.len(), &v.origin))
+        .sum();
     let mut out = Vec::with_capacity(len);
     for v in retired {
         out.extend_from_slice(&encode_version(&v.public_key, v.created_at, &v.origin)?);
@@ -389,17 +404,22 @@ pub(crate) fn encode_retired(retired: &[RetiredVersion]) -> Result<Vec<u8>, KmsE
     Ok(out)
 }
 
-/// Reads the retired record's plaintext: `count` trimmed versions; `None`
-/// if it does not decode.
-pub(crate) fn decode_retired(bytes: &[u8], count: usize) -> Option<Vec<RetiredVersion>> {
+/// Reads the retired record's plaintext: `count` trimmed versions whose
+/// public keys have `public_len` bytes; `None` if it does not decode.
+pub(crate) fn decode_retired(
+    bytes: &[u8],
+    count: usize,
+    public_len: usize,
+) -> Option<Vec<RetiredVersion>> {
     let mut r = Reader::new(bytes);
-    let mut retired = Vec::with_capacity(count.min(bytes.len() / SEED_LEN));
+    let mut retired = Vec::with_capacity(count.min(bytes.len() / public_len.max(1)));
     for _ in 0..count {
-        let v = read_version(&mut r)?;
+        let public_key = r.slice(public_len)?.to_vec();
+        let (created_at, origin) = read_tail(&mut r)?;
         retired.push(RetiredVersion {
-            public_key: *v.seed,
-            created_at: v.created_at,
-            origin: v.origin,
+            public_key,
+            created_at,
+            origin,
         });
     }
     r.rest().is_empty().then_some(retired)

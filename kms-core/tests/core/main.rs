@@ -13,6 +13,8 @@ mod key_id_roundtrip;
 mod keystore;
 mod lifecycle;
 mod migration;
+mod ml_dsa;
+mod ml_dsa_vectors;
 mod records;
 mod root;
 mod root_storage;

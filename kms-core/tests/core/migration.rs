@@ -59,7 +59,7 @@ fn assert_all_there(ks: &Keystore) {
         let attestation = ks.attest(&key).expect("attest");
         let v = &attestation.versions[version as usize - 1];
         assert_eq!(v.version, version);
-        assert_eq!(hex::encode(v.public_key), public_key, "{key} v{version}");
+        assert_eq!(hex::encode(&v.public_key), public_key, "{key} v{version}");
         assert_eq!(origin_text(&v.origin), origin, "{key} v{version}");
         let (head, signature) = ks.sign(&key, b"migrated").expect("sign");
         ks.verify(&head, b"migrated", &signature).expect("verify");
