@@ -363,7 +363,7 @@ impl KmsActor {
     /// Queues a verify request, or serves any other request at once
     /// (`ops.rs`).
     fn accept(&mut self, request: Request) {
-        match ops::serve(request, &self.keystore, &self.writer) {
+        match ops::serve(request, &self.keystore, &self.writer, self.pending.pool()) {
             Some(verify) => self.pending.push(verify),
             None => Counters::add(&self.shared.counters.other_requests, 1),
         }

@@ -21,7 +21,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use kms_bus::Publisher;
 use kms_core::seal::{Envelope, SealKey};
-use kms_core::{Attestation, KeyId, KeyPolicy, KmsError};
+use kms_core::{Alg, Attestation, KeyId, KeyPolicy, KmsError};
 
 use crate::dispatch::caller::Dispatched;
 use crate::dispatch::publish::publish;
@@ -175,10 +175,26 @@ impl KmsClient {
     /// for every later write until the store is reopened), or one of the
     /// errors listed on [`KmsClient`].
     pub async fn create_key(&self, tenant: &str, purpose: &str) -> Result<KeyId, KmsError> {
+        self.create_key_of(tenant, purpose, Alg::Ed25519).await
+    }
+
+    /// Creates a key of algorithm `alg` (every later version keeps it);
+    /// returns the id of its version 1.
+    ///
+    /// # Errors
+    /// As [`KmsClient::create_key`]; [`KmsError::AlgorithmNotBuilt`] for
+    /// ML-DSA in a build without kms-core's `ml-dsa` feature.
+    pub async fn create_key_of(
+        &self,
+        tenant: &str,
+        purpose: &str,
+        alg: Alg,
+    ) -> Result<KeyId, KmsError> {
         let (tenant, purpose) = (tenant.to_owned(), purpose.to_owned());
         self.call(|reply| Op::CreateKey {
             tenant,
             purpose,
+            alg,
             reply,
         })
         .await
@@ -335,6 +351,17 @@ impl KmsClient {
             }
         };
         self.record_verify(started, answer)
+    }
+
+    /// [`crate::dispatch::caller::CallerSide::verify_alone`] of this
+    /// client's actor: one signature a batch cannot take, on this task.
+    pub(crate) fn verify_alone(
+        &self,
+        key: &KeyId,
+        message: &[u8],
+        signature: &[u8],
+    ) -> Result<(), KmsError> {
+        self.shared.caller.verify_alone(key, message, signature)
     }
 
     /// Counts and times a verify call's `answer`; returns it.

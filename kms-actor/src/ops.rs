@@ -1,5 +1,6 @@
 //! The operations other than verify, served on the actor's task as they
-//! arrive on the priority lane ([`serve`]): reads and signatures at once,
+//! arrive on the priority lane ([`serve`]): reads and Ed25519 signatures at
+//! once, ML-DSA tokens signed on the verify pool (hundreds of µs each),
 //! the keystore writes handed to the [`Writer`] (a durable keystore
 //! fsyncs, which must not stall the actor's task and with it every lane).
 //! Each operation that changes or uses a secret is audited (`audit.rs`):
@@ -9,6 +10,7 @@
 use kms_core::Keystore;
 
 use crate::audit;
+use crate::dispatch::pool::VerifyPool;
 use crate::dispatch::request::{Op, Request, VerifyRequest};
 use crate::token::issue;
 use crate::writer::Writer;
@@ -16,7 +18,12 @@ use crate::writer::Writer;
 /// Serves `request` with `ks`, handing writes to `writer`; a verify
 /// request is not served here but handed back, for the actor to batch
 /// (`dispatch/pending.rs`).
-pub(crate) fn serve(request: Request, ks: &Keystore, writer: &Writer) -> Option<VerifyRequest> {
+pub(crate) fn serve(
+    request: Request,
+    ks: &Keystore,
+    writer: &Writer,
+    pool: &VerifyPool,
+) -> Option<VerifyRequest> {
     // `None` for every verify request (and a client without one).
     let principal = request.principal;
     let who = principal.as_deref();
@@ -40,9 +47,23 @@ pub(crate) fn serve(request: Request, ks: &Keystore, writer: &Writer) -> Option<
             reply,
         } => {
             if !reply.is_abandoned() {
-                let result = issue::sign(ks, &key, alg, &claims);
-                audit::key_op("sign", &key, who, &result, |(id, _)| Some(id), "");
-                reply.send(result.map(|(_, token)| token));
+                let on_pool = key.alg().is_ml_dsa();
+                let sign = {
+                    let ks = ks.clone();
+                    move || {
+                        let result = issue::sign(&ks, &key, alg, &claims);
+                        let who = principal.as_deref();
+                        audit::key_op("sign", &key, who, &result, |(id, _)| Some(id), "");
+                        reply.send(result.map(|(_, token)| token));
+                    }
+                };
+                // ML-DSA costs hundreds of µs: on the pool, so the actor's
+                // task keeps serving; Ed25519 (about 20 µs) here.
+                if on_pool {
+                    pool.spawn(sign);
+                } else {
+                    sign();
+                }
             }
         }
         Op::Attest { key, reply } => {
@@ -68,9 +89,10 @@ pub(crate) fn serve(request: Request, ks: &Keystore, writer: &Writer) -> Option<
         Op::CreateKey {
             tenant,
             purpose,
+            alg,
             reply,
         } => writer.submit(reply, move |ks| {
-            let result = ks.create_ed25519(&tenant, &purpose);
+            let result = ks.create_key(&tenant, &purpose, alg);
             audit::new_key(
                 "create_key",
                 &tenant,

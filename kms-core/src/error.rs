@@ -239,8 +239,8 @@ pub enum KmsError {
         reason: String,
     },
     /// The key is of another algorithm than the call works with (an
-    /// Ed25519 call such as [`crate::Keystore::sign`] on an ML-DSA key, or
-    /// a signature of another algorithm's length). Not retryable.
+    /// Ed25519 call such as [`crate::Keystore::sign`] on an ML-DSA key).
+    /// Not retryable.
     #[error("key {key} is {alg}, not {wanted}")]
     WrongAlgorithm {
         /// The key (text form).
@@ -251,8 +251,10 @@ pub enum KmsError {
         wanted: Alg,
     },
     /// The algorithm is not in this build (ML-DSA without kms-core's
-    /// `ml-dsa` feature): its keys are neither created nor opened, so a
-    /// store holding one is refused whole. Not retryable.
+    /// `ml-dsa` feature): its keys are neither created, imported nor
+    /// loaded, so a store holding one is refused whole by every open, and
+    /// a fleet node's refresh that brings one fails (the node then stops
+    /// writing). Not retryable.
     #[error("{alg} is not in this build (kms-core's `ml-dsa` feature)")]
     AlgorithmNotBuilt {
         /// The algorithm.

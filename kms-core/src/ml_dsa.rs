@@ -120,12 +120,22 @@ impl fmt::Debug for SigningKey {
     }
 }
 
-/// An ML-DSA public key, parsed once to verify many signatures.
+/// An ML-DSA public key, parsed once to verify many signatures. Two keys
+/// are equal when their parameter sets and encodings are.
 #[derive(Clone)]
 pub struct VerifyingKey {
     alg: Alg,
+    bytes: Box<[u8]>,
     parsed: ParsedPublicKey,
 }
+
+impl PartialEq for VerifyingKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.alg == other.alg && self.bytes == other.bytes
+    }
+}
+
+impl Eq for VerifyingKey {}
 
 impl VerifyingKey {
     /// The public key of parameter set `alg` encoded as `bytes` (FIPS 204
@@ -150,12 +160,22 @@ impl VerifyingKey {
         }
         let parsed = ParsedPublicKey::new(verification, bytes)
             .map_err(|e| refused(format!("aws-lc-rs refused it: {e}")))?;
-        Ok(VerifyingKey { alg, parsed })
+        Ok(VerifyingKey {
+            alg,
+            bytes: bytes.into(),
+            parsed,
+        })
     }
 
     /// The parameter set.
     pub fn alg(&self) -> Alg {
         self.alg
+    }
+
+    /// The key's encoding (FIPS 204 `pkEncode`, [`Alg::public_key_len`]
+    /// bytes).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
     }
 
     /// Verifies `signature` on `message` (FIPS 204 Algorithm 3, empty

@@ -1,7 +1,7 @@
 //! Serialize/Deserialize (feature `serde`): a [`KeyId`] and an [`Alg`] as
 //! their text forms (`"kms:acme:tokens:ed25519:<uuid>:v3"`, `"ed25519"`),
-//! public keys as 64 hex characters (written lowercase), everything else as
-//! serde derives it. Deserializing checks what parsing checks: a key id
+//! public keys as hex (written lowercase; read only at an algorithm's
+//! length), everything else as serde derives it. Deserializing checks what parsing checks: a key id
 //! that `KeyId::from_str` refuses is refused with its message.
 
 use std::borrow::Cow;
@@ -54,9 +54,21 @@ pub(crate) mod hex_bytes {
         s.serialize_str(&hex::encode(bytes))
     }
 
+    /// A public key of one of the algorithms' lengths
+    /// ([`super::Alg::public_key_len`]).
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         let text = Cow::<'de, str>::deserialize(d)?;
-        hex::decode(&*text)
-            .map_err(|e| de::Error::custom(format!("a public key must be hex ({e})")))
+        let bytes = hex::decode(&*text)
+            .map_err(|e| de::Error::custom(format!("a public key must be hex ({e})")))?;
+        if !super::Alg::ALL
+            .iter()
+            .any(|alg| alg.public_key_len() == bytes.len())
+        {
+            return Err(de::Error::custom(format!(
+                "a public key of {} bytes is no algorithm's (32, 1312, 1952 or 2592)",
+                bytes.len()
+            )));
+        }
+        Ok(bytes)
     }
 }

@@ -6,10 +6,12 @@ use axum::response::{IntoResponse, Response};
 use kms_core::KmsError;
 
 /// The HTTP status for a KMS error: 400 for a bad request (an argument, a
-/// key id, a token), 404 for an unknown key or version, 409 when the key's
+/// key id, a token, a signature, a key of another algorithm than the call
+/// takes), 404 for an unknown key or version, 409 when the key's
 /// state refuses the operation (disabled, destroyed, a version trimmed or
 /// below `min_verify_version`, not exportable, no version left) or another
-/// fleet node changed it first (`Conflict`), 503 (retryable) for
+/// fleet node changed it first (`Conflict`), 501 for an algorithm this
+/// build lacks, 503 (retryable) for
 /// `Overloaded`, `Dropped`, `ShuttingDown`, a shared store `Unavailable`
 /// and a failing entropy source, 500 otherwise.
 pub(crate) fn status_of(error: &KmsError) -> StatusCode {
@@ -17,7 +19,10 @@ pub(crate) fn status_of(error: &KmsError) -> StatusCode {
         KmsError::InvalidArgument { .. }
         | KmsError::InvalidKeyId(_)
         | KmsError::InvalidToken { .. }
-        | KmsError::InvalidSignature(_) => StatusCode::BAD_REQUEST,
+        | KmsError::InvalidSignature(_)
+        | KmsError::InvalidMlDsaSignature { .. }
+        | KmsError::WrongAlgorithm { .. } => StatusCode::BAD_REQUEST,
+        KmsError::AlgorithmNotBuilt { .. } => StatusCode::NOT_IMPLEMENTED,
         KmsError::UnknownKey { .. } | KmsError::UnknownVersion { .. } => StatusCode::NOT_FOUND,
         // The key's state refuses the operation.
         KmsError::VersionsExhausted { .. }

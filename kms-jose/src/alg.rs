@@ -3,8 +3,9 @@
 //!
 //! Invariant: [`Algorithm::parse`] accepts a name only when this build can
 //! verify it: `EdDSA` and `Ed25519` always, the RSA and ECDSA names only
-//! with the `rsa-ecdsa` feature. Signing is Ed25519 only
-//! ([`Algorithm::is_ed25519`]).
+//! with the `rsa-ecdsa` feature, the ML-DSA names (RFC 9964 §2) only with
+//! the `ml-dsa` feature. Keys of the KMS sign Ed25519 and ML-DSA
+//! ([`Algorithm::key_alg`]).
 
 use crate::error::JoseError;
 
@@ -37,10 +38,17 @@ pub enum Algorithm {
     /// `"ES384"`: ECDSA on P-384 with SHA-384, signature of 96 bytes (RFC
     /// 7518 §3.4).
     ES384,
+    /// `"ML-DSA-44"` (RFC 9964 §2): ML-DSA-44 (FIPS 204), empty context,
+    /// signature of 2420 bytes.
+    MlDsa44,
+    /// `"ML-DSA-65"` (RFC 9964 §2): signature of 3309 bytes.
+    MlDsa65,
+    /// `"ML-DSA-87"` (RFC 9964 §2): signature of 4627 bytes.
+    MlDsa87,
 }
 
 /// Every algorithm, in declaration order.
-const ALL: [Algorithm; 10] = [
+const ALL: [Algorithm; 13] = [
     Algorithm::EdDSA,
     Algorithm::Ed25519,
     Algorithm::RS256,
@@ -51,6 +59,9 @@ const ALL: [Algorithm; 10] = [
     Algorithm::PS512,
     Algorithm::ES256,
     Algorithm::ES384,
+    Algorithm::MlDsa44,
+    Algorithm::MlDsa65,
+    Algorithm::MlDsa87,
 ];
 
 impl Algorithm {
@@ -67,6 +78,9 @@ impl Algorithm {
             Algorithm::PS512 => "PS512",
             Algorithm::ES256 => "ES256",
             Algorithm::ES384 => "ES384",
+            Algorithm::MlDsa44 => "ML-DSA-44",
+            Algorithm::MlDsa65 => "ML-DSA-65",
+            Algorithm::MlDsa87 => "ML-DSA-87",
         }
     }
 
@@ -77,10 +91,45 @@ impl Algorithm {
         matches!(self, Algorithm::EdDSA | Algorithm::Ed25519)
     }
 
-    /// Whether this build verifies it: the Ed25519 names always, the
-    /// others with the `rsa-ecdsa` feature.
+    /// Whether this is one of the ML-DSA names (RFC 9964 §2).
+    pub fn is_ml_dsa(self) -> bool {
+        matches!(
+            self,
+            Algorithm::MlDsa44 | Algorithm::MlDsa65 | Algorithm::MlDsa87
+        )
+    }
+
+    /// The algorithm of the KMS's keys that signs tokens under this `alg`:
+    /// Ed25519 for `EdDSA` and `Ed25519`, the ML-DSA parameter set of the
+    /// same name; `None` for the identity providers' algorithms, which
+    /// the KMS only verifies.
+    pub fn key_alg(self) -> Option<kms_core::Alg> {
+        match self {
+            Algorithm::EdDSA | Algorithm::Ed25519 => Some(kms_core::Alg::Ed25519),
+            Algorithm::MlDsa44 => Some(kms_core::Alg::MlDsa44),
+            Algorithm::MlDsa65 => Some(kms_core::Alg::MlDsa65),
+            Algorithm::MlDsa87 => Some(kms_core::Alg::MlDsa87),
+            _ => None,
+        }
+    }
+
+    /// The `alg` of tokens signed by a KMS key of algorithm `alg`: for an
+    /// ML-DSA key, the name of its parameter set; for Ed25519, `None`
+    /// (it signs under `EdDSA` or `Ed25519`, the caller's choice).
+    pub fn for_ml_dsa_key(alg: kms_core::Alg) -> Option<Algorithm> {
+        ALL.into_iter()
+            .find(|known| known.is_ml_dsa() && known.key_alg() == Some(alg))
+    }
+
+    /// Whether this build verifies it: the Ed25519 names always, the RSA
+    /// and ECDSA ones with the `rsa-ecdsa` feature, the ML-DSA ones with
+    /// the `ml-dsa` feature.
     pub fn is_supported(self) -> bool {
-        self.is_ed25519() || cfg!(feature = "rsa-ecdsa")
+        /// Which optional families this build has.
+        const ML_DSA: bool = cfg!(feature = "ml-dsa");
+        const RSA_ECDSA: bool = cfg!(feature = "rsa-ecdsa");
+        let family_built = if self.is_ml_dsa() { ML_DSA } else { RSA_ECDSA };
+        self.is_ed25519() || family_built
     }
 
     /// The algorithm an `alg` string names; the comparison is exact (RFC
@@ -88,8 +137,8 @@ impl Algorithm {
     ///
     /// # Errors
     /// [`JoseError::UnsupportedAlg`] for anything else (`none`, `HS256`,
-    /// `eddsa`, …), and for the RSA and ECDSA names in a build without the
-    /// `rsa-ecdsa` feature.
+    /// `eddsa`, …), for the RSA and ECDSA names in a build without the
+    /// `rsa-ecdsa` feature, and for the ML-DSA names without `ml-dsa`.
     pub fn parse(alg: &str) -> Result<Self, JoseError> {
         match ALL
             .iter()
@@ -153,9 +202,36 @@ mod tests {
             Algorithm::parse("RS256").is_ok(),
             cfg!(feature = "rsa-ecdsa")
         );
+        assert_eq!(
+            Algorithm::parse("ML-DSA-65").is_ok(),
+            cfg!(feature = "ml-dsa")
+        );
+        for alg in [
+            kms_core::Alg::MlDsa44,
+            kms_core::Alg::MlDsa65,
+            kms_core::Alg::MlDsa87,
+        ] {
+            let named = Algorithm::for_ml_dsa_key(alg).expect("a name");
+            assert_eq!(named.key_alg(), Some(alg));
+            assert_eq!(named.as_str(), alg.as_str().to_uppercase());
+        }
+        assert_eq!(Algorithm::for_ml_dsa_key(kms_core::Alg::Ed25519), None);
         for refused in [
-            "none", "HS256", "HS384", "HS512", "ES512", "ES256K", "rs256", "eddsa", "EDDSA",
-            "ed25519", "Ed448", "",
+            "none",
+            "HS256",
+            "HS384",
+            "HS512",
+            "ES512",
+            "ES256K",
+            "rs256",
+            "eddsa",
+            "EDDSA",
+            "ed25519",
+            "Ed448",
+            "",
+            "ml-dsa-65",
+            "ML-DSA-65 ",
+            "HASH-ML-DSA-65",
         ] {
             assert!(
                 matches!(

@@ -1,8 +1,9 @@
-//! [`Jwk`] and [`JwkSet`] (RFC 7517) for Ed25519 public keys (RFC 8037
-//! §2): what a gateway publishes; and [`TrustedJwkSet`], an external
-//! issuer's set loaded once, each key decoded and checked at load: Ed25519
-//! keys, and with the `rsa-ecdsa` feature RSA and EC keys (RFC 7518 §6.2,
-//! §6.3).
+//! [`Jwk`] and [`JwkSet`] (RFC 7517) for the KMS's public keys: Ed25519
+//! (`OKP`, RFC 8037 §2) and ML-DSA (`AKP`, RFC 9964 §4): what a gateway
+//! publishes; and [`TrustedJwkSet`], an external issuer's set loaded once,
+//! each key decoded and checked at load: Ed25519 keys, with the
+//! `rsa-ecdsa` feature RSA and EC keys (RFC 7518 §6.2, §6.3), with the
+//! `ml-dsa` feature ML-DSA keys.
 
 use std::collections::HashSet;
 
@@ -17,15 +18,22 @@ use crate::error::{JoseError, Part};
 use crate::object;
 use crate::public_key::PublicKey;
 
-/// A published Ed25519 public key: exactly `kty: "OKP"`, `crv: "Ed25519"`,
-/// `x` (the 32-byte key, base64url), `kid`, `alg` and `use: "sig"`, and
-/// never a private member (`d`). Only serialized: keys are read through
-/// [`TrustedJwkSet::from_json`], which checks them.
+/// A published public key, never with a private member (`d`, `priv`).
+/// An Ed25519 key has exactly `kty: "OKP"`, `crv: "Ed25519"`, `x` (the
+/// 32-byte key, base64url), `kid`, `alg` and `use: "sig"`; an ML-DSA key
+/// exactly `kty: "AKP"`, `alg` (`ML-DSA-44`, `-65` or `-87`), `pub` (the
+/// key, FIPS 204 `pkEncode`, base64url), `kid` and `use: "sig"`. Only
+/// serialized: keys are read through [`TrustedJwkSet::from_json`], which
+/// checks them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Jwk {
     kty: String,
-    crv: String,
-    x: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    crv: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    x: Option<String>,
+    #[serde(rename = "pub", skip_serializing_if = "Option::is_none")]
+    public: Option<String>,
     kid: String,
     alg: String,
     #[serde(rename = "use")]
@@ -33,15 +41,45 @@ pub struct Jwk {
 }
 
 impl Jwk {
-    /// The JWK of a 32-byte public key named `kid`, for tokens under `alg`.
+    /// The JWK of a 32-byte Ed25519 public key named `kid`, for tokens
+    /// under `alg`.
     pub fn public(kid: &str, public_key: &[u8; 32], alg: Algorithm) -> Self {
         Jwk {
             kty: "OKP".to_owned(),
-            crv: "Ed25519".to_owned(),
-            x: b64::encode(public_key),
+            crv: Some("Ed25519".to_owned()),
+            x: Some(b64::encode(public_key)),
+            public: None,
             kid: kid.to_owned(),
             alg: alg.as_str().to_owned(),
             use_: "sig".to_owned(),
+        }
+    }
+
+    /// The `AKP` JWK (RFC 9964 §4) of the ML-DSA public key `public_key`
+    /// of `alg` (`ML-DSA-44`, `-65`, `-87`), named `kid`.
+    ///
+    /// # Errors
+    /// [`JoseError::InvalidJwk`] if `alg` is not an ML-DSA name or the key
+    /// is not of its length (1312, 1952 or 2592 bytes).
+    pub fn ml_dsa(kid: &str, public_key: &[u8], alg: Algorithm) -> Result<Self, JoseError> {
+        let fits = alg.key_alg().filter(|_| alg.is_ml_dsa());
+        match fits {
+            Some(key_alg) if key_alg.public_key_len() == public_key.len() => Ok(Jwk {
+                kty: "AKP".to_owned(),
+                crv: None,
+                x: None,
+                public: Some(b64::encode(public_key)),
+                kid: kid.to_owned(),
+                alg: alg.as_str().to_owned(),
+                use_: "sig".to_owned(),
+            }),
+            _ => Err(JoseError::InvalidJwk {
+                kid: Some(kid.to_owned()),
+                reason: format!(
+                    "a {}-byte key is not an ML-DSA key under `{alg}`",
+                    public_key.len()
+                ),
+            }),
         }
     }
 
@@ -50,9 +88,24 @@ impl Jwk {
         &self.kid
     }
 
-    /// The `x` member: the public key, base64url.
+    /// The `x` member of an Ed25519 key: the public key, base64url (`""`
+    /// for an ML-DSA key, whose key is [`Jwk::public_key`]).
     pub fn x(&self) -> &str {
-        &self.x
+        self.x.as_deref().unwrap_or_default()
+    }
+
+    /// The public key, base64url: an Ed25519 key's `x`, an ML-DSA key's
+    /// `pub`.
+    pub fn public_key(&self) -> &str {
+        self.x
+            .as_deref()
+            .or(self.public.as_deref())
+            .unwrap_or_default()
+    }
+
+    /// The `kty` member: `OKP` or `AKP`.
+    pub fn kty(&self) -> &str {
+        &self.kty
     }
 
     /// The `alg` member: the algorithm tokens under this key use.
@@ -109,10 +162,10 @@ pub struct SkippedJwk {
     pub reason: String,
 }
 
-/// The members that hold a secret: the private members of `OKP`, `EC` and
-/// `RSA` keys (RFC 8037 §2, RFC 7518 §6.2.2 and §6.3.2) and an `oct` key's
-/// `k` (RFC 7518 §6.4.1).
-const SECRET_MEMBERS: [&str; 8] = ["d", "p", "q", "dp", "dq", "qi", "oth", "k"];
+/// The members that hold a secret: the private members of `OKP`, `EC`,
+/// `RSA` and `AKP` keys (RFC 8037 §2, RFC 7518 §6.2.2 and §6.3.2, RFC 9964
+/// §4) and an `oct` key's `k` (RFC 7518 §6.4.1).
+const SECRET_MEMBERS: [&str; 9] = ["d", "p", "q", "dp", "dq", "qi", "oth", "k", "priv"];
 
 /// An external issuer's JWK Set, loaded: its usable keys, and the keys it
 /// skipped.
@@ -139,6 +192,9 @@ enum Kind {
     Rsa,
     #[cfg(feature = "rsa-ecdsa")]
     Ec(Algorithm),
+    /// An `AKP` key, of the ML-DSA `alg` it names.
+    #[cfg(feature = "ml-dsa")]
+    MlDsa(Algorithm),
 }
 
 /// Why a key of a set is not used.
@@ -152,22 +208,25 @@ enum Verdict {
 impl TrustedJwkSet {
     /// Loads a JWK Set document an operator wrote (a file): strict. Keys
     /// of a type or curve this build does not verify (Ed25519 always; with
-    /// the `rsa-ecdsa` feature, `RSA` and `EC` on P-256 and P-384), without
-    /// a string `kid`, with a `use` other than `sig`, or with `key_ops`
-    /// that lack `verify` (RFC 7517 §4.3), RSA keys outside 2048 to 8192
-    /// bits, and RSA or EC keys whose `alg` is not one of their type's are
+    /// the `rsa-ecdsa` feature, `RSA` and `EC` on P-256 and P-384; with
+    /// `ml-dsa`, `AKP` keys of `ML-DSA-44`, `-65` and `-87`), without a
+    /// string `kid`, with a `use` other than `sig`, or with `key_ops` that
+    /// lack `verify` (RFC 7517 §4.3), RSA keys outside 2048 to 8192 bits,
+    /// and RSA or EC keys whose `alg` is not one of their type's are
     /// skipped (listed in `skipped`); every other key must be valid.
     ///
     /// # Errors
     /// [`JoseError::InvalidJwk`] for a document that is not a JSON object
     /// with a `keys` array, a key that is not an object, a key of any
     /// `kty` that holds a secret member (`d`, `p`, `q`, `dp`, `dq`, `qi`,
-    /// `oth`, or an `oct` key's `k`: a secret does not belong in a trusted
-    /// set), an Ed25519 key without a valid 32-byte `x`, one rules 2–3
-    /// refuse, or one with an `alg` other than `EdDSA`/`Ed25519`, an RSA
-    /// key without valid `n` and `e`, an EC key whose `x` and `y` are not a
-    /// point of its curve; [`JoseError::DuplicateKid`] for a `kid` that
-    /// appears twice.
+    /// `oth`, an `AKP` key's `priv`, or an `oct` key's `k`: a secret does
+    /// not belong in a trusted set), an Ed25519 key without a valid
+    /// 32-byte `x`, one rules 2–3 refuse, or one with an `alg` other than
+    /// `EdDSA`/`Ed25519`, an RSA key without valid `n` and `e`, an EC key
+    /// whose `x` and `y` are not a point of its curve, an `AKP` key
+    /// without a string `alg` or whose `pub` is not of the length its
+    /// `alg` demands; [`JoseError::DuplicateKid`] for a `kid` that appears
+    /// twice.
     pub fn from_json(document: &[u8]) -> Result<Self, JoseError> {
         Self::load(document, true)
     }
@@ -275,8 +334,18 @@ fn judge(key: &serde_json::Map<String, Value>) -> Result<TrustedJwk, Verdict> {
     if let Some(member) = SECRET_MEMBERS.iter().find(|m| key.contains_key(**m)) {
         return Err(refuse(&format!("holds a secret (`{member}`)")));
     }
+    // RFC 9964 §4: an `AKP` key names its algorithm, which says how to read
+    // `pub`; one without is malformed, not foreign.
+    if text("kty") == Some("AKP") && text("alg").is_none() {
+        return Err(refuse("an AKP key without a string `alg` (RFC 9964 §4)"));
+    }
     let kind = match (text("kty"), text("crv")) {
         (Some("OKP"), Some("Ed25519")) => Some(Kind::Ed25519),
+        #[cfg(feature = "ml-dsa")]
+        (Some("AKP"), _) => text("alg")
+            .and_then(|alg| Algorithm::parse(alg).ok())
+            .filter(|alg| alg.is_ml_dsa())
+            .map(Kind::MlDsa),
         #[cfg(feature = "rsa-ecdsa")]
         (Some("RSA"), _) => Some(Kind::Rsa),
         #[cfg(feature = "rsa-ecdsa")]
@@ -335,7 +404,9 @@ fn judge(key: &serde_json::Map<String, Value>) -> Result<TrustedJwk, Verdict> {
             (Ok(parsed), Kind::Rsa) if crate::aws_lc::RsaKey::verifies(parsed) => Some(parsed),
             #[cfg(feature = "rsa-ecdsa")]
             (Ok(parsed), Kind::Ec(curve_alg)) if parsed == *curve_alg => Some(parsed),
-            #[cfg(feature = "rsa-ecdsa")]
+            #[cfg(feature = "ml-dsa")]
+            (Ok(parsed), Kind::MlDsa(named)) if parsed == *named => Some(parsed),
+            #[cfg(any(feature = "rsa-ecdsa", feature = "ml-dsa"))]
             _ => {
                 return Err(Verdict::Skip(format!(
                     "`alg` `{}` is not one this key's type verifies",
@@ -351,6 +422,8 @@ fn judge(key: &serde_json::Map<String, Value>) -> Result<TrustedJwk, Verdict> {
         Kind::Rsa => rsa_key(&bytes, alg, &refuse),
         #[cfg(feature = "rsa-ecdsa")]
         Kind::Ec(curve_alg) => ec_key(&bytes, curve_alg, &refuse),
+        #[cfg(feature = "ml-dsa")]
+        Kind::MlDsa(alg) => ml_dsa_key(&bytes, alg, &refuse),
     }?;
     Ok(TrustedJwk { kid, key, alg })
 }
@@ -366,6 +439,29 @@ fn ed25519_key(
     VerifyingKey::from_bytes(&x)
         .map(PublicKey::ed25519)
         .map_err(|e| refuse(&format!("`x` is not a usable Ed25519 key: {e}")))
+}
+
+/// An `AKP` key's `pub` (RFC 9964 §4): exactly the length `alg` demands.
+#[cfg(feature = "ml-dsa")]
+fn ml_dsa_key(
+    bytes: &dyn Fn(&str) -> Result<Vec<u8>, Verdict>,
+    alg: Algorithm,
+    refuse: &dyn Fn(&str) -> Verdict,
+) -> Result<PublicKey, Verdict> {
+    let key_alg = alg
+        .key_alg()
+        .ok_or_else(|| refuse(&format!("`{alg}` is not an ML-DSA algorithm")))?;
+    let public = bytes("pub")?;
+    if public.len() != key_alg.public_key_len() {
+        return Err(refuse(&format!(
+            "`pub` is {} bytes; an {alg} key has {}",
+            public.len(),
+            key_alg.public_key_len()
+        )));
+    }
+    kms_core::ml_dsa::VerifyingKey::from_bytes(key_alg, &public)
+        .map(PublicKey::ml_dsa)
+        .map_err(|e| refuse(&format!("`pub` is not a usable {alg} key: {e}")))
 }
 
 #[cfg(feature = "rsa-ecdsa")]

@@ -55,6 +55,9 @@ fn signature_lengths(alg: Algorithm) -> std::ops::RangeInclusive<usize> {
         | Algorithm::PS256
         | Algorithm::PS384
         | Algorithm::PS512 => 256..=1024,
+        Algorithm::MlDsa44 => 2420..=2420,
+        Algorithm::MlDsa65 => 3309..=3309,
+        Algorithm::MlDsa87 => 4627..=4627,
     }
 }
 
@@ -245,8 +248,8 @@ pub fn signing_input(header: &Header, payload: &[u8]) -> String {
 }
 
 /// The compact serialization: the signing input, `.`, and the signature
-/// in base64url.
-pub fn finish_compact(mut signing_input: String, signature: &[u8; 64]) -> String {
+/// in base64url (Ed25519's 64 bytes, or an ML-DSA signature).
+pub fn finish_compact(mut signing_input: String, signature: &[u8]) -> String {
     signing_input.push('.');
     signing_input.push_str(&b64::encode(signature));
     signing_input

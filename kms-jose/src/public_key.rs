@@ -5,8 +5,9 @@
 //! 8725 §3.1), whatever a token's header says: an Ed25519 key (`OKP`,
 //! RFC 8037 §2) only `EdDSA` and `Ed25519`; an RSA key (RFC 7518 §6.3)
 //! only `RS256`…`PS512`; an EC key (RFC 7518 §6.2) only the `ES*` of its
-//! curve. RSA and EC keys exist only with the `rsa-ecdsa` feature, and
-//! their arithmetic is aws-lc-rs's.
+//! curve; an ML-DSA key (`AKP`, RFC 9964 §4) only its own parameter set's
+//! name. RSA and EC keys exist only with the `rsa-ecdsa` feature, ML-DSA
+//! keys only with `ml-dsa`, and their arithmetic is aws-lc-rs's.
 
 use std::fmt;
 
@@ -26,6 +27,8 @@ enum Inner {
     Rsa(Box<crate::aws_lc::RsaKey>),
     #[cfg(feature = "rsa-ecdsa")]
     Ec(Box<crate::aws_lc::EcKey>),
+    #[cfg(feature = "ml-dsa")]
+    MlDsa(Box<kms_core::ml_dsa::VerifyingKey>),
 }
 
 impl PublicKey {
@@ -44,17 +47,24 @@ impl PublicKey {
         PublicKey(Inner::Ec(Box::new(key)))
     }
 
+    /// An ML-DSA key (feature `ml-dsa`): it verifies only its parameter
+    /// set's `alg`.
+    #[cfg(feature = "ml-dsa")]
+    pub fn ml_dsa(key: kms_core::ml_dsa::VerifyingKey) -> Self {
+        PublicKey(Inner::MlDsa(Box::new(key)))
+    }
+
     /// The Ed25519 key, if this is one: what a batch verifies.
     pub fn as_ed25519(&self) -> Option<&VerifyingKey> {
         match &self.0 {
             Inner::Ed25519(key) => Some(key),
-            #[cfg(feature = "rsa-ecdsa")]
+            #[cfg(any(feature = "rsa-ecdsa", feature = "ml-dsa"))]
             _ => None,
         }
     }
 
     /// What this key verifies, for messages: `EdDSA or Ed25519`,
-    /// `RS256..PS512`, `ES256` or `ES384`.
+    /// `RS256..PS512`, `ES256`, `ES384` or an `ML-DSA-*` name.
     pub fn algorithms(&self) -> &'static str {
         match &self.0 {
             Inner::Ed25519(_) => "EdDSA or Ed25519",
@@ -62,6 +72,10 @@ impl PublicKey {
             Inner::Rsa(_) => "RS256..PS512",
             #[cfg(feature = "rsa-ecdsa")]
             Inner::Ec(key) => key.alg().as_str(),
+            #[cfg(feature = "ml-dsa")]
+            Inner::MlDsa(key) => {
+                Algorithm::for_ml_dsa_key(key.alg()).map_or("ML-DSA", Algorithm::as_str)
+            }
         }
     }
 
@@ -73,6 +87,8 @@ impl PublicKey {
             Inner::Rsa(_) => crate::aws_lc::RsaKey::verifies(alg),
             #[cfg(feature = "rsa-ecdsa")]
             Inner::Ec(key) => key.alg() == alg,
+            #[cfg(feature = "ml-dsa")]
+            Inner::MlDsa(key) => alg.is_ml_dsa() && alg.key_alg() == Some(key.alg()),
         }
     }
 
@@ -98,10 +114,11 @@ impl PublicKey {
     ///
     /// # Errors
     /// [`JoseError::AlgMismatch`] when the key's type does not verify
-    /// `alg`; [`JoseError::SignatureLength`] for an Ed25519 signature that
-    /// is not 64 bytes; [`JoseError::Signature`] (Ed25519, naming the
-    /// rule) or [`JoseError::SignatureRejected`] (the others) when it does
-    /// not verify.
+    /// `alg`; [`JoseError::SignatureLength`] for an Ed25519 or ML-DSA
+    /// signature not of its algorithm's length; [`JoseError::Signature`]
+    /// (Ed25519, naming the rule) or [`JoseError::SignatureRejected`] (the
+    /// others) when it does not verify. An ML-DSA signature costs tens to
+    /// a few hundred µs.
     pub fn verify(
         &self,
         alg: Algorithm,
@@ -124,6 +141,17 @@ impl PublicKey {
             Inner::Rsa(key) => key.verify(alg, message, signature),
             #[cfg(feature = "rsa-ecdsa")]
             Inner::Ec(key) => key.verify(message, signature),
+            #[cfg(feature = "ml-dsa")]
+            Inner::MlDsa(key) => {
+                if signature.len() != key.alg().signature_len() {
+                    return Err(JoseError::SignatureLength {
+                        len: signature.len(),
+                        alg: alg.as_str(),
+                    });
+                }
+                key.verify(message, signature)
+                    .map_err(|_| JoseError::SignatureRejected { alg: alg.as_str() })
+            }
         }
     }
 }
@@ -136,6 +164,8 @@ impl fmt::Debug for PublicKey {
             Inner::Rsa(key) => fmt::Debug::fmt(key, f),
             #[cfg(feature = "rsa-ecdsa")]
             Inner::Ec(key) => fmt::Debug::fmt(key, f),
+            #[cfg(feature = "ml-dsa")]
+            Inner::MlDsa(key) => fmt::Debug::fmt(key, f),
         }
     }
 }

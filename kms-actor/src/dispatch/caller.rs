@@ -204,6 +204,26 @@ impl CallerSide {
         Ok(verdict)
     }
 
+    /// Verifies one signature that cannot join a batch (an ML-DSA key of
+    /// the keystore's) on the caller's task, under the keystore slot's
+    /// read lock ([`kms_core::Keystore::verify_message`]).
+    ///
+    /// # Errors
+    /// [`KmsError::ShuttingDown`] once the actor has finished; the
+    /// keystore's verdict.
+    pub(crate) fn verify_alone(
+        &self,
+        key: &kms_core::KeyId,
+        message: &[u8],
+        signature: &[u8],
+    ) -> Result<(), KmsError> {
+        let keystore = self.keystore.read().unwrap_or_else(PoisonError::into_inner);
+        match keystore.as_ref() {
+            Some(keystore) => keystore.verify_message(key, message, signature),
+            None => Err(KmsError::ShuttingDown),
+        }
+    }
+
     /// Combining (`coalesce.rs`): verifies what is queued in batches on
     /// this task until `leader` has taken its share or the queue is empty,
     /// then leaves the lead (the hand-off, `combine.rs`). Synchronous, so

@@ -52,6 +52,7 @@ pub(crate) enum Op {
     CreateKey {
         tenant: String,
         purpose: String,
+        alg: kms_core::Alg,
         reply: Reply<KeyId>,
     },
     Rotate {

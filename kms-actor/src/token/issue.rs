@@ -1,8 +1,9 @@
-//! Tokens the keystore issues: [`KmsClient::sign_jwt`] (signed on the
-//! actor's task by [`sign`], as every signature is) and the JWK Set that
+//! Tokens the keystore issues: [`KmsClient::sign_jwt`] (signed by [`sign`]
+//! on the actor's task, an ML-DSA key's on the verify pool) and the JWK Set that
 //! verifies them, [`KmsClient::jwks`]. A token's `kid` is its key
-//! version's `KeyId` text form and its `alg` the actor's `token_alg`, so
-//! `verify.rs` finds the key again from the `kid` alone.
+//! version's `KeyId` text form and its `alg` the actor's `token_alg` (an
+//! ML-DSA key's: its parameter set's name), so `verify.rs` finds the key
+//! again from the `kid` alone.
 
 use kms_core::{Alg, KeyId, Keystore, KmsError};
 use kms_jose::{claims_json, finish_compact, signing_input, Algorithm, Header, Jwk, JwkSet};
@@ -11,28 +12,43 @@ use serde::Serialize;
 use crate::client::KmsClient;
 use crate::dispatch::request::Op;
 
-/// Signs a JWT with the head of `key`'s key (on the actor's task);
-/// returns the head's id and the compact JWS.
+/// Signs a JWT with the head of `key`'s key; returns the head's id and
+/// the compact JWS. An Ed25519 key signs under `alg` (the actor's
+/// `token_alg`), on the actor's task; an ML-DSA key under its parameter
+/// set's name (RFC 9964 §2), on the pool (`ops.rs`: hundreds of µs).
+///
+/// # Errors
+/// The keystore's ([`Keystore::sign_message_naming_head`]).
 pub(crate) fn sign(
     keystore: &Keystore,
     key: &KeyId,
     alg: Algorithm,
     claims: &[u8],
 ) -> Result<(KeyId, String), KmsError> {
-    let (head, input, signature) = keystore.sign_naming_head(key, |head| {
+    let alg = token_alg(key.alg(), alg);
+    let (head, input, signature) = keystore.sign_message_naming_head(key, |head| {
         signing_input(&Header::new(alg, Some(head.to_string())), claims).into_bytes()
     })?;
     let input = String::from_utf8(input).map_err(|_| KmsError::Internal {
         reason: "a JWS signing input was not text".to_owned(),
     })?;
-    Ok((head, finish_compact(input, &signature)))
+    Ok((head, finish_compact(input, signature.as_bytes())))
+}
+
+/// The `alg` of tokens a key of algorithm `key_alg` signs: an ML-DSA
+/// key's parameter set's name; for Ed25519, `ed25519_alg` (the actor's
+/// `token_alg`).
+pub(crate) fn token_alg(key_alg: Alg, ed25519_alg: Algorithm) -> Algorithm {
+    Algorithm::for_ml_dsa_key(key_alg).unwrap_or(ed25519_alg)
 }
 
 impl KmsClient {
     /// Issues a JWT: `claims` (any `Serialize` that is a JSON object with
     /// unique names) signed by the head version of `key`'s key, `kid` the
-    /// head's `KeyId` text form, `alg` the actor's `token_alg`. The claims
-    /// are signed as given (add `exp`, `iat` yourself).
+    /// head's `KeyId` text form, `alg` the actor's `token_alg` for an
+    /// Ed25519 key and the parameter set's name for an ML-DSA key (signed
+    /// on the verify pool: hundreds of µs). The claims are signed as given
+    /// (add `exp`, `iat` yourself).
     ///
     /// # Errors
     /// [`KmsError::InvalidArgument`] if `claims` is not a JSON object with
@@ -67,14 +83,17 @@ impl KmsClient {
 
     /// The JWK Set of `key`'s key: every version that verifies (from the
     /// key's `min_verify_version` to its head; none once it is destroyed),
-    /// `kid` its `KeyId` text form, `alg` the actor's `token_alg` (so
-    /// changing `token_alg` relabels every version: verifiers that enforce a
-    /// JWK's `alg` then refuse tokens issued under the old one until they
-    /// expire).
+    /// `kid` its `KeyId` text form. An Ed25519 key's JWKs are `OKP` with
+    /// `alg` the actor's `token_alg` (so changing `token_alg` relabels every
+    /// version: verifiers that enforce a JWK's `alg` then refuse tokens
+    /// issued under the old one until they expire); an ML-DSA key's are
+    /// `AKP` (RFC 9964 §4) with `alg` its parameter set's name.
     ///
     /// # Errors
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`], or one of
-    /// the errors listed on [`KmsClient`].
+    /// the errors listed on [`KmsClient`]; [`KmsError::WrongAlgorithm`] or
+    /// [`KmsError::Internal`] for a version whose public key is not of its
+    /// algorithm's length (an authentic store never holds one).
     pub async fn jwks(&self, key: &KeyId) -> Result<JwkSet, KmsError> {
         let attestation = match self.attest(key).await {
             Ok(attestation) => attestation,
@@ -97,6 +116,13 @@ impl KmsClient {
                         head.uuid(),
                         v.version,
                     )?;
+                    if let Some(ml_dsa) = Algorithm::for_ml_dsa_key(id.alg()) {
+                        return Jwk::ml_dsa(&id.to_string(), &v.public_key, ml_dsa).map_err(|e| {
+                            KmsError::Internal {
+                                reason: format!("the keystore's key {id}: {e}"),
+                            }
+                        });
+                    }
                     let public: &[u8; 32] = v.public_key.as_slice().try_into().map_err(|_| {
                         KmsError::WrongAlgorithm {
                             key: id.to_string(),

@@ -21,7 +21,10 @@
 //! would (some tens of µs; it spends one unit of tokio's cooperative budget
 //! and counts as a `verify` op): a hop to the pool would add a hand-off to
 //! each 20–50 µs verification, and on the caller's task it runs at or
-//! above a per-request jsonwebtoken server (`benches/http/issuer.sh`).
+//! above a per-request jsonwebtoken server (`benches/http/issuer.sh`). A
+//! keystore key's ML-DSA signature (`alg` its parameter set's name) is
+//! verified the same way, alone on the caller's task, under the
+//! keystore's verdict (its policy, its versions).
 //! The claims are validated only after the signature verified, the
 //! header's `typ` first (`Validation::typ`); the answer says which key
 //! signed ([`JwtSigner`]). With the verified-token
@@ -320,14 +323,28 @@ impl KmsClient {
                     ));
                 }
                 // A keystore key verifies the alg the JWK Set publishes it
-                // with (`token_alg`), as a verifier that enforces a JWK's
-                // `alg` does.
-                let published = tokens.alg();
+                // with (`token_alg`; an ML-DSA key's own), as a verifier
+                // that enforces a JWK's `alg` does.
+                let published = crate::token::issue::token_alg(id.alg(), tokens.alg());
                 if header.alg() != published {
                     return Err(invalid(JoseError::AlgMismatch {
                         expected: published.as_str(),
                         got: header.alg().as_str(),
                     }));
+                }
+                if id.alg().is_ml_dsa() {
+                    // ML-DSA: one signature, on this task, as RSA and ECDSA
+                    // (module docs).
+                    let started = Instant::now();
+                    let verdict = if self.shutting_down() {
+                        Err(KmsError::ShuttingDown)
+                    } else {
+                        self.verify_alone(&id, jws.signing_input(), jws.signature())
+                    };
+                    tokio::task::coop::consume_budget().await;
+                    let verdict = self.record_verify(started, verdict);
+                    keystore_verdict(verdict, kid, header.alg())?;
+                    return finish(&jws, early_claims, &trusted, validation, JwtSigner::Key(id));
                 }
                 (VerifyBy::Key(id.clone()), JwtSigner::Key(id))
             }
@@ -378,23 +395,39 @@ impl KmsClient {
             }));
         };
         let message = Bytes::copy_from_slice(jws.signing_input());
-        match self.verify_by(by, message, *signature, origin).await {
-            Ok(()) => {}
-            Err(KmsError::InvalidSignature(e)) => return Err(invalid(JoseError::Signature(e))),
-            Err(KmsError::UnknownKey { .. } | KmsError::UnknownVersion { .. }) => {
-                return Err(unknown_kid(kid, "is not a version in the keystore"))
-            }
-            // The keystore's policy refuses the version: a refusal of the
-            // token, under the KMS error's own code.
-            Err(e @ (KmsError::VersionDisallowed { .. } | KmsError::KeyDestroyed { .. })) => {
-                return Err(KmsError::InvalidToken {
-                    code: e.code(),
-                    reason: e.to_string(),
-                })
-            }
-            Err(e) => return Err(e),
-        }
+        let verdict = self.verify_by(by, message, *signature, origin).await;
+        keystore_verdict(verdict, kid, header.alg())?;
         finish(&jws, early_claims, &trusted, validation, signer)
+    }
+}
+
+/// A signature's verdict under a key (the keystore's or a trusted
+/// Ed25519 one), as a token's: a refused signature, an unknown version or
+/// one the keystore's policy refuses is a refusal of the token
+/// ([`KmsError::InvalidToken`]); the KMS's own errors pass through.
+fn keystore_verdict(
+    verdict: Result<(), KmsError>,
+    kid: &str,
+    alg: kms_jose::Algorithm,
+) -> Result<(), KmsError> {
+    match verdict {
+        Ok(()) => Ok(()),
+        Err(KmsError::InvalidSignature(e)) => Err(invalid(JoseError::Signature(e))),
+        Err(KmsError::InvalidMlDsaSignature { .. }) => {
+            Err(invalid(JoseError::SignatureRejected { alg: alg.as_str() }))
+        }
+        Err(KmsError::UnknownKey { .. } | KmsError::UnknownVersion { .. }) => {
+            Err(unknown_kid(kid, "is not a version in the keystore"))
+        }
+        // The keystore's policy refuses the version: a refusal of the
+        // token, under the KMS error's own code.
+        Err(e @ (KmsError::VersionDisallowed { .. } | KmsError::KeyDestroyed { .. })) => {
+            Err(KmsError::InvalidToken {
+                code: e.code(),
+                reason: e.to_string(),
+            })
+        }
+        Err(e) => Err(e),
     }
 }
 

@@ -8,6 +8,7 @@
 mod actor;
 mod issuers;
 mod jwt;
+mod ml_dsa;
 mod rotation_stress;
 #[cfg(feature = "rsa-ecdsa")]
 mod rsa_ecdsa;

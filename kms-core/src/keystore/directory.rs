@@ -31,7 +31,7 @@ use std::sync::Arc;
 use super::durable::{commit_all, Durable, Loaded, Opened};
 use super::legacy::{self, LEGACY_FILE};
 use super::records::StoredKey;
-use super::rooted::{check_identity, new_record, settle, wrap_checked, Held};
+use super::rooted::{check_identity, new_record, settle, wrap_checked, Held, ReadBack};
 
 use crate::error::KmsError;
 use crate::root::{MasterKeyRoot, RootRecord, StoreId, MAX_RECORD, ROOT_FILE};
@@ -229,6 +229,7 @@ pub(crate) fn move_root(
     settle(
         written,
         || locked.read_small(ROOT_FILE, MAX_RECORD),
+        ReadBack::UnderLock,
         to,
         moved,
         text.as_bytes(),

@@ -213,3 +213,46 @@ impl Public {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A build without `ml-dsa` (`cargo test -p kms-core --lib`) refuses
+    /// ML-DSA keys with a typed error, never a panic.
+    #[cfg(not(feature = "ml-dsa"))]
+    #[test]
+    fn without_the_feature_ml_dsa_keys_are_refused_by_name() {
+        for alg in [Alg::MlDsa44, Alg::MlDsa65, Alg::MlDsa87] {
+            assert!(matches!(
+                from_seed(alg, &[1; SEED_LEN]),
+                Err(KmsError::AlgorithmNotBuilt { alg: a }) if a == alg
+            ));
+            assert!(matches!(
+                public_from_bytes(alg, &vec![0; alg.public_key_len()]),
+                Err(KmsError::AlgorithmNotBuilt { .. })
+            ));
+            let ks = crate::Keystore::new();
+            assert!(matches!(
+                ks.create_key("acme", "tokens", alg),
+                Err(KmsError::AlgorithmNotBuilt { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn ed25519_pairs_come_from_their_seed_in_every_build() -> Result<(), KmsError> {
+        let (secret, public, bytes) = from_seed(Alg::Ed25519, &[1; SEED_LEN])?;
+        assert_eq!(bytes.len(), 32);
+        assert!(secret.seed_is(&[1; SEED_LEN]));
+        assert!(!secret.seed_is(&[2; SEED_LEN]));
+        let signature = secret.sign(b"m")?;
+        public.verify(b"m", signature.as_bytes())?;
+        assert!(matches!(
+            public.verify(b"m", &signature.as_bytes()[1..]),
+            Err(KmsError::InvalidArgument { .. })
+        ));
+        assert!(public_from_bytes(Alg::Ed25519, &bytes)?.ed25519().is_some());
+        Ok(())
+    }
+}

@@ -322,7 +322,9 @@ impl Keystore {
     /// wrong master key, or a damaged index); [`KmsError::StoreCorrupt`]
     /// if a record is damaged, missing, out of sequence or left over, or
     /// the file is not a database; [`KmsError::Io`] (with
-    /// its `std::io::ErrorKind`) for I/O errors. On error no record has
+    /// its `std::io::ErrorKind`) for I/O errors;
+    /// [`KmsError::AlgorithmNotBuilt`] if the store holds an ML-DSA key
+    /// and this build lacks the `ml-dsa` feature. On error no record has
     /// changed and nothing stays locked.
     pub fn open_with_keyring(
         dir: impl AsRef<Path>,
@@ -412,10 +414,13 @@ impl Keystore {
     /// [`KmsError::InvalidArgument`] for a format-1 store (open it once to
     /// migrate it first), or when `to` is a file root that cannot take the
     /// key (its file exists); [`KmsError::Io`]. Nothing is changed by any
-    /// of them, but for a failed write of the record that cannot be told
-    /// to have landed or not: what `to` wrote (a new key file) is kept
-    /// then, and the store opens under one of the two roots. A write that
-    /// failed but landed is a move done.
+    /// of them, with one exception: when the record's rename landed but
+    /// the directory's fsync failed, the error is returned with the new
+    /// record in place and what `to` wrote (a new key file) kept, since
+    /// after a power loss the store may be under either root. A new key
+    /// file is removed (and its removal fsynced) whenever the move surely
+    /// failed; a process killed between writing it and the rename leaves
+    /// it, beside a store still under `from`.
     pub fn move_to_root(
         dir: impl AsRef<Path>,
         from: &dyn MasterKeyRoot,
@@ -445,7 +450,8 @@ impl Keystore {
     ///
     /// # Errors
     /// [`KmsError::StoreNotFound`] if `storage` holds no store; the
-    /// [`KmsError::Seal`] and [`KmsError::StoreCorrupt`] errors of
+    /// [`KmsError::Seal`], [`KmsError::StoreCorrupt`] and
+    /// [`KmsError::AlgorithmNotBuilt`] errors of
     /// [`Keystore::open_with_keyring`]; the errors of the storage.
     pub fn open_with_storage(
         storage: Box<dyn Storage>,
@@ -514,8 +520,12 @@ impl Keystore {
     /// # Errors
     /// As [`Keystore::move_to_root`] (but [`KmsError::StoreInUse`]);
     /// [`KmsError::Conflict`] if the record changed meanwhile (nothing
-    /// written); [`KmsError::InvalidConfig`] for a storage that keeps no
-    /// root record.
+    /// written, a new key file removed); [`KmsError::InvalidConfig`] for a
+    /// storage that keeps no root record; the storage's errors. A write
+    /// whose answer was lost (etcd's [`KmsError::Unavailable`]) is read
+    /// back: the new record there is a move done; otherwise the write may
+    /// still land, so the error is returned and a new key file is kept
+    /// (the store opens under one of the two roots: try `from` first).
     pub fn move_to_root_in_storage(
         storage: Box<dyn Storage>,
         from: &dyn MasterKeyRoot,
@@ -619,6 +629,8 @@ impl Keystore {
     /// decode or check, a key or the index went back (its sequence
     /// is lower than one already seen), or a signing pointer names a key
     /// held under other names; [`KmsError::Seal`] as on open;
+    /// [`KmsError::AlgorithmNotBuilt`] for another node's ML-DSA key in a
+    /// build without the `ml-dsa` feature;
     /// the errors of the storage. After such an error the keystore's
     /// memory stays as it was, and it refuses writes until reopened.
     pub fn refresh(&self) -> Result<Vec<KeyId>, KmsError> {
@@ -1028,6 +1040,23 @@ impl Keystore {
         Ok((id, message, signature))
     }
 
+    /// [`Keystore::sign_naming_head`] for a key of any algorithm: the
+    /// message is built from the head's id, and that head signs it
+    /// ([`Keystore::sign_message`]).
+    ///
+    /// # Errors
+    /// As [`Keystore::sign_message`].
+    pub fn sign_message_naming_head(
+        &self,
+        key: &KeyId,
+        message: impl FnOnce(&KeyId) -> Vec<u8>,
+    ) -> Result<(KeyId, Vec<u8>, Signature), KmsError> {
+        let (id, signing_key) = self.head(key)?;
+        let message = message(&id);
+        let signature = signing_key.sign(&message)?;
+        Ok((id, message, signature))
+    }
+
     /// Verifies `signature` on `message` under the version `key` names,
     /// with the criteria of docs/DESIGN.md §3.2 ([`ed25519::verify`]).
     ///
@@ -1035,7 +1064,8 @@ impl Keystore {
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
     /// [`KmsError::KeyDestroyed`], [`KmsError::VersionDisallowed`] below
     /// the key's `min_verify_version`, or [`KmsError::InvalidSignature`]
-    /// naming the rule that failed.
+    /// naming the rule that failed; [`KmsError::WrongAlgorithm`] for a key
+    /// that is not Ed25519 ([`Keystore::verify_message`] takes any).
     pub fn verify(
         &self,
         key: &KeyId,
@@ -1197,7 +1227,8 @@ impl Keystore {
     /// # Errors
     /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
     /// [`KmsError::KeyDestroyed`], [`KmsError::VersionDisallowed`] below
-    /// the key's `min_verify_version`.
+    /// the key's `min_verify_version`; [`KmsError::WrongAlgorithm`] for a
+    /// key that is not Ed25519.
     pub fn verifying_key(&self, key: &KeyId) -> Result<ed25519::VerifyingKey, KmsError> {
         let record = self.record(key)?;
         let versions = record.versions();

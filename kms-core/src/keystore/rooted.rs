@@ -16,9 +16,10 @@
 //! * Every new wrapped key is unwrapped again and compared with the key
 //!   before its record is written ([`wrap_checked`]), so no record is
 //!   written that its root cannot open. A record write that fails is
-//!   read back ([`settle`]): one that landed is a move done; one that did
-//!   not has what the new root wrote discarded (a new key file removed,
-//!   so no master key is left in clear).
+//!   settled ([`settle`]): what the new root wrote (a new key file) is
+//!   removed only when the write is known never to land, so no master
+//!   key is left in clear by a move that surely failed, and none is lost
+//!   by one that might still land.
 
 use std::sync::Arc;
 
@@ -63,8 +64,10 @@ fn unwrapped(
 }
 
 /// `key`, the master key of the store `store`, wrapped by `root` and
-/// unwrapped again to check that the record about to be written opens
-/// (a file root checks its own: its key, or its new file read back).
+/// unwrapped again to check that the record about to be written opens.
+/// A file root wraps nothing: its own key is compared with `key` in
+/// constant time, and a new key file is written whole and fsynced (not
+/// read back).
 ///
 /// # Errors
 /// The root's own; [`KmsError::Root`] if what it wrapped does not unwrap
@@ -95,29 +98,49 @@ pub(crate) fn wrap_checked(
     Ok(wrapped)
 }
 
+/// How far a record read back after a failed write can be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadBack {
+    /// A directory under its lock: what is read is what is there, but a
+    /// record that landed may not be durable (the directory's fsync
+    /// failed after the rename).
+    UnderLock,
+    /// A shared storage (etcd): a record that landed is durable, but a
+    /// write that timed out may still land after the read.
+    Racy,
+}
+
 /// Settles the write of the record `moved` (text `text`) that `written`
-/// answered: a write that failed but landed (the record read back by
-/// `read_back` is the new one: etcd's answer lost, a directory's fsync
-/// failed after the rename) is a move done; one known not to have landed
-/// is discarded by `to` ([`MasterKeyRoot::discard`]); one that cannot be
-/// told keeps whatever `to` wrote and fails.
+/// answered (module docs). Whatever `to` wrote (a new key file) is
+/// discarded only when the write is known never to land: a
+/// compare-and-swap refused ([`KmsError::Conflict`]), or, under the lock,
+/// a record read back unchanged. A shared storage's write that landed is a
+/// move done; a directory's that landed but failed is an error, with the
+/// key file kept (the rename may not survive a power loss); one that
+/// cannot be told keeps the key file and fails.
 pub(crate) fn settle(
     written: Result<(), KmsError>,
     read_back: impl FnOnce() -> Result<Option<Vec<u8>>, KmsError>,
+    how: ReadBack,
     to: &dyn MasterKeyRoot,
     moved: RootRecord,
     text: &[u8],
 ) -> Result<RootRecord, KmsError> {
-    let Err(e) = written else {
-        return Ok(moved);
+    let e = match written {
+        Ok(()) => return Ok(moved),
+        Err(e @ KmsError::Conflict { .. }) => {
+            to.discard(&moved.store);
+            return Err(e);
+        }
+        Err(e) => e,
     };
-    match read_back() {
-        Ok(Some(now)) if now == text => Ok(moved),
-        Ok(_) => {
+    match (read_back(), how) {
+        (Ok(Some(now)), ReadBack::Racy) if now == text => Ok(moved),
+        (Ok(now), ReadBack::UnderLock) if now.as_deref() != Some(text) => {
             to.discard(&moved.store);
             Err(e)
         }
-        Err(_) => Err(e),
+        _ => Err(e),
     }
 }
 
@@ -254,6 +277,7 @@ pub(crate) fn move_root(
     settle(
         written,
         || storage.root_record(),
+        ReadBack::Racy,
         to,
         moved,
         text.as_bytes(),

@@ -85,8 +85,8 @@ impl Keystore {
     /// version 1 is that secret. Durable stores write it before returning.
     ///
     /// # Errors
-    /// [`KmsError::Seal`] if the envelope does not open under `from` with
-    /// [`EXPORT_AAD`]; [`KmsError::InvalidArgument`] if its contents are
+    /// [`KmsError::Seal`] if the envelope does not open under `from` as
+    /// any algorithm's export (module docs); [`KmsError::InvalidArgument`] if its contents are
     /// malformed, or the public key carried does not match the seed;
     /// [`KmsError::InvalidSignature`] if an Ed25519 public key is not
     /// canonical, has small order or is not torsion-free;

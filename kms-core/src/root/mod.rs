@@ -229,9 +229,23 @@ impl FileRoot {
         if written.is_err() {
             // The file this call created holds the key, perhaps in part:
             // it goes, so no key is left in clear by a move that failed.
-            let _ = std::fs::remove_file(path);
+            FileRoot::remove(path);
         }
         written
+    }
+
+    /// Removes the key file `path` this root wrote, and fsyncs its
+    /// directory so the removal survives a power loss. Best effort: a
+    /// failure leaves the file (the move's docs tell the operator to
+    /// check for it).
+    fn remove(path: &Path) {
+        if std::fs::remove_file(path).is_ok() {
+            let parent = match path.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => parent,
+                _ => Path::new("."),
+            };
+            let _ = std::fs::File::open(parent).and_then(|dir| dir.sync_all());
+        }
     }
 }
 
@@ -288,7 +302,7 @@ impl MasterKeyRoot for FileRoot {
         if let Held::NewFile(path, written) = &self.held {
             // Ordering as in `wrap`.
             if written.swap(false, Ordering::Relaxed) {
-                let _ = std::fs::remove_file(path);
+                FileRoot::remove(path);
             }
         }
     }

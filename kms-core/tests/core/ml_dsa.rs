@@ -2,6 +2,7 @@
 //! creation and kept by every version, through signing, verification,
 //! rotation, trimming, the durable store and sealed export and import;
 //! the Ed25519 calls refuse such a key with a typed error.
+#![cfg(feature = "ml-dsa")]
 
 use kms_core::seal::SealKey;
 use kms_core::{Alg, KeyPolicy, Keystore, KmsError, Signature};

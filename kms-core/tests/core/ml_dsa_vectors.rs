@@ -7,6 +7,7 @@
 //! verifies under it), and RFC 9964's JOSE examples (the all-zero seed
 //! makes each example's public key, and each example signature verifies
 //! over its signing input).
+#![cfg(feature = "ml-dsa")]
 
 use std::io::Read;
 use std::path::Path;

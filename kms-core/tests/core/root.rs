@@ -296,9 +296,21 @@ fn a_plain_create_sets_aside_a_record_a_crashed_create_left() {
     // A crashed `create_under` left its record and no database.
     std::fs::create_dir(&store).expect("mkdir");
     std::fs::copy(other.join(ROOT_FILE), store.join(ROOT_FILE)).expect("copy");
+    let stale = std::fs::read(store.join(ROOT_FILE)).expect("stale record");
     let master = SealKey::from_bytes(KEY_ID, 1, &[4; 32]).expect("key");
     drop(Keystore::create(&store, master).expect("create"));
     assert!(!store.join(ROOT_FILE).exists());
+    let aside: Vec<_> = std::fs::read_dir(&store)
+        .expect("list")
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("keystore.root.before-")
+        })
+        .collect();
+    assert_eq!(aside.len(), 1, "set aside, not removed");
+    assert_eq!(std::fs::read(aside[0].path()).expect("read"), stale);
     // The store opens under the file root of its key, not the stale
     // record's token.
     Keystore::open_under(&store, &file_root(4), KEY_ID).expect("opens");

@@ -1,7 +1,7 @@
 //! Stores under a root of trust in another [`Storage`] than a directory
 //! (`Keystore::open_under_with_storage`, `Keystore::move_to_root_in_storage`):
-//! an empty storage is no store, and a root record's write that fails is
-//! read back before anything the new root wrote is discarded.
+//! an empty storage is no store, and what a new root wrote (a key file)
+//! is discarded only when the record's write surely never lands.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -19,8 +19,11 @@ const KEY_ID: &str = "master";
 const LANDS: u8 = 0;
 /// Written, but the answer is lost (etcd's reply never came).
 const LANDS_UNANSWERED: u8 = 1;
-/// Never written, and the storage says it is unavailable.
+/// Never written, and the storage says it is unavailable (it might
+/// still land, for all the keystore knows).
 const FAILS: u8 = 2;
+/// Refused: another writer changed the record (compare-and-swap).
+const CONFLICTS: u8 = 3;
 
 /// Records and a root record in memory, shared by clones.
 #[derive(Debug, Clone, Default)]
@@ -80,6 +83,10 @@ impl Storage for RootedMemory {
         }
         match self.next_write.swap(LANDS, Ordering::Relaxed) {
             FAILS => Err(RootedMemory::unavailable()),
+            CONFLICTS => Err(KmsError::Conflict {
+                record: "root".to_owned(),
+                attempts: 1,
+            }),
             LANDS_UNANSWERED => {
                 *root = Some(text.to_vec());
                 Err(RootedMemory::unavailable())
@@ -112,7 +119,7 @@ fn an_empty_storage_opened_without_create_is_no_store() {
 }
 
 #[test]
-fn a_record_write_that_failed_is_read_back_before_the_new_key_file_goes() {
+fn a_new_key_file_goes_only_when_the_records_write_surely_never_lands() {
     let dir = tempfile::tempdir().expect("temp dir");
     let storage = RootedMemory::default();
     let root = TestRoot::new(1);
@@ -120,7 +127,21 @@ fn a_record_write_that_failed_is_read_back_before_the_new_key_file_goes() {
         .expect("create")
         .create_ed25519("acme", "tokens")
         .expect("key");
-    // Not written: the new key file is removed, the record is as it was.
+    // Refused by compare-and-swap: it never lands, so the new key file
+    // goes and the record is as it was.
+    let refused = dir.path().join("refused.key");
+    storage.next_write.store(CONFLICTS, Ordering::Relaxed);
+    let moved = Keystore::move_to_root_in_storage(
+        Box::new(storage.clone()),
+        &root,
+        &FileRoot::new_file(&refused),
+        KEY_ID,
+    );
+    assert!(matches!(moved, Err(KmsError::Conflict { .. })), "{moved:?}");
+    assert!(!refused.exists(), "no master key left in clear");
+    assert_eq!(storage.record().kind, RootKind::Pkcs11);
+    // Unanswered and not there when read back: it may still land, so the
+    // key file is kept (removing it could lose the only copy).
     let first = dir.path().join("first.key");
     storage.next_write.store(FAILS, Ordering::Relaxed);
     let moved = Keystore::move_to_root_in_storage(
@@ -133,7 +154,7 @@ fn a_record_write_that_failed_is_read_back_before_the_new_key_file_goes() {
         matches!(moved, Err(KmsError::Unavailable { .. })),
         "{moved:?}"
     );
-    assert!(!first.exists(), "no master key left in clear");
+    assert!(first.exists(), "kept: the write might still land");
     assert_eq!(storage.record().kind, RootKind::Pkcs11);
     // Written, the answer lost: the move is done, and its key file kept.
     let second = dir.path().join("second.key");

@@ -3,5 +3,6 @@
 //! (feature `rsa-ecdsa`).
 
 mod interop;
+mod ml_dsa;
 mod parser_property;
 mod rsa_ecdsa;
