@@ -261,8 +261,11 @@ pub(crate) struct TokenSettings {
     pub(crate) tenant: String,
     /// The signing key's purpose, the actor's token purpose.
     pub(crate) purpose: String,
-    /// The alg of issued tokens and of the JWKS entries (`--alg`).
-    pub(crate) alg: Algorithm,
+    /// The alg of issued tokens and of the JWKS entries (`--alg`), if
+    /// given: the signing key's algorithm (EdDSA and Ed25519 for an
+    /// Ed25519 key, an ML-DSA name for that parameter set's key); `None`:
+    /// the key's own, EdDSA for an Ed25519 key and a new key.
+    pub(crate) alg: Option<Algorithm>,
     /// How long verifiers may cache the JWK Set (`--jwks-max-age`).
     pub(crate) jwks_max_age: Duration,
     /// The static JWK Sets: `--trust-jwks` files unbound (`None`), then
@@ -302,7 +305,7 @@ impl Default for TokenSettings {
         TokenSettings {
             tenant: tenant.to_owned(),
             purpose: purpose.to_owned(),
-            alg: ALG,
+            alg: None,
             jwks_max_age: Duration::from_secs(JWKS_MAX_AGE_SECS),
             jwks_files: Vec::new(),
             validation: validation(&[], None, LEEWAY_SECS, None),

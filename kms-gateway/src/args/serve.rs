@@ -177,9 +177,13 @@ struct TokenArgs {
     /// The signing key, TENANT:PURPOSE; created if the store has none.
     #[arg(long, default_value = config::KEY)]
     key: String,
-    /// The alg of issued tokens and of the JWKS entries.
-    #[arg(long, default_value_t = config::ALG, value_parser = alg)]
-    alg: Algorithm,
+    /// The alg of issued tokens and of the JWKS entries: EdDSA or Ed25519
+    /// (an Ed25519 key), ML-DSA-44, ML-DSA-65 or ML-DSA-87 (a key of that
+    /// parameter set). A --key the store lacks is created with it; an
+    /// existing key of another algorithm is refused (exit 1). Default: the
+    /// key's own (EdDSA for an Ed25519 key, and a new key is Ed25519).
+    #[arg(long, value_parser = alg)]
+    alg: Option<Algorithm>,
     /// Seconds verifiers and proxies may cache the JWK Set
     /// (`Cache-Control: public, max-age=`); whole seconds.
     #[arg(long, value_name = "SECS", default_value_t = config::JWKS_MAX_AGE_SECS)]
@@ -663,9 +667,10 @@ fn issuer_file(text: &str) -> Result<(String, PathBuf), String> {
 }
 
 fn alg(text: &str) -> Result<Algorithm, String> {
-    // Tokens are signed with Ed25519 only, whatever this build verifies.
+    // Tokens are signed by the KMS's keys: Ed25519 and ML-DSA, whatever
+    // else this build verifies.
     Algorithm::parse(text)
         .ok()
-        .filter(|alg| alg.is_ed25519())
-        .ok_or_else(|| "must be EdDSA or Ed25519".to_owned())
+        .filter(|alg| alg.key_alg().is_some())
+        .ok_or_else(|| "must be EdDSA, Ed25519, ML-DSA-44, ML-DSA-65 or ML-DSA-87".to_owned())
 }

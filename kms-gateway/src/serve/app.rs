@@ -23,6 +23,7 @@ use super::listener::Handler;
 use super::readiness::Readiness;
 use super::secrets::{self, AdminSecret};
 use super::signals::{Signal, Signals};
+use super::signer::signing_key;
 use super::{access_rules, listener, public, store, tls, trust};
 use crate::config::{CertFiles, Limits, ServeConfig};
 use crate::telemetry;
@@ -92,10 +93,9 @@ impl App {
         }
         let (keystore, follower) = store::open(&config.store).await?;
         let tokens = &config.tokens;
-        // The key its signing pointer names: on a fleet, one for all nodes.
-        let key = keystore
-            .signing_key(&tokens.tenant, &tokens.purpose)
-            .map_err(|e| format!("{}: {e}", tokens.key_flag()))?;
+        // The key its signing pointer names: on a fleet, one for all nodes;
+        // a new one of --alg's algorithm.
+        let (key, token_alg) = signing_key(&keystore, tokens)?;
         // Before the actor, which takes its metric handles at spawn.
         let metrics = telemetry::install_handle()?;
         let upkeep = metrics.clone();
@@ -107,7 +107,7 @@ impl App {
         });
         let actor = KmsConfig::default()
             .with_trusted_jwks(trusted)
-            .with_token_alg(tokens.alg)
+            .with_token_alg(token_alg)
             .with_token_purposes(vec![tokens.purpose.clone()])
             .with_token_cache(tokens.token_cache)
             .with_token_cache_bytes(tokens.token_cache_bytes);

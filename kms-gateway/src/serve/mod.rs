@@ -65,6 +65,7 @@ pub(crate) mod public;
 pub(crate) mod readiness;
 pub(crate) mod secrets;
 mod signals;
+mod signer;
 mod store;
 mod tls;
 mod trust;

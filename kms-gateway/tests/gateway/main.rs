@@ -22,6 +22,7 @@ mod issuers;
 mod kubernetes;
 mod lifecycle;
 mod limits;
+mod ml_dsa;
 mod proxy;
 mod rewrap;
 mod serve;
