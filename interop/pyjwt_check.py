@@ -16,25 +16,20 @@ admin secret), check that
 Exits non-zero with a message on the first failure.
 """
 
-import base64
 import hashlib
 import hmac
 import json
 import sys
 import time
-import urllib.error
-import urllib.request
 
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from jwt.algorithms import OKPAlgorithm
 
+from common import b64, expecter, request
+
 KID = "pyjwt-1"
-
-
-def b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
 def prepare(directory: str) -> None:
@@ -53,24 +48,7 @@ def prepare(directory: str) -> None:
         json.dump({"keys": [jwk]}, f)
 
 
-def request(url: str, method: str = "GET", token: str = None, body: bytes = None):
-    req = urllib.request.Request(url, method=method, data=body)
-    if token is not None:
-        req.add_header("Authorization", f"Bearer {token}")
-    if body is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as response:
-            return response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as e:
-        return e.code, dict(e.headers), e.read()
-
-
-def expect(condition: bool, what: str) -> None:
-    if not condition:
-        print(f"pyjwt interop: FAILED: {what}", file=sys.stderr)
-        sys.exit(1)
-    print(f"pyjwt interop: ok: {what}")
+expect = expecter("pyjwt")
 
 
 def check(directory: str, public: str, admin: str, secret_file: str) -> None:
