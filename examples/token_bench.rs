@@ -2,18 +2,22 @@
 //!
 //! * `gen --dir DIR`: an external issuer's JWK Set of `--keys` keys
 //!   (`jwks.json`, kids `ext-<k>`, `alg` `--alg`: EdDSA, the default, on
-//!   Ed25519 keys with fixed seeds; RS256 on RSA-2048 keys or ES256 on
-//!   P-256 keys, made by aws-lc-rs for each run) and `--tokens` JWTs under
+//!   Ed25519 keys with fixed seeds; ML-DSA-65 on ML-DSA-65 keys with
+//!   fixed seeds (`AKP` JWKs, RFC 9964); RS256 on RSA-2048 keys or ES256
+//!   on P-256 keys, made by aws-lc-rs for each run) and `--tokens` JWTs under
 //!   them (`tokens.txt`, one per line, keys in turn, `iss` `--iss`), a
 //!   share `--forged-share` forged: their `sub` starts with `f` and one
 //!   signature byte is changed; the others' `sub` starts with `t`;
 //!   `kinds.txt` says `f` or `t` per line.
-//! * `peer --mode jsonwebtoken|floor --listen ADDR --jwks FILE`: an axum
+//! * `peer --mode jsonwebtoken|ml-dsa|floor --listen ADDR --jwks FILE`: an axum
 //!   server on a 2-worker runtime answering `GET /whoami` like the
 //!   gateway's public face (200 with the claims, else 401), with every key
 //!   decoded once at start. `jsonwebtoken`: a per-request
 //!   `jsonwebtoken::decode` (the keys' `alg`; `--backend rust-crypto`, the
-//!   default, or `aws-lc`). `floor`: parses the
+//!   default, or `aws-lc`). `ml-dsa`: `AKP` keys' ML-DSA-65 tokens, which
+//!   jsonwebtoken does not verify, by aws-lc-rs directly (the key parsed
+//!   once; per request: split, base64url, the header's `alg` and `kid`,
+//!   `verify_sig`, the claims and `exp`). `floor`: parses the
 //!   token, looks its `kid` up and checks `exp`, but verifies no signature:
 //!   what HTTP and parsing alone cost. Both also answer `GET /auth` as the
 //!   gateway's forward auth does with `--claim-header sub=X-Auth-Subject`
@@ -66,7 +70,7 @@ enum Command {
         tokens: usize,
         #[arg(long, default_value_t = 0.01)]
         forged_share: f64,
-        /// The tokens' alg: EdDSA, RS256 or ES256.
+        /// The tokens' alg: EdDSA, ML-DSA-65, RS256 or ES256.
         #[arg(long, default_value = "EdDSA")]
         alg: String,
         /// The tokens' `iss`.
@@ -97,6 +101,8 @@ enum Command {
 #[derive(Clone, Copy, ValueEnum)]
 enum Mode {
     Jsonwebtoken,
+    /// ML-DSA-65 tokens by aws-lc-rs ([`ml_dsa_verified`]).
+    MlDsa,
     Floor,
 }
 
@@ -152,6 +158,7 @@ fn now() -> u64 {
 /// A signer of bench tokens.
 enum Signer {
     Ed25519(SigningKey),
+    MlDsa65(aws_lc_rs::signature::PqdsaKeyPair),
     Rsa(aws_lc_rs::rsa::KeyPair),
     Ec(aws_lc_rs::signature::EcdsaKeyPair),
 }
@@ -165,6 +172,17 @@ impl Signer {
                 seed[..8].copy_from_slice(&(k as u64).to_le_bytes());
                 Signer::Ed25519(SigningKey::from_bytes(&seed))
             }
+            "ML-DSA-65" => {
+                let mut seed = [0x65u8; 32];
+                seed[..8].copy_from_slice(&(k as u64).to_le_bytes());
+                Signer::MlDsa65(
+                    aws_lc_rs::signature::PqdsaKeyPair::from_seed(
+                        &aws_lc_rs::signature::ML_DSA_65_SIGNING,
+                        &seed,
+                    )
+                    .map_err(|e| e.to_string())?,
+                )
+            }
             "RS256" => Signer::Rsa(
                 aws_lc_rs::rsa::KeyPair::generate(aws_lc_rs::rsa::KeySize::Rsa2048)
                     .map_err(|e| e.to_string())?,
@@ -173,7 +191,7 @@ impl Signer {
                 EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING)
                     .map_err(|e| e.to_string())?,
             ),
-            other => return Err(format!("--alg {other}: EdDSA, RS256 or ES256")),
+            other => return Err(format!("--alg {other}: EdDSA, ML-DSA-65, RS256 or ES256")),
         })
     }
 
@@ -183,6 +201,8 @@ impl Signer {
             Signer::Ed25519(s) => json!({"kty": "OKP", "crv": "Ed25519", "kid": kid,
                 "alg": "EdDSA", "use": "sig",
                 "x": URL_SAFE_NO_PAD.encode(s.verifying_key().to_bytes())}),
+            Signer::MlDsa65(pair) => json!({"kty": "AKP", "kid": kid, "alg": "ML-DSA-65",
+                "use": "sig", "pub": URL_SAFE_NO_PAD.encode(pair.public_key().as_ref())}),
             Signer::Rsa(pair) => json!({"kty": "RSA", "kid": kid, "alg": "RS256", "use": "sig",
                 "n": URL_SAFE_NO_PAD.encode(pair.public_key().modulus().big_endian_without_leading_zero()),
                 "e": URL_SAFE_NO_PAD.encode(pair.public_key().exponent().big_endian_without_leading_zero())}),
@@ -198,6 +218,7 @@ impl Signer {
     fn alg(&self) -> Algorithm {
         match self {
             Signer::Ed25519(_) => Algorithm::EdDSA,
+            Signer::MlDsa65(_) => Algorithm::MlDsa65,
             Signer::Rsa(_) => Algorithm::RS256,
             Signer::Ec(_) => Algorithm::ES256,
         }
@@ -207,6 +228,12 @@ impl Signer {
         let rng = aws_lc_rs::rand::SystemRandom::new();
         match self {
             Signer::Ed25519(s) => Ok(s.sign(input).to_bytes().to_vec()),
+            Signer::MlDsa65(pair) => {
+                let mut out = vec![0; aws_lc_rs::signature::ML_DSA_65_SIGNING.signature_len()];
+                let len = pair.sign(input, &mut out).map_err(|e| e.to_string())?;
+                out.truncate(len);
+                Ok(out)
+            }
             Signer::Rsa(pair) => {
                 let mut out = vec![0; pair.public_modulus_len()];
                 pair.sign(
@@ -330,9 +357,17 @@ fn serve(
     })
 }
 
-/// Keys by kid, decoded once, with their alg.
+/// A key of the peer, decoded once.
+enum PeerKey {
+    /// For `jsonwebtoken::decode`, with its alg.
+    Jwt(jsonwebtoken::DecodingKey, jsonwebtoken::Algorithm),
+    /// An `AKP` ML-DSA-65 key, parsed by aws-lc-rs.
+    MlDsa65(aws_lc_rs::signature::ParsedPublicKey),
+}
+
+/// Keys by kid.
 struct Keys {
-    decoding: HashMap<String, (jsonwebtoken::DecodingKey, jsonwebtoken::Algorithm)>,
+    decoding: HashMap<String, PeerKey>,
     mode: Mode,
 }
 
@@ -343,6 +378,18 @@ fn peer(mode: Mode, listen: SocketAddr, jwks: &std::path::Path) -> Result<(), St
     for key in set["keys"].as_array().ok_or("no keys")? {
         let kid = key["kid"].as_str().ok_or("no kid")?.to_owned();
         let text = |name: &str| key[name].as_str().ok_or(format!("no {name}"));
+        if key["kty"].as_str() == Some("AKP") {
+            let public = URL_SAFE_NO_PAD
+                .decode(text("pub")?)
+                .map_err(|e| e.to_string())?;
+            let parsed = aws_lc_rs::signature::ParsedPublicKey::new(
+                &aws_lc_rs::signature::ML_DSA_65,
+                public,
+            )
+            .map_err(|e| e.to_string())?;
+            decoding.insert(kid, PeerKey::MlDsa65(parsed));
+            continue;
+        }
         let decoded = match key["kty"].as_str() {
             Some("RSA") => (
                 jsonwebtoken::DecodingKey::from_rsa_components(text("n")?, text("e")?),
@@ -357,7 +404,10 @@ fn peer(mode: Mode, listen: SocketAddr, jwks: &std::path::Path) -> Result<(), St
                 jsonwebtoken::Algorithm::EdDSA,
             ),
         };
-        decoding.insert(kid, (decoded.0.map_err(|e| e.to_string())?, decoded.1));
+        decoding.insert(
+            kid,
+            PeerKey::Jwt(decoded.0.map_err(|e| e.to_string())?, decoded.1),
+        );
     }
     let keys = Arc::new(Keys { decoding, mode });
     serve(listen, 2, "peer", |_| {
@@ -397,6 +447,7 @@ fn claims(keys: &Keys, headers: &HeaderMap) -> Option<Value> {
         .map(|(_, t)| t.trim())?;
     match keys.mode {
         Mode::Jsonwebtoken => verified(keys, token),
+        Mode::MlDsa => ml_dsa_verified(keys, token),
         Mode::Floor => unverified(keys, token),
     }
 }
@@ -412,11 +463,32 @@ fn unauthorized() -> Response {
 /// `jsonwebtoken::decode`, its key found by `kid`.
 fn verified(keys: &Keys, token: &str) -> Option<Value> {
     let kid = jsonwebtoken::decode_header(token).ok()?.kid?;
-    let (key, alg) = keys.decoding.get(&kid)?;
+    let PeerKey::Jwt(key, alg) = keys.decoding.get(&kid)? else {
+        return None;
+    };
     let validation = jsonwebtoken::Validation::new(*alg);
     jsonwebtoken::decode::<Value>(token, key, &validation)
         .ok()
         .map(|data| data.claims)
+}
+
+/// An ML-DSA-65 token checked as a per-request verifier would: its
+/// header's `alg`, the signature over the signing input by aws-lc-rs
+/// (empty context, RFC 9964), then the claims and `exp`.
+fn ml_dsa_verified(keys: &Keys, token: &str) -> Option<Value> {
+    let (input, signature) = token.rsplit_once('.')?;
+    let (header, payload) = input.split_once('.')?;
+    let header: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).ok()?).ok()?;
+    if header["alg"].as_str()? != "ML-DSA-65" {
+        return None;
+    }
+    let PeerKey::MlDsa65(key) = keys.decoding.get(header["kid"].as_str()?)? else {
+        return None;
+    };
+    let signature = URL_SAFE_NO_PAD.decode(signature).ok()?;
+    key.verify_sig(input.as_bytes(), &signature).ok()?;
+    let claims: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).ok()?).ok()?;
+    (claims["exp"].as_u64()? > now()).then_some(claims)
 }
 
 /// Parses, looks the `kid` up, checks `exp`; no signature.
