@@ -31,9 +31,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use aws_lc_rs::signature::{
-    KeyPair, ParsedPublicKey, PqdsaKeyPair, ML_DSA_65, ML_DSA_65_SIGNING,
-};
+use aws_lc_rs::signature::{KeyPair, ParsedPublicKey, PqdsaKeyPair, ML_DSA_65, ML_DSA_65_SIGNING};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use criterion::Criterion;
@@ -130,7 +128,10 @@ fn main() {
 
     let ours = rt.block_on(kms.sign_jwt(&key, &claims)).expect("sign");
     let theirs = sign_direct(&direct, &kid, &claims);
-    let (keys, validation) = (TokenKeys::keystore("bench", "tokens"), Validation::default());
+    let (keys, validation) = (
+        TokenKeys::keystore("bench", "tokens"),
+        Validation::default(),
+    );
     let mut verify = c.benchmark_group("ml_dsa_65/verify");
     verify.bench_function("actor_verify_jwt", |b| {
         b.iter(|| {

@@ -9,8 +9,11 @@
 //! * a public key is taken only at its parameter set's exact length
 //!   ([`Alg::public_key_len`]): aws-lc-rs would also take an SPKI DER
 //!   encoding, which no JOSE key or record of ours holds;
-//! * the seed lives in a buffer wiped on drop; the expanded private key
-//!   lives inside aws-lc, whose `OPENSSL_free` wipes what it frees;
+//! * the seed lives in one heap buffer, written there from the caller's
+//!   reference and wiped on drop: moving a key moves only the pointer, so
+//!   no stale copy of the seed is left on the stack for a later copy of a
+//!   larger value to carry into the heap; the expanded private key lives
+//!   inside aws-lc, whose `OPENSSL_free` wipes what it frees;
 //! * `Debug` prints the parameter set and never the seed.
 
 use std::fmt;
@@ -19,7 +22,7 @@ use aws_lc_rs::signature::{
     KeyPair, ParsedPublicKey, PqdsaKeyPair, PqdsaSigningAlgorithm, PqdsaVerificationAlgorithm,
     ML_DSA_44, ML_DSA_44_SIGNING, ML_DSA_65, ML_DSA_65_SIGNING, ML_DSA_87, ML_DSA_87_SIGNING,
 };
-use zeroize::Zeroizing;
+use zeroize::Zeroize;
 
 use crate::error::KmsError;
 use crate::key_id::Alg;
@@ -54,8 +57,15 @@ fn algorithms(
 /// An ML-DSA private key: its seed and the key pair expanded from it.
 pub struct SigningKey {
     alg: Alg,
-    seed: Zeroizing<[u8; SEED_LEN]>,
+    /// Wiped by `Drop`.
+    seed: Box<[u8; SEED_LEN]>,
     pair: PqdsaKeyPair,
+}
+
+impl Drop for SigningKey {
+    fn drop(&mut self) {
+        self.seed.zeroize();
+    }
 }
 
 impl SigningKey {
@@ -67,12 +77,16 @@ impl SigningKey {
     /// aws-lc refuses the seed (it takes every 32-byte seed).
     pub fn from_seed(alg: Alg, seed: &[u8; SEED_LEN]) -> Result<SigningKey, KmsError> {
         let (signing, _) = algorithms(alg)?;
-        let pair = PqdsaKeyPair::from_seed(signing, seed).map_err(|e| KmsError::Internal {
-            reason: format!("aws-lc-rs refused an {alg} seed: {e}"),
-        })?;
+        // Zeros moved to the heap, then the seed written there in place.
+        let mut own = Box::new([0u8; SEED_LEN]);
+        own.copy_from_slice(seed);
+        let pair =
+            PqdsaKeyPair::from_seed(signing, own.as_slice()).map_err(|e| KmsError::Internal {
+                reason: format!("aws-lc-rs refused an {alg} seed: {e}"),
+            })?;
         Ok(SigningKey {
             alg,
-            seed: Zeroizing::new(*seed),
+            seed: own,
             pair,
         })
     }

@@ -1017,8 +1017,7 @@ fn plaintext_of(version: &KeyVersion) -> Result<Zeroizing<Vec<u8>>, KmsError> {
     let key = version.secret.as_ref().ok_or_else(|| KmsError::Internal {
         reason: format!("keystore: version {} has no secret", version.info.version),
     })?;
-    let seed = key.seed();
-    encode_version(&*seed, version.info.created_at, &version.info.origin)
+    encode_version(key.seed(), version.info.created_at, &version.info.origin)
 }
 
 /// `n + 1`, or an error at the end of `u64`.

@@ -9,7 +9,6 @@
 
 use ed25519_dalek::{Signer as _, SigningKey};
 use subtle::ConstantTimeEq;
-use zeroize::Zeroizing;
 
 use super::records::SEED_LEN;
 use crate::ed25519;
@@ -139,24 +138,20 @@ pub(crate) fn public_from_bytes(alg: Alg, bytes: &[u8]) -> Result<Public, KmsErr
 }
 
 impl Secret {
-    /// The seed, in a copy wiped on drop.
-    pub(crate) fn seed(&self) -> Zeroizing<[u8; SEED_LEN]> {
+    /// The seed, borrowed: no copy of it is made (callers write it
+    /// straight into a buffer wiped on drop).
+    pub(crate) fn seed(&self) -> &[u8; SEED_LEN] {
         match self {
-            Secret::Ed25519(key) => Zeroizing::new(key.to_bytes()),
+            Secret::Ed25519(key) => key.as_bytes(),
             #[cfg(feature = "ml-dsa")]
-            Secret::MlDsa(key) => Zeroizing::new(*key.seed()),
+            Secret::MlDsa(key) => key.seed(),
         }
     }
 
     /// Whether the seed is `seed`, compared in constant time and in place
     /// (no copy).
     pub(crate) fn seed_is(&self, seed: &[u8; SEED_LEN]) -> bool {
-        let own: &[u8; SEED_LEN] = match self {
-            Secret::Ed25519(key) => key.as_bytes(),
-            #[cfg(feature = "ml-dsa")]
-            Secret::MlDsa(key) => key.seed(),
-        };
-        bool::from(own.ct_eq(seed))
+        bool::from(self.seed().ct_eq(seed))
     }
 
     /// Signs `message`: Ed25519 (RFC 8032 §5.1.6), or ML-DSA hedged with

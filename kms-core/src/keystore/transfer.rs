@@ -72,7 +72,7 @@ impl Keystore {
         let mut plaintext = zeroize::Zeroizing::new(Vec::with_capacity(
             SEED_LEN + public.len() + 1 + source.len(),
         ));
-        plaintext.extend_from_slice(&*secret.seed());
+        plaintext.extend_from_slice(secret.seed());
         plaintext.extend_from_slice(public);
         // Key ids are at most ~230 bytes (two 64-byte names, a UUID).
         plaintext.push(u8::try_from(source.len()).unwrap_or(u8::MAX));
