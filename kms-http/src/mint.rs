@@ -55,11 +55,16 @@ type Refusal = (StatusCode, &'static str, String);
 /// Random bytes in a `jti` (128 bits).
 const JTI_BYTES: usize = 16;
 
-/// What a token's header and signature add to its claims' base64url, at
-/// most: the header (`alg`, `kid` of a key id, at most
-/// `kms_jose::MAX_HEADER_BYTES` of JSON, as base64url), two dots and the
-/// 86-character signature.
-const HEADER_AND_SIGNATURE: usize = (kms_jose::MAX_HEADER_BYTES * 4).div_ceil(3) + 2 + 86;
+/// What a token of `key`'s key adds to its claims' base64url, at most:
+/// the header (`{"alg":…,"kid":…}`, the `kid` the head's key id, whose
+/// version may have grown to 10 digits; a key id needs no JSON escape) as
+/// base64url, two dots and the signature in base64url (86 characters for
+/// Ed25519, 3227 to 6170 for ML-DSA).
+fn header_and_signature(key: &kms_core::KeyId) -> usize {
+    const LONGEST_ALG: usize = "ML-DSA-87".len();
+    let header = r#"{"alg":"","kid":""}"#.len() + LONGEST_ALG + key.to_string().len() + 10;
+    (header * 4).div_ceil(3) + 2 + (key.alg().signature_len() * 4).div_ceil(3)
+}
 
 /// `POST /tokens`.
 pub(crate) async fn issue(
@@ -191,7 +196,9 @@ impl Admin {
             claims.insert("aud".to_owned(), json!(audience));
         }
         let json_len = serde_json::to_vec(&claims).map_or(usize::MAX, |j| j.len());
-        if json_len.saturating_mul(4).div_ceil(3) + HEADER_AND_SIGNATURE > MAX_TOKEN_BYTES {
+        if json_len.saturating_mul(4).div_ceil(3) + header_and_signature(&self.config.key)
+            > MAX_TOKEN_BYTES
+        {
             return Err((
                 StatusCode::BAD_REQUEST,
                 "admin.token_too_large",

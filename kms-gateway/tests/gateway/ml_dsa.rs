@@ -128,3 +128,20 @@ fn a_trusted_akp_key_verifies_a_partners_ml_dsa_tokens_and_priv_is_refused() {
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("priv"), "{stderr}");
 }
+
+#[test]
+fn an_ml_dsa_87_token_with_a_kilobyte_of_claims_fits_and_a_larger_one_is_refused() {
+    let s = Serving::start(&["--alg", "ML-DSA-87"]);
+    let fits = s.mint(&json!({"sub": "dave", "pad": "x".repeat(1000)}).to_string());
+    assert_eq!(header_alg(&fits), "ML-DSA-87");
+    assert!(fits.len() <= 8 * 1024, "{} bytes", fits.len());
+    assert_eq!(s.whoami(&fits).0, 200);
+    let (status, body) = s.admin(
+        "POST",
+        "/tokens",
+        &json!({"sub": "dave", "pad": "x".repeat(2000)}).to_string(),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(json(&body)["error"], "admin.token_too_large", "{body}");
+    assert_eq!(s.stop(), 0);
+}
