@@ -128,6 +128,38 @@ fn changes_on_one_node_reach_the_other() {
     assert!(b.key_ids().is_empty());
 }
 
+/// An ML-DSA key travels the fleet as an Ed25519 one does: made on A,
+/// rotated and trimmed there, it signs and verifies on B with its
+/// algorithm.
+#[cfg(feature = "ml-dsa")]
+#[test]
+fn an_ml_dsa_key_reaches_the_other_node_with_its_algorithm() {
+    let cluster = EtcdCluster::start(1).unwrap();
+    let (a, _fa) = node(&cluster);
+    let (b, _fb) = node(&cluster);
+    let key = a.create_key("acme", "pq", kms::core::Alg::MlDsa65).unwrap();
+    let v2 = a.rotate(&key).unwrap();
+    let mut policy = a.policy(&key).unwrap();
+    policy.min_verify_version = 2;
+    a.set_policy(&key, policy).unwrap();
+    a.trim(&key, 2).unwrap();
+    wait_until(
+        Duration::from_secs(5),
+        "B sees A's trimmed ML-DSA key",
+        || {
+            b.attest(&key)
+                .is_ok_and(|at| at.min_available_version == 2 && at.versions.len() == 2)
+        },
+    );
+    let attested = b.attest(&key).unwrap();
+    assert_eq!(attested.alg, kms::core::Alg::MlDsa65);
+    assert_eq!(attested, a.attest(&key).unwrap());
+    let (signer, signature) = b.sign_message(&key, b"on b").unwrap();
+    assert_eq!(signer, v2);
+    a.verify_message(&signer, b"on b", signature.as_bytes())
+        .unwrap();
+}
+
 #[test]
 fn concurrent_rotations_make_one_linear_history() {
     let cluster = EtcdCluster::start(1).unwrap();
