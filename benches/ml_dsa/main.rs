@@ -10,6 +10,8 @@
 //!   per-request signer does with the same key's seed: the header and
 //!   claims as JSON and base64url, `PqdsaKeyPair::sign` (hedged), the
 //!   signature in base64url. Target: aws_lc_rs / actor ≥ 0.9.
+//!   `actor_sign_jwt_from_a_task`: the same from one tokio task, one token
+//!   after another (`iter_custom` inside one `block_on`).
 //! * `ml_dsa_65/verify/{actor_verify_jwt,aws_lc_rs}`: one token at a time,
 //!   the verified-token cache off. `actor_verify_jwt`:
 //!   `KmsClient::verify_jwt` of a token of that key (parse, the key by
@@ -18,6 +20,7 @@
 //!   `examples/token_bench.rs` (`peer --mode ml-dsa`): split, base64url,
 //!   the header's `alg`, `ParsedPublicKey::verify_sig` on a key parsed
 //!   once, the claims and `exp`. Target: aws_lc_rs / actor ≥ 0.9.
+//!   `actor_verify_jwt_from_a_task`: the same from one tokio task.
 //! * `ml_dsa_65/sign/{keystore_sign_message,aws_lc_rs_raw}`: the keystore's
 //!   `sign_message` on the bench's thread, and `PqdsaKeyPair::sign` alone,
 //!   on a short message: what the primitive costs without JWS or actor.
@@ -121,6 +124,17 @@ fn main() {
     sign.bench_function("actor_sign_jwt", |b| {
         b.iter(|| rt.block_on(kms.sign_jwt(&key, &claims)).expect("sign"))
     });
+    sign.bench_function("actor_sign_jwt_from_a_task", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let started = std::time::Instant::now();
+                for _ in 0..iters {
+                    kms.sign_jwt(&key, &claims).await.expect("sign");
+                }
+                started.elapsed()
+            })
+        })
+    });
     sign.bench_function("aws_lc_rs", |b| {
         b.iter(|| sign_direct(&direct, &kid, &claims))
     });
@@ -137,6 +151,19 @@ fn main() {
         b.iter(|| {
             rt.block_on(kms.verify_jwt(&ours, &keys, &validation))
                 .expect("verifies")
+        })
+    });
+    verify.bench_function("actor_verify_jwt_from_a_task", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let started = std::time::Instant::now();
+                for _ in 0..iters {
+                    kms.verify_jwt(&ours, &keys, &validation)
+                        .await
+                        .expect("verifies");
+                }
+                started.elapsed()
+            })
         })
     });
     verify.bench_function("aws_lc_rs", |b| {
