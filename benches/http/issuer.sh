@@ -30,6 +30,12 @@ cd "$(dirname "$0")/../.."
 seconds=${1:-5}
 runs=${2:-5}
 comparisons=${3:-issuer rs256 es256 mldsa65}
+for comparison in $comparisons; do
+  case $comparison in
+    issuer | rs256 | es256 | mldsa65) ;;
+    *) echo "http_issuer: unknown comparison $comparison (issuer, rs256, es256, mldsa65)" >&2; exit 2 ;;
+  esac
+done
 mldsa_tokens=${MLDSA_TOKENS:-60000}
 command -v wrk >/dev/null || { echo "http_issuer: wrk missing: apt-get install wrk" >&2; exit 1; }
 cargo build --release -p kms-gateway >&2

@@ -1,6 +1,8 @@
 //! ML-DSA-65 tokens through the KMS actor, beside aws-lc-rs called
 //! directly on the same work, in the same group (feature `ml-dsa`:
-//! `cargo bench --bench ml_dsa --features ml-dsa`).
+//! `cargo bench --bench ml_dsa --features ml-dsa`), on an actor with a
+//! 2-thread pool whatever the machine, so the direct side's 2 threads are
+//! its match.
 //!
 //! * `ml_dsa_65/sign/{actor_sign_jwt,aws_lc_rs}`: one token at a time from
 //!   a thread outside the runtime (`block_on`, as a caller on another
@@ -89,7 +91,7 @@ fn main() {
     let handle = {
         let _guard = rt.enter();
         KmsActor::spawn(
-            KmsConfig::default().with_token_cache(0),
+            KmsConfig::default().with_token_cache(0).with_threads(2),
             Keystore::new(),
             &Bus::new(),
         )

@@ -51,6 +51,10 @@ pub(crate) fn serve(
                 let sign = {
                     let ks = ks.clone();
                     move || {
+                        // Its caller may have gone while it waited.
+                        if reply.is_abandoned() {
+                            return;
+                        }
                         let result = issue::sign(&ks, &key, alg, &claims);
                         let who = principal.as_deref();
                         audit::key_op("sign", &key, who, &result, |(id, _)| Some(id), "");
@@ -58,7 +62,12 @@ pub(crate) fn serve(
                     }
                 };
                 // ML-DSA costs hundreds of µs: on the pool, so the actor's
-                // task keeps serving; Ed25519 (about 20 µs) here.
+                // task keeps serving; Ed25519 (about 20 µs) here. The job
+                // counts as a batch in flight: signatures and verify
+                // batches share the pool and its queue limit, and while
+                // signatures fill it the verify lane waits as it does
+                // behind batches. A job that panics drops its reply (the
+                // caller gets `Dropped`).
                 if on_pool {
                     pool.spawn(sign);
                 } else {

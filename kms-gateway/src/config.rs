@@ -54,7 +54,7 @@ pub(crate) const JWKS_FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) const ETCD_PREFIX: &str = "/kms";
 /// `--key`'s default: TENANT:PURPOSE.
 pub(crate) const KEY: &str = "gateway:tokens";
-/// `--alg`'s default.
+/// The `alg` of an Ed25519 key's tokens when `--alg` names none.
 pub(crate) const ALG: Algorithm = Algorithm::EdDSA;
 /// `--leeway`'s default (seconds).
 pub(crate) const LEEWAY_SECS: u64 = 60;

@@ -335,8 +335,9 @@ fn judge(key: &serde_json::Map<String, Value>) -> Result<TrustedJwk, Verdict> {
         return Err(refuse(&format!("holds a secret (`{member}`)")));
     }
     // RFC 9964 §4: an `AKP` key names its algorithm, which says how to read
-    // `pub`; one without is malformed, not foreign.
-    if text("kty") == Some("AKP") && text("alg").is_none() {
+    // `pub`; one without is malformed, not foreign (in a build that reads
+    // `AKP` keys; one without `ml-dsa` skips them all).
+    if cfg!(feature = "ml-dsa") && text("kty") == Some("AKP") && text("alg").is_none() {
         return Err(refuse("an AKP key without a string `alg` (RFC 9964 §4)"));
     }
     let kind = match (text("kty"), text("crv")) {
@@ -353,10 +354,14 @@ fn judge(key: &serde_json::Map<String, Value>) -> Result<TrustedJwk, Verdict> {
         _ => None,
     };
     let Some(kind) = kind else {
+        let (named, what) = match text("kty") {
+            Some("AKP") => ("alg", text("alg")),
+            _ => ("crv", text("crv")),
+        };
         return Err(Verdict::Skip(format!(
-            "not a key this build verifies (kty {}, crv {})",
+            "not a key this build verifies (kty {}, {named} {})",
             text("kty").unwrap_or("absent"),
-            text("crv").unwrap_or("absent")
+            what.unwrap_or("absent")
         )));
     };
     let Some(kid) = kid.clone() else {

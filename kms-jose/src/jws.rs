@@ -4,7 +4,8 @@
 //! Invariant: a `CompactJws` exists only for a token whose three parts
 //! decoded strictly, whose header passed [`Header::parse`], and whose
 //! signature's length fits its `alg` (64 bytes for Ed25519 and `ES256`,
-//! 96 for `ES384`, 256 to 1024 for RSA). The signing input is the token's own first two
+//! 96 for `ES384`, 256 to 1024 for RSA, 2420, 3309 or 4627 for ML-DSA).
+//! The signing input is the token's own first two
 //! parts, byte for byte (RFC 7515 §5.2 step 8), never re-encoded.
 
 use kms_core::ed25519::{self, BatchItem, VerifyingKey};
@@ -44,7 +45,8 @@ enum SignatureBytes {
 
 /// The lengths (bytes) a signature under `alg` may have: RFC 8037 §3.1
 /// (64), RFC 7518 §3.4 (`R ‖ S`, twice the coordinate length) and §3.3
-/// (the modulus length; moduli of 2048 to 8192 bits).
+/// (the modulus length; moduli of 2048 to 8192 bits), FIPS 204 Table 2
+/// for ML-DSA (`kms_core::Alg::signature_len`).
 fn signature_lengths(alg: Algorithm) -> std::ops::RangeInclusive<usize> {
     match alg {
         Algorithm::EdDSA | Algorithm::Ed25519 | Algorithm::ES256 => 64..=64,
@@ -55,9 +57,10 @@ fn signature_lengths(alg: Algorithm) -> std::ops::RangeInclusive<usize> {
         | Algorithm::PS256
         | Algorithm::PS384
         | Algorithm::PS512 => 256..=1024,
-        Algorithm::MlDsa44 => 2420..=2420,
-        Algorithm::MlDsa65 => 3309..=3309,
-        Algorithm::MlDsa87 => 4627..=4627,
+        Algorithm::MlDsa44 | Algorithm::MlDsa65 | Algorithm::MlDsa87 => {
+            let len = alg.key_alg().map_or(0, |key_alg| key_alg.signature_len());
+            len..=len
+        }
     }
 }
 

@@ -1,12 +1,14 @@
 //! kms-jose: compact JWS, JWK / JWK Set and JWT claims, with names from
 //! the RFCs: RFC 7515 (JWS), RFC 7517 (JWK), RFC 7518 (the RSA and ECDSA
 //! algorithms), RFC 7519 (JWT), RFC 8037 (`OKP` keys, `alg: "EdDSA"`) and
-//! RFC 9864 (`alg: "Ed25519"`, which deprecates the polymorphic `EdDSA`).
-//! It signs with Ed25519 only, and verifies Ed25519 always and, with the
-//! `rsa-ecdsa` feature, what identity providers sign with: `RS256`,
+//! RFC 9864 (`alg: "Ed25519"`, which deprecates the polymorphic `EdDSA`)
+//! and RFC 9964 (`AKP` keys, `alg: "ML-DSA-44"`, `-65`, `-87`). It builds
+//! tokens for the KMS's keys (Ed25519, and ML-DSA with the `ml-dsa`
+//! feature), and verifies Ed25519 always, ML-DSA with `ml-dsa`, and, with
+//! the `rsa-ecdsa` feature, what identity providers sign with: `RS256`,
 //! `RS384`, `RS512`, `PS256`, `PS384`, `PS512`, `ES256` and `ES384`,
-//! through aws-lc-rs (the feature brings aws-lc's C build). No async, no
-//! bus: the KMS actor and the HTTP layer build on it.
+//! through aws-lc-rs (either feature brings aws-lc's C build). No async,
+//! no bus: the KMS actor and the HTTP layer build on it.
 //!
 //! What it accepts, and refuses with a typed [`JoseError`] naming the
 //! reason:

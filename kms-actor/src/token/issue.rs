@@ -18,7 +18,9 @@ use crate::dispatch::request::Op;
 /// set's name (RFC 9964 §2), on the pool (`ops.rs`: hundreds of µs).
 ///
 /// # Errors
-/// The keystore's ([`Keystore::sign_message_naming_head`]).
+/// The keystore's ([`Keystore::sign_message_naming_head`]);
+/// [`KmsError::AlgorithmNotBuilt`] for an ML-DSA key when kms-jose lacks
+/// its `ml-dsa` feature (its tokens would not verify).
 pub(crate) fn sign(
     keystore: &Keystore,
     key: &KeyId,
@@ -26,6 +28,11 @@ pub(crate) fn sign(
     claims: &[u8],
 ) -> Result<(KeyId, String), KmsError> {
     let alg = token_alg(key.alg(), alg);
+    // A build whose kms-jose lacks `ml-dsa` would issue tokens it cannot
+    // verify: refused instead.
+    if !alg.is_supported() {
+        return Err(KmsError::AlgorithmNotBuilt { alg: key.alg() });
+    }
     let (head, input, signature) = keystore.sign_message_naming_head(key, |head| {
         signing_input(&Header::new(alg, Some(head.to_string())), claims).into_bytes()
     })?;

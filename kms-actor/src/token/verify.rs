@@ -277,6 +277,23 @@ impl KmsClient {
 
     /// Parses, admits the key, verifies the signature, accepts the
     /// claims: a token checked in full.
+    /// One signature that no batch takes, verified by `verify` on this
+    /// task (module docs): refused once the actor is shutting down, timed
+    /// and counted as a `verify` op, one unit of tokio's budget spent.
+    async fn verify_here(
+        &self,
+        verify: impl FnOnce() -> Result<(), KmsError>,
+    ) -> Result<(), KmsError> {
+        let started = Instant::now();
+        let verdict = if self.shutting_down() {
+            Err(KmsError::ShuttingDown)
+        } else {
+            verify()
+        };
+        tokio::task::coop::consume_budget().await;
+        self.record_verify(started, verdict)
+    }
+
     async fn check_jwt_in_full(
         &self,
         token: &str,
@@ -335,15 +352,12 @@ impl KmsClient {
                 if id.alg().is_ml_dsa() {
                     // ML-DSA: one signature, on this task, as RSA and ECDSA
                     // (module docs).
-                    let started = Instant::now();
-                    let verdict = if self.shutting_down() {
-                        Err(KmsError::ShuttingDown)
-                    } else {
-                        self.verify_alone(&id, jws.signing_input(), jws.signature())
-                    };
-                    tokio::task::coop::consume_budget().await;
-                    let verdict = self.record_verify(started, verdict);
-                    keystore_verdict(verdict, kid, header.alg())?;
+                    let verdict = self
+                        .verify_here(|| {
+                            self.verify_alone(&id, jws.signing_input(), jws.signature())
+                        })
+                        .await;
+                    signature_verdict(verdict, kid, header.alg())?;
                     return finish(&jws, early_claims, &trusted, validation, JwtSigner::Key(id));
                 }
                 (VerifyBy::Key(id.clone()), JwtSigner::Key(id))
@@ -371,16 +385,10 @@ impl KmsClient {
                     kid: key.kid.clone(),
                 };
                 let Some(ed25519) = key.key.as_ed25519() else {
-                    // RSA and ECDSA: one signature, on this task (module
-                    // docs).
-                    let started = Instant::now();
-                    let verdict = if self.shutting_down() {
-                        Err(KmsError::ShuttingDown)
-                    } else {
-                        jws.verify_with(&key.key).map_err(invalid)
-                    };
-                    tokio::task::coop::consume_budget().await;
-                    self.record_verify(started, verdict)?;
+                    // RSA, ECDSA and ML-DSA: one signature, on this task
+                    // (module docs).
+                    self.verify_here(|| jws.verify_with(&key.key).map_err(invalid))
+                        .await?;
                     return finish(&jws, early_claims, &trusted, validation, signer);
                 };
                 (VerifyBy::Verifying(*ed25519), signer)
@@ -396,16 +404,16 @@ impl KmsClient {
         };
         let message = Bytes::copy_from_slice(jws.signing_input());
         let verdict = self.verify_by(by, message, *signature, origin).await;
-        keystore_verdict(verdict, kid, header.alg())?;
+        signature_verdict(verdict, kid, header.alg())?;
         finish(&jws, early_claims, &trusted, validation, signer)
     }
 }
 
-/// A signature's verdict under a key (the keystore's or a trusted
-/// Ed25519 one), as a token's: a refused signature, an unknown version or
+/// A signature's verdict under the key a token names (the keystore's, or
+/// a trusted Ed25519 one through the batch path), as the token's: a refused signature, an unknown version or
 /// one the keystore's policy refuses is a refusal of the token
 /// ([`KmsError::InvalidToken`]); the KMS's own errors pass through.
-fn keystore_verdict(
+fn signature_verdict(
     verdict: Result<(), KmsError>,
     kid: &str,
     alg: kms_jose::Algorithm,

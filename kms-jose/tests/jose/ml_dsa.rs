@@ -109,6 +109,17 @@ fn a_key_verifies_only_its_own_parameter_set() {
         jws.verify_with(&trusted.keys[0].key),
         Err(JoseError::AlgMismatch { .. })
     ));
+    // An Ed25519 key refuses an ML-DSA token.
+    let okp = TrustedJwkSet::from_json(
+        json!({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo", "kid": "ed"}]})
+            .to_string()
+            .as_bytes(),
+    )
+    .expect("loads");
+    assert!(matches!(
+        jws.verify_with(&okp.keys[0].key),
+        Err(JoseError::AlgMismatch { .. })
+    ));
     assert!(Jwk::ml_dsa("x", k44.public_key(), Algorithm::MlDsa65).is_err());
     assert!(Jwk::ml_dsa("x", k44.public_key(), Algorithm::EdDSA).is_err());
 }
