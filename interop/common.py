@@ -2,6 +2,7 @@
 `gateway serve`, and a check that stops at the first failure."""
 
 import base64
+import json
 import sys
 import urllib.error
 import urllib.request
@@ -38,3 +39,27 @@ def expecter(name: str):
         print(f"{name} interop: ok: {what}")
 
     return expect
+
+
+def refused(expect, whoami: str, bad_tokens) -> None:
+    """Each `(name, token)` of `bad_tokens` is refused by `whoami` with 401
+    and an `invalid_token` challenge."""
+    for name, bad in bad_tokens:
+        status, headers, _ = request(whoami, token=bad)
+        challenge = headers.get("www-authenticate") or headers.get("WWW-Authenticate") or ""
+        expect(
+            status == 401 and 'error="invalid_token"' in challenge,
+            f"a {name} token is refused with 401 invalid_token ({challenge})",
+        )
+
+
+def minted(expect, admin: str, admin_secret: str, claims: dict) -> str:
+    """A token the admin face's POST /tokens issues for `claims`."""
+    status, _, body = request(
+        f"http://{admin}/tokens",
+        method="POST",
+        token=admin_secret,
+        body=json.dumps(claims).encode(),
+    )
+    expect(status == 200, "the admin face issues a token")
+    return json.loads(body)["token"]
