@@ -63,3 +63,13 @@ def minted(expect, admin: str, admin_secret: str, claims: dict) -> str:
     )
     expect(status == 200, "the admin face issues a token")
     return json.loads(body)["token"]
+
+
+def main(prepare, check, script: str) -> None:
+    """`script prepare DIR` or `script check DIR PUBLIC ADMIN ADMIN_SECRET_FILE`."""
+    if sys.argv[1:2] == ["prepare"] and len(sys.argv) == 3:
+        prepare(sys.argv[2])
+    elif sys.argv[1:2] == ["check"] and len(sys.argv) == 6:
+        check(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
+    else:
+        sys.exit(f"usage: {script} prepare DIR | check DIR PUBLIC ADMIN ADMIN_SECRET_FILE")

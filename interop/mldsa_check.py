@@ -19,7 +19,6 @@ Exits non-zero with a message on the first failure.
 """
 
 import json
-import sys
 import time
 
 from cryptography.exceptions import InvalidSignature
@@ -28,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.mldsa import (
     MLDSA65PublicKey,
 )
 
-from common import b64, expecter, minted, refused, request, unb64
+from common import b64, expecter, main, minted, refused, request, unb64
 
 KID = "py-mldsa-1"
 expect = expecter("ml-dsa")
@@ -96,9 +95,4 @@ def check(directory: str, public: str, admin: str, secret_file: str) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["prepare"] and len(sys.argv) == 3:
-        prepare(sys.argv[2])
-    elif sys.argv[1:2] == ["check"] and len(sys.argv) == 6:
-        check(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
-    else:
-        sys.exit("usage: mldsa_check.py prepare DIR | check DIR PUBLIC ADMIN ADMIN_SECRET_FILE")
+    main(prepare, check, "mldsa_check.py")

@@ -19,7 +19,6 @@ Exits non-zero with a message on the first failure.
 import hashlib
 import hmac
 import json
-import sys
 import time
 
 import jwt
@@ -27,7 +26,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from jwt.algorithms import OKPAlgorithm
 
-from common import b64, expecter, minted, refused, request
+from common import b64, expecter, main, minted, refused, request
 
 KID = "pyjwt-1"
 
@@ -105,9 +104,4 @@ def check(directory: str, public: str, admin: str, secret_file: str) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["prepare"] and len(sys.argv) == 3:
-        prepare(sys.argv[2])
-    elif sys.argv[1:2] == ["check"] and len(sys.argv) == 6:
-        check(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
-    else:
-        sys.exit("usage: pyjwt_check.py prepare DIR | check DIR PUBLIC ADMIN ADMIN_SECRET_FILE")
+    main(prepare, check, "pyjwt_check.py")
