@@ -21,7 +21,7 @@ fi
 
 work=""
 pid=""
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; [ -n "$work" ] && rm -rf "$work"; }
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; [ -z "$work" ] || rm -rf "$work"; }
 trap cleanup EXIT
 
 # Runs one check: `checker prepare`, `gateway serve --trust-jwks` of what it

@@ -95,6 +95,14 @@ async fn ml_dsa_tokens_are_issued_published_and_verified() {
             code(kms.verify_jwt(&renamed, &keys(), &validation).await),
             "jose.alg_mismatch"
         );
+        // The same kid with another algorithm's name names no key.
+        let relabelled_kid = key.to_string().replace(alg.as_str(), "ed25519");
+        let header = kms_jose::Header::new(Algorithm::EdDSA, Some(relabelled_kid));
+        let forged = kms_jose::sign_compact(&header, &claims, |_| [0; 64]).expect("token");
+        assert_eq!(
+            code(kms.verify_jwt(&forged, &keys(), &validation).await),
+            "jose.unknown_kid"
+        );
         // Once the policy refuses v1, its token is refused.
         let mut policy = kms.policy(&key).await.expect("policy");
         policy.min_verify_version = 2;
