@@ -1092,12 +1092,14 @@ impl Keystore {
         message: &[u8],
         signature: &[u8],
     ) -> Result<(), KmsError> {
-        let public = {
+        // The version held (a reference count), not its key copied: an
+        // ML-DSA public key is 1312–2592 bytes; verified outside the lock.
+        let version = {
             let record = self.record(key)?;
             let versions = record.versions();
-            versions.verifiable(key)?.public.clone()
+            Arc::clone(versions.verifiable(key)?)
         };
-        public.verify(message, signature)
+        version.public.verify(message, signature)
     }
 
     /// Adds a new head version to the key `key` names (any existing version
