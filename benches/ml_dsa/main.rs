@@ -7,8 +7,10 @@
 //! * `ml_dsa_65/sign/{actor_sign_jwt,aws_lc_rs}`: one token at a time from
 //!   a thread outside the runtime (`block_on`, as a caller on another
 //!   thread waits), the same claims each time. `actor_sign_jwt`:
-//!   `KmsClient::sign_jwt` with a keystore ML-DSA-65 key (the bus, the
-//!   actor's task, a pool thread, the reply). `aws_lc_rs`: what a
+//!   `KmsClient::sign_jwt` with a keystore ML-DSA-65 key (the pool idle:
+//!   signed on the caller's task). `actor_sign_jwt_on_pool`: the same on
+//!   an actor with `sign_on_caller_when_idle` off (the bus, the actor's
+//!   task, a pool thread, the reply). `aws_lc_rs`: what a
 //!   per-request signer does with the same key's seed: the header and
 //!   claims as JSON and base64url, `PqdsaKeyPair::sign` (hedged), the
 //!   signature in base64url. Target: aws_lc_rs / actor ≥ 0.9.
@@ -30,7 +32,7 @@
 //!   client tasks each signing one token at a time through the actor (its
 //!   2-thread pool) against `min(clients, 2)` threads signing directly,
 //!   2000 tokens a round, five rounds alternated: tokens a second and the
-//!   ratio's median and spread.
+//!   ratio's median and spread. Set `ML_DSA_CONCURRENCY=0` to skip it.
 //!
 //! Results: docs/PERFORMANCE.md.
 
@@ -98,6 +100,22 @@ fn main() {
         .expect("spawn")
     };
     let kms = handle.client();
+    let on_pool_handle = {
+        let _guard = rt.enter();
+        KmsActor::spawn(
+            KmsConfig::default()
+                .with_token_cache(0)
+                .with_threads(2)
+                .with_sign_on_caller_when_idle(false),
+            Keystore::new(),
+            &Bus::new(),
+        )
+        .expect("spawn")
+    };
+    let on_pool = on_pool_handle.client();
+    let on_pool_key = rt
+        .block_on(on_pool.create_key_of("bench", "tokens", Alg::MlDsa65))
+        .expect("create");
     let key = rt
         .block_on(kms.create_key_of("bench", "tokens", Alg::MlDsa65))
         .expect("create");
@@ -125,6 +143,12 @@ fn main() {
     });
     sign.bench_function("actor_sign_jwt", |b| {
         b.iter(|| rt.block_on(kms.sign_jwt(&key, &claims)).expect("sign"))
+    });
+    sign.bench_function("actor_sign_jwt_on_pool", |b| {
+        b.iter(|| {
+            rt.block_on(on_pool.sign_jwt(&on_pool_key, &claims))
+                .expect("sign")
+        })
     });
     sign.bench_function("actor_sign_jwt_from_a_task", |b| {
         b.iter_custom(|iters| {
@@ -173,12 +197,14 @@ fn main() {
     });
     verify.finish();
 
-    if std::env::args().any(|a| a == "--bench") && !cfg!(debug_assertions) {
+    let concurrency_on = std::env::var("ML_DSA_CONCURRENCY").map_or(true, |v| v != "0");
+    if concurrency_on && std::env::args().any(|a| a == "--bench") && !cfg!(debug_assertions) {
         for clients in [1, 4, 16, 64] {
             concurrency(&rt, &kms, &key, &claims, &direct, &kid, clients);
         }
     }
     rt.block_on(handle.shutdown());
+    rt.block_on(on_pool_handle.shutdown());
     c.final_summary();
 }
 

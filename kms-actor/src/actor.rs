@@ -190,6 +190,8 @@ impl KmsActor {
                 dispatch,
                 keystore.clone(),
                 Arc::clone(&verifying),
+                pool.load(),
+                config.sign_on_caller_when_idle,
                 &config.request_topic,
             ),
             generation: keystore.key_set_generation(),

@@ -364,6 +364,36 @@ impl KmsClient {
         self.shared.caller.verify_alone(key, message, signature)
     }
 
+    /// [`crate::dispatch::caller::CallerSide::sign_if_idle`] of this
+    /// client's actor, audited under this client's principal and counted
+    /// and timed from `started` as a sign request: `None` when the actor
+    /// must sign it.
+    pub(crate) fn sign_if_idle(
+        &self,
+        started: Instant,
+        key: &KeyId,
+        alg: kms_jose::Algorithm,
+        claims: &[u8],
+    ) -> Option<Result<String, KmsError>> {
+        let shared = &self.shared;
+        let result = shared
+            .caller
+            .sign_if_idle(&shared.counters, key, alg, claims)?;
+        crate::audit::key_op(
+            "sign",
+            key,
+            self.principal(),
+            &result,
+            |(id, _)| Some(id),
+            "",
+        );
+        let answer = result.map(|(_, token)| token);
+        shared
+            .metrics
+            .record_op(OpKind::Sign, &answer, started.elapsed());
+        Some(answer)
+    }
+
     /// Counts and times a verify call's `answer`; returns it.
     pub(crate) fn record_verify(
         &self,

@@ -1,6 +1,8 @@
 //! The operations other than verify, served on the actor's task as they
 //! arrive on the priority lane ([`serve`]): reads and Ed25519 signatures at
-//! once, ML-DSA tokens signed on the verify pool (hundreds of µs each),
+//! once, ML-DSA tokens signed on the verify pool (hundreds of µs each; the
+//! ones their callers did not sign while the pool was idle,
+//! `CallerSide::sign_if_idle`),
 //! the keystore writes handed to the [`Writer`] (a durable keystore
 //! fsyncs, which must not stall the actor's task and with it every lane).
 //! Each operation that changes or uses a secret is audited (`audit.rs`):

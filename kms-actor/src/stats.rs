@@ -12,6 +12,7 @@ pub(crate) struct Counters {
     pub(crate) batches: AtomicU64,
     pub(crate) batched_requests: AtomicU64,
     pub(crate) caller_verified: AtomicU64,
+    pub(crate) caller_signed: AtomicU64,
     pub(crate) combined_batches: AtomicU64,
     pub(crate) combined_requests: AtomicU64,
     pub(crate) token_cache_hits: AtomicU64,
@@ -30,6 +31,7 @@ impl Counters {
             batches: self.batches.load(Ordering::Relaxed),
             batched_requests: self.batched_requests.load(Ordering::Relaxed),
             caller_verified: self.caller_verified.load(Ordering::Relaxed),
+            caller_signed: self.caller_signed.load(Ordering::Relaxed),
             combined_batches: self.combined_batches.load(Ordering::Relaxed),
             combined_requests: self.combined_requests.load(Ordering::Relaxed),
             token_cache_hits: self.token_cache_hits.load(Ordering::Relaxed),
@@ -52,6 +54,10 @@ pub struct KmsStats {
     /// was quiet (`KmsConfig::verify_on_caller_when_idle`); never published,
     /// so in no batch.
     pub caller_verified: u64,
+    /// ML-DSA tokens signed on their caller's task because the verify pool
+    /// was idle (`KmsConfig::sign_on_caller_when_idle`); never published,
+    /// so not in `other_requests`.
+    pub caller_signed: u64,
     /// Batches verified on a leading caller's task under load, from the
     /// combining queue (`KmsConfig::combine_max`); never published, so
     /// not in `batches`.
@@ -81,6 +87,7 @@ impl KmsStats {
                 .batched_requests
                 .saturating_sub(earlier.batched_requests),
             caller_verified: self.caller_verified.saturating_sub(earlier.caller_verified),
+            caller_signed: self.caller_signed.saturating_sub(earlier.caller_signed),
             combined_batches: self
                 .combined_batches
                 .saturating_sub(earlier.combined_batches),

@@ -749,3 +749,56 @@ async fn the_last_leader_hands_what_it_leaves_to_the_actor() {
     );
     f.handle.shutdown().await;
 }
+
+#[cfg(feature = "ml-dsa")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ml_dsa_token_is_signed_on_the_pool_while_it_is_busy_and_on_the_callers_task_when_idle()
+{
+    let f = fixture(small());
+    let kms = f.handle.client();
+    let key = kms
+        .create_key_of("acme", "tokens", kms_core::Alg::MlDsa65)
+        .await
+        .expect("create");
+    let claims = serde_json::json!({"sub": "alice", "exp": 4_000_000_000_u64});
+    // The one pool thread is held by a batch: the signature queues behind
+    // it instead of running on this task.
+    let blocker = f.spawn_verify();
+    batches_started(&f.seen, 1).await;
+    let mut queued = Box::pin(kms.sign_jwt(&key, &claims));
+    assert!(futures::poll!(queued.as_mut()).is_pending());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        futures::poll!(queued.as_mut()).is_pending(),
+        "not signed while the pool's thread is held"
+    );
+    assert_eq!(f.handle.stats().caller_signed, 0);
+    f.gate.open();
+    let token = tokio::time::timeout(HANG, queued)
+        .await
+        .expect("no hang")
+        .expect("signed on the pool");
+    assert_eq!(blocker.await.expect("task"), Ok(()));
+    assert_eq!(f.handle.stats().caller_signed, 0);
+    // The pool idle again (its count falls just after the replies), the
+    // next one is signed here.
+    let stats = tokio::time::timeout(HANG, async {
+        loop {
+            let before = f.handle.stats();
+            kms.sign_jwt(&key, &claims).await.expect("sign");
+            let stats = f.handle.stats().since(&before);
+            if stats.caller_signed == 1 {
+                return stats;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("signed on the caller's task once the pool is idle");
+    assert_eq!(stats.other_requests, 0, "{stats:?}");
+    let keys = kms_actor::TokenKeys::keystore("acme", "tokens");
+    kms.verify_jwt(&token, &keys, &kms_jose::Validation::default())
+        .await
+        .expect("the pool's token verifies");
+    f.handle.shutdown().await;
+}

@@ -379,3 +379,53 @@ async fn export_follows_the_policy_and_export_and_import_are_audited() {
 fn keys() -> kms_actor::TokenKeys {
     kms_actor::TokenKeys::keystore("gateway", "tokens").and_keystore("gateway", "passports")
 }
+
+#[cfg(feature = "ml-dsa")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ml_dsa_token_is_audited_alike_on_its_callers_task_and_on_the_pool() {
+    let claims = json!({"sub": "alice", "exp": now() + 600});
+    for on_caller in [true, false] {
+        let ks = Keystore::new();
+        let handle = spawn(
+            &ks,
+            KmsConfig::default().with_sign_on_caller_when_idle(on_caller),
+        );
+        let kms = handle.client().with_principal("issuer");
+        let key = kms
+            .create_key_of("gateway", "tokens", kms_core::Alg::MlDsa65)
+            .await
+            .expect("create");
+        let before = handle.stats();
+        kms.sign_jwt(&key, &claims).await.expect("sign");
+        let mut policy = kms.policy(&key).await.expect("policy");
+        policy.enabled = false;
+        kms.set_policy(&key, policy).await.expect("disable");
+        assert!(matches!(
+            kms.sign_jwt(&key, &claims).await,
+            Err(KmsError::KeyDisabled { .. })
+        ));
+        let stats = handle.stats().since(&before);
+        let signed_here = if on_caller { 2 } else { 0 };
+        assert_eq!(stats.caller_signed, signed_here, "{stats:?}");
+        let events: Vec<(String, u64, String, String)> = audits()
+            .of(&key)
+            .into_iter()
+            .filter(|a| a.operation == "sign")
+            .map(|a| (a.operation, a.version, a.outcome, a.principal))
+            .collect();
+        let event = |outcome: &str| {
+            (
+                "sign".to_owned(),
+                1,
+                outcome.to_owned(),
+                "issuer".to_owned(),
+            )
+        };
+        assert_eq!(
+            events,
+            [event("ok"), event("key_disabled")],
+            "on the caller's task: {on_caller}"
+        );
+        handle.shutdown().await;
+    }
+}

@@ -1,6 +1,8 @@
 //! [`CallerSide`]: where a verify request goes from its caller's task: the
 //! caller path, combining, or the request topic (`coalesce.rs` names the
-//! rules). One per actor, shared by all its clients.
+//! rules); and whether an ML-DSA token is signed on its caller's task
+//! ([`CallerSide::sign_if_idle`]) or by the actor on the pool. One per
+//! actor, shared by all its clients.
 //!
 //! [`CallerSide::dispatch`] takes one request and either answers it on
 //! the caller's task ([`Dispatched::Answered`]: the caller path verified
@@ -15,26 +17,35 @@
 //! * A lead is taken and left inside [`CallerSide::lead`], which does not
 //!   await: no request waits on a future that might not be polled again
 //!   (`combine.rs`).
-//! * The keystore slot is read-locked only while a verification runs on
-//!   a caller's task; [`CallerSide::release_keystore`] takes the keystore
-//!   out under the write lock when the actor ends, so it waits for those
-//!   verifications and afterwards no caller verifies (combining answers
-//!   `ShuttingDown`, publishing finds no subscriber).
+//! * The keystore slot is read-locked only while a verification or a
+//!   signature runs on a caller's task; [`CallerSide::release_keystore`]
+//!   takes the keystore out under the write lock when the actor ends, so it
+//!   waits for those and afterwards no caller verifies or signs (combining
+//!   answers `ShuttingDown`, publishing finds no subscriber).
+//! * At most one caller signs on its own task at a time (the one whose
+//!   compare-and-swap set `signing`; its [`Signing`] guard clears it
+//!   however the signature ends), and only while the pool has nothing in
+//!   flight: a hint read once, so a batch handed to the pool just after
+//!   runs beside that one signature.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use kms_bus::Publisher;
-use kms_core::{Keystore, KmsError};
+use kms_core::{KeyId, Keystore, KmsError};
+use kms_jose::Algorithm;
 
 use crate::dispatch::batch::{self, Verifying};
 use crate::dispatch::coalesce::{Dispatch, Reason};
 use crate::dispatch::combine::{CombineQueue, Leader, Offer, Offered};
 use crate::dispatch::gate::{CallerGate, Outstanding, Refused};
+use crate::dispatch::pool::Load;
 use crate::dispatch::publish::publish;
 use crate::dispatch::reply::{Answer, Reply};
 use crate::dispatch::request::{Op, Request, VerifyCall};
 use crate::metrics::Metrics;
 use crate::stats::Counters;
+use crate::token::issue;
 
 /// See the module docs.
 pub(crate) struct CallerSide {
@@ -50,6 +61,12 @@ pub(crate) struct CallerSide {
     keystore: RwLock<Option<Keystore>>,
     /// The verifier and the origin table, shared with the actor's pool.
     verifying: Arc<Verifying>,
+    /// The pool's load: a caller signs on its task only while it is idle.
+    pool: Arc<Load>,
+    /// `KmsConfig::sign_on_caller_when_idle`.
+    sign_on_caller: bool,
+    /// Set while a caller signs on its own task (module docs).
+    signing: AtomicBool,
     /// The request topic's name (the `topic` field of `tracing` events).
     topic: String,
 }
@@ -81,11 +98,15 @@ pub(crate) enum Dispatched<'a> {
 
 impl CallerSide {
     /// The caller side of an actor on `topic` with these rules, verifying
-    /// with `keystore` and `verifying` until [`CallerSide::release_keystore`].
+    /// with `keystore` and `verifying` until [`CallerSide::release_keystore`],
+    /// signing ML-DSA tokens on callers' tasks if `sign_on_caller` while
+    /// `pool` is idle.
     pub(crate) fn new(
         dispatch: Dispatch,
         keystore: Keystore,
         verifying: Arc<Verifying>,
+        pool: Arc<Load>,
+        sign_on_caller: bool,
         topic: &str,
     ) -> Self {
         CallerSide {
@@ -94,6 +115,9 @@ impl CallerSide {
             combine: CombineQueue::default(),
             keystore: RwLock::new(Some(keystore)),
             verifying,
+            pool,
+            sign_on_caller,
+            signing: AtomicBool::new(false),
             topic: topic.to_owned(),
         }
     }
@@ -224,6 +248,37 @@ impl CallerSide {
         }
     }
 
+    /// Signs a token of `claims` with the head of `key`'s key (an ML-DSA
+    /// key: `issue::sign`) on the caller's task if the node is idle for it:
+    /// `KmsConfig::sign_on_caller_when_idle` on, nothing in flight on the
+    /// pool, no other caller signing on its task, the actor not finished.
+    /// `None` when it does not apply: the caller then sends the request to
+    /// the actor, which signs it on the pool. Counts what it signs in
+    /// `counters`.
+    pub(crate) fn sign_if_idle(
+        &self,
+        counters: &Counters,
+        key: &KeyId,
+        alg: Algorithm,
+        claims: &[u8],
+    ) -> Option<Result<(KeyId, String), KmsError>> {
+        if !self.sign_on_caller || self.pool.in_flight() > 0 {
+            return None;
+        }
+        // Relaxed: the flag only keeps to one the callers signing on their
+        // tasks; it guards no memory (the keystore has its own locks).
+        self.signing
+            .compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)
+            .ok()?;
+        let _signing = Signing(&self.signing);
+        let keystore = self.keystore.read().unwrap_or_else(PoisonError::into_inner);
+        // `None`: the actor has finished; the actor's lane answers
+        // `ShuttingDown`.
+        let result = issue::sign(keystore.as_ref()?, key, alg, claims);
+        Counters::add(&counters.caller_signed, 1);
+        Some(result)
+    }
+
     /// Combining (`coalesce.rs`): verifies what is queued in batches on
     /// this task until `leader` has taken its share or the queue is empty,
     /// then leaves the lead (the hand-off, `combine.rs`). Synchronous, so
@@ -263,6 +318,17 @@ impl CallerSide {
             self.gate.end_run();
         }
         leader.taken()
+    }
+}
+
+/// Clears `CallerSide::signing` when a caller-side signature ends,
+/// however it ends.
+struct Signing<'a>(&'a AtomicBool);
+
+impl Drop for Signing<'_> {
+    fn drop(&mut self) {
+        // Relaxed: as the compare-and-swap in `CallerSide::sign_if_idle`.
+        self.0.store(false, Ordering::Relaxed);
     }
 }
 

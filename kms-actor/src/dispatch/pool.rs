@@ -33,6 +33,15 @@ pub(crate) struct Load {
 /// Decrements the in-flight count when a job ends, however it ends.
 struct FinishGuard(Arc<Load>);
 
+impl Load {
+    /// Batches (and ML-DSA signatures) handed to the pool and not yet
+    /// finished.
+    pub(crate) fn in_flight(&self) -> usize {
+        // Acquire pairs with the Release decrement in `FinishGuard::drop`.
+        self.in_flight.load(Ordering::Acquire)
+    }
+}
+
 impl Drop for FinishGuard {
     fn drop(&mut self) {
         // Release pairs with the Acquire load in `wait_below`, so a
@@ -94,7 +103,13 @@ impl VerifyPool {
 
     /// Batches handed to the pool and not yet finished.
     pub(crate) fn in_flight(&self) -> usize {
-        self.load.in_flight.load(Ordering::Acquire)
+        self.load.in_flight()
+    }
+
+    /// The pool's load, for those outside the actor's task that ask
+    /// whether it is idle (`CallerSide`).
+    pub(crate) fn load(&self) -> Arc<Load> {
+        Arc::clone(&self.load)
     }
 
     /// Runs `job` on a pool thread, counted in flight until it returns or

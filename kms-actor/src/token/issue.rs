@@ -1,9 +1,12 @@
 //! Tokens the keystore issues: [`KmsClient::sign_jwt`] (signed by [`sign`]
-//! on the actor's task, an ML-DSA key's on the verify pool) and the JWK Set that
+//! on the actor's task; an ML-DSA key's on its caller's task while the
+//! verify pool is idle, else on the pool) and the JWK Set that
 //! verifies them, [`KmsClient::jwks`]. A token's `kid` is its key
 //! version's `KeyId` text form and its `alg` the actor's `token_alg` (an
 //! ML-DSA key's: its parameter set's name), so `verify.rs` finds the key
 //! again from the `kid` alone.
+
+use std::time::Instant;
 
 use kms_core::{Alg, KeyId, Keystore, KmsError};
 use kms_jose::{claims_json, finish_compact, signing_input, Algorithm, Header, Jwk, JwkSet};
@@ -15,7 +18,9 @@ use crate::dispatch::request::Op;
 /// Signs a JWT with the head of `key`'s key; returns the head's id and
 /// the compact JWS. An Ed25519 key signs under `alg` (the actor's
 /// `token_alg`), on the actor's task; an ML-DSA key under its parameter
-/// set's name (RFC 9964 §2), on the pool (`ops.rs`: hundreds of µs).
+/// set's name (RFC 9964 §2), on its caller's task
+/// (`CallerSide::sign_if_idle`) or on the pool (`ops.rs`: hundreds of
+/// µs).
 ///
 /// # Errors
 /// The keystore's ([`Keystore::sign_message_naming_head`]);
@@ -53,8 +58,11 @@ impl KmsClient {
     /// Issues a JWT: `claims` (any `Serialize` that is a JSON object with
     /// unique names) signed by the head version of `key`'s key, `kid` the
     /// head's `KeyId` text form, `alg` the actor's `token_alg` for an
-    /// Ed25519 key and the parameter set's name for an ML-DSA key (signed
-    /// on the verify pool: hundreds of µs). The claims are signed as given
+    /// Ed25519 key and the parameter set's name for an ML-DSA key. An
+    /// ML-DSA token (hundreds of µs) is signed on this task when the verify
+    /// pool is idle and no other caller is signing on its own
+    /// (`KmsConfig::sign_on_caller_when_idle`), else on the pool; an
+    /// Ed25519 token on the actor's task. The claims are signed as given
     /// (add `exp`, `iat` yourself).
     ///
     /// # Errors
@@ -78,7 +86,16 @@ impl KmsClient {
             what: "claims",
             reason: e.to_string(),
         })?;
-        let (key, alg) = (key.clone(), self.tokens().alg());
+        let alg = self.tokens().alg();
+        if key.alg().is_ml_dsa() && !self.shutting_down() {
+            if let Some(answer) = self.sign_if_idle(Instant::now(), key, alg, &claims) {
+                // Not a tokio resource: spend the cooperative budget by
+                // hand, so a task looping on signatures still yields.
+                tokio::task::coop::consume_budget().await;
+                return answer;
+            }
+        }
+        let key = key.clone();
         self.call(|reply| Op::SignJwt {
             key,
             alg,
