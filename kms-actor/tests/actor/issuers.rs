@@ -3,10 +3,11 @@
 //! keys are replaced without touching the others', and the header's `typ`
 //! is checked on a full check and on a cache hit alike.
 
+use crate::support::code;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ed25519_dalek::{Signer, SigningKey};
-use kms_actor::{JwtSigner, KmsActor, KmsConfig, KmsHandle, TokenKeys, VerifiedJwt};
+use kms_actor::{JwtSigner, KmsActor, KmsConfig, KmsHandle, TokenKeys};
 use kms_bus::Bus;
 use kms_core::{Keystore, KmsError};
 use kms_jose::{sign_compact, Algorithm, Header, TrustedJwkSet, Validation};
@@ -56,13 +57,6 @@ fn by(kid: &str, iss: Option<&str>, signing: &SigningKey) -> String {
         Header::new(Algorithm::EdDSA, Some(kid.to_owned())),
         &claims(iss),
     )
-}
-
-fn code(result: Result<VerifiedJwt, KmsError>) -> &'static str {
-    match result {
-        Err(KmsError::InvalidToken { code, .. }) => code,
-        other => panic!("expected InvalidToken, got {other:?}"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

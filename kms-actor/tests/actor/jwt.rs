@@ -3,11 +3,12 @@
 //! found by `kid` with their `alg` binding, reloads are whole, and every
 //! refusal names its reason.
 
+use crate::support::code;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ed25519_dalek::{Signer, SigningKey};
 use futures::future::join_all;
-use kms_actor::{JwtSigner, KmsActor, KmsConfig, KmsHandle, VerifiedJwt};
+use kms_actor::{JwtSigner, KmsActor, KmsConfig, KmsHandle};
 use kms_bus::Bus;
 use kms_core::{KeyId, Keystore, KmsError};
 use kms_jose::{sign_compact, Algorithm, Header, TrustedJwkSet, Validation};
@@ -55,13 +56,6 @@ fn outside_token(
         signing.sign(input).to_bytes()
     })
     .expect("sign")
-}
-
-fn code(result: Result<VerifiedJwt, KmsError>) -> &'static str {
-    match result {
-        Err(KmsError::InvalidToken { code, .. }) => code,
-        other => panic!("expected InvalidToken, got {other:?}"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,6 +12,7 @@ mod ml_dsa;
 mod rotation_stress;
 #[cfg(feature = "rsa-ecdsa")]
 mod rsa_ecdsa;
+mod support;
 mod token_cache;
 #[cfg(feature = "serde")]
 mod with_serde;

@@ -5,11 +5,12 @@
 //! outside the actor, and a token under another `alg` is refused.
 #![cfg(feature = "ml-dsa")]
 
+use crate::support::code;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use kms_actor::{JwtSigner, KmsActor, KmsConfig, VerifiedJwt};
+use kms_actor::{JwtSigner, KmsActor, KmsConfig};
 use kms_bus::Bus;
-use kms_core::{Alg, Keystore, KmsError};
+use kms_core::{Alg, Keystore};
 use kms_jose::{Algorithm, CompactJws, JwkSet, TrustedJwkSet, Validation};
 use serde_json::json;
 
@@ -22,13 +23,6 @@ fn now() -> u64 {
 
 fn keys() -> kms_actor::TokenKeys {
     kms_actor::TokenKeys::keystore("gateway", "tokens")
-}
-
-fn code(result: Result<VerifiedJwt, KmsError>) -> &'static str {
-    match result {
-        Err(KmsError::InvalidToken { code, .. }) => code,
-        other => panic!("expected InvalidToken, got {other:?}"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,14 +3,15 @@
 //! the caller's task, count as verify ops, are cached like any other, and
 //! a key of one type never verifies another type's alg.
 
+use crate::support::code;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::rsa::{KeyPair as RsaKeyPair, KeySize};
 use aws_lc_rs::signature::{self, EcdsaKeyPair, KeyPair, RsaEncoding};
-use kms_actor::{JwtSigner, KmsActor, KmsConfig, TokenKeys, VerifiedJwt};
+use kms_actor::{JwtSigner, KmsActor, KmsConfig, TokenKeys};
 use kms_bus::Bus;
-use kms_core::{Keystore, KmsError};
+use kms_core::Keystore;
 use kms_jose::{Algorithm, Header, TrustedJwkSet, Validation};
 use serde_json::{json, Value};
 
@@ -50,13 +51,6 @@ fn ec_sig(pair: &EcdsaKeyPair, input: &[u8]) -> Vec<u8> {
         .expect("sign")
         .as_ref()
         .to_vec()
-}
-
-fn code(result: Result<VerifiedJwt, KmsError>) -> &'static str {
-    match result {
-        Err(KmsError::InvalidToken { code, .. }) => code,
-        other => panic!("expected InvalidToken, got {other:?}"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,7 @@
 //! makes the next call verify in full, including a verdict computed
 //! before the change and finished after it.
 
+use crate::support::code;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -65,13 +66,6 @@ fn spawn_config(config: KmsConfig) -> (KmsHandle, KeyId) {
         KmsActor::spawn(config, ks, &Bus::new()).expect("spawn"),
         key,
     )
-}
-
-fn code(result: &Result<VerifiedJwt, KmsError>) -> &'static str {
-    match result {
-        Err(KmsError::InvalidToken { code, .. }) => code,
-        other => panic!("expected InvalidToken, got {other:?}"),
-    }
 }
 
 /// The hits and misses between `before` and now.
