@@ -1,8 +1,9 @@
 //! ML-DSA-65 tokens through the KMS actor, beside aws-lc-rs called
 //! directly on the same work, in the same group (feature `ml-dsa`:
-//! `cargo bench --bench ml_dsa --features ml-dsa`), on an actor with a
-//! 2-thread pool whatever the machine, so the direct side's 2 threads are
-//! its match.
+//! `cargo bench --bench ml_dsa --features ml-dsa`), on actors with a
+//! 2-thread pool whatever the machine (one with `sign_on_caller_when_idle`
+//! on, the default, one with it off), so the direct side's 2 threads are
+//! their match. The bench checks that each signed where it says.
 //!
 //! * `ml_dsa_65/sign/{actor_sign_jwt,aws_lc_rs}`: one token at a time from
 //!   a thread outside the runtime (`block_on`, as a caller on another
@@ -29,8 +30,9 @@
 //!   `sign_message` on the bench's thread, and `PqdsaKeyPair::sign` alone,
 //!   on a short message: what the primitive costs without JWS or actor.
 //! * `ml_dsa_65/sign_concurrency`: not a Criterion timing. 1, 4, 16 and 64
-//!   client tasks each signing one token at a time through the actor (its
-//!   2-thread pool) against `min(clients, 2)` threads signing directly,
+//!   client tasks each signing one token at a time through the actor (the
+//!   default one: a token on a client's task while the pool is idle, else
+//!   on its 2-thread pool) against `min(clients, 2)` threads signing directly,
 //!   2000 tokens a round, five rounds alternated: tokens a second and the
 //!   ratio's median and spread. Set `ML_DSA_CONCURRENCY=0` to skip it.
 //!
@@ -120,6 +122,15 @@ fn main() {
         .block_on(kms.create_key_of("bench", "tokens", Alg::MlDsa65))
         .expect("create");
     let claims = json!({"sub": "alice", "iss": "bench", "exp": now() + 24 * 3600});
+    // Each actor signs where its bench says: the default one on the
+    // caller's task (its pool idle), the other on its pool.
+    rt.block_on(kms.sign_jwt(&key, &claims)).expect("sign");
+    rt.block_on(on_pool.sign_jwt(&on_pool_key, &claims))
+        .expect("sign");
+    assert!(
+        handle.stats().caller_signed == 1 && on_pool_handle.stats().caller_signed == 0,
+        "actor_sign_jwt signs on the caller's task, actor_sign_jwt_on_pool on the pool"
+    );
     // The direct side's key: the same parameter set, from a seed of its own
     // (the keystore's seed never leaves it).
     let direct = PqdsaKeyPair::from_seed(&ML_DSA_65_SIGNING, &[7; 32]).expect("key");
@@ -209,7 +220,8 @@ fn main() {
 }
 
 /// Tokens a second: `clients` tasks each signing one token at a time
-/// through the actor (2 pool threads), beside `min(clients, 2)` threads
+/// through the actor (on a client's task while its 2-thread pool is idle,
+/// else on the pool), beside `min(clients, 2)` threads
 /// each signing directly with aws-lc-rs; five rounds of each, alternated.
 fn concurrency(
     rt: &tokio::runtime::Runtime,

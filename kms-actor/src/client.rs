@@ -6,8 +6,10 @@
 //! caller's task (the caller path), and under moderate load callers
 //! combine theirs, one caller per pool thread verifying what the others
 //! queued as one batch on its own task (combining); the rest are
-//! published. Verify requests go to the request topic, the others to the
-//! priority topic. Each answer, whatever it is, is
+//! published; and ML-DSA tokens, one of which is signed on its caller's
+//! task while the verify pool is idle (`CallerSide::sign_if_idle`).
+//! Verify requests go to the request topic, the others to the priority
+//! topic. Each answer, whatever it is, is
 //! counted in `kms_ops_total` and timed in `kms_op_duration_seconds` here,
 //! the one place every outcome passes (including `Overloaded`, which never
 //! reaches the actor). A caller never hangs: if the request is lost (lagging

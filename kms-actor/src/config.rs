@@ -92,16 +92,16 @@ pub struct KmsConfig {
     /// Default: `true`.
     pub verify_on_caller_when_idle: bool,
     /// Whether an ML-DSA token ([`crate::KmsClient::sign_jwt`] with an
-    /// ML-DSA key) asked for while the verify pool has nothing in flight
-    /// and no other caller is signing on its own task is signed on the
-    /// caller's own task, with no hop at all; otherwise the actor signs it
-    /// on the pool. A lone signature (~130 µs for ML-DSA-65) then saves the
-    /// two thread wake-ups of a round trip through the actor and the pool
-    /// (on a quiet host, about a third of the signature's own cost), at the
-    /// cost of one signature on the caller's tokio worker; under load (a
-    /// batch or a signature on the pool) it never applies, so at most one
-    /// caller's worker signs at a time. Ed25519 tokens (~20 µs) are signed
-    /// on the actor's task either way. Default: `true`.
+    /// ML-DSA key) asked for while the verify pool has nothing in flight,
+    /// no verify request is outstanding at the actor and no other caller is
+    /// signing on its own task is signed on the caller's own task, with no
+    /// hop at all; otherwise the actor signs it on the pool. A lone
+    /// signature (~130 µs for ML-DSA-65) then saves the thread wake-ups of
+    /// a round trip through the actor and the pool (70–100 µs on a quiet
+    /// 2-vCPU host, docs/PERFORMANCE.md), at the cost of one signature on
+    /// the caller's tokio worker. At most one caller signs on its task at a
+    /// time; while the pool is busy every token goes to it. Ed25519 tokens
+    /// (~20 µs) are signed on the actor's task either way. Default: `true`.
     pub sign_on_caller_when_idle: bool,
     /// Most signatures (count, 0..=[`MAX_COMBINE_LIMIT`]) a caller verifies
     /// on its own task under load (combining in the coalescer,

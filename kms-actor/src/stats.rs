@@ -54,9 +54,10 @@ pub struct KmsStats {
     /// was quiet (`KmsConfig::verify_on_caller_when_idle`); never published,
     /// so in no batch.
     pub caller_verified: u64,
-    /// ML-DSA tokens signed on their caller's task because the verify pool
-    /// was idle (`KmsConfig::sign_on_caller_when_idle`); never published,
-    /// so not in `other_requests`.
+    /// ML-DSA `sign_jwt` calls answered on their caller's task because the
+    /// verify pool was idle (`KmsConfig::sign_on_caller_when_idle`),
+    /// refusals such as `KeyDisabled` included; never published, so not in
+    /// `other_requests`.
     pub caller_signed: u64,
     /// Batches verified on a leading caller's task under load, from the
     /// combining queue (`KmsConfig::combine_max`); never published, so

@@ -24,10 +24,12 @@
 //!   answers `ShuttingDown`, publishing finds no subscriber).
 //! * At most one caller signs on its own task at a time (the one whose
 //!   compare-and-swap set `signing`; its [`Signing`] guard clears it
-//!   however the signature ends), and only while the pool has nothing in
-//!   flight: a hint read once, so a batch handed to the pool just after
-//!   runs beside that one signature.
+//!   however the signature ends, a panic included, which is answered
+//!   `Internal`), and only while the pool has nothing in flight and no
+//!   verify request is outstanding: hints read once, so a batch handed to
+//!   the pool just after runs beside that one signature.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -129,9 +131,10 @@ impl CallerSide {
     }
 
     /// Takes the keystore out (the actor has finished): waits for the
-    /// caller-side verifications in progress (one on the caller path, ~20
-    /// µs for a message of at most 1 KiB, or a batch of at most
-    /// `combine_max` per leader); afterwards none starts.
+    /// caller-side verifications and signature in progress (one on the
+    /// caller path, ~20 µs for a message of at most 1 KiB, a batch of at
+    /// most `combine_max` per leader, or one ML-DSA signature, ~130 µs for
+    /// ML-DSA-65); afterwards none starts.
     pub(crate) fn release_keystore(&self) {
         drop(
             self.keystore
@@ -251,10 +254,14 @@ impl CallerSide {
     /// Signs a token of `claims` with the head of `key`'s key (an ML-DSA
     /// key: `issue::sign`) on the caller's task if the node is idle for it:
     /// `KmsConfig::sign_on_caller_when_idle` on, nothing in flight on the
-    /// pool, no other caller signing on its task, the actor not finished.
-    /// `None` when it does not apply: the caller then sends the request to
-    /// the actor, which signs it on the pool. Counts what it signs in
-    /// `counters`.
+    /// pool, no verify request outstanding, no other caller signing on its
+    /// task, the actor not finished. `None` when it does not apply: the
+    /// caller then sends the request to the actor, which signs it on the
+    /// pool. Counts what it answers in `counters`.
+    ///
+    /// # Errors
+    /// Those of `issue::sign`; [`KmsError::Internal`] if signing panics
+    /// (the actor's path answers its caller `Dropped` then).
     pub(crate) fn sign_if_idle(
         &self,
         counters: &Counters,
@@ -262,7 +269,7 @@ impl CallerSide {
         alg: Algorithm,
         claims: &[u8],
     ) -> Option<Result<(KeyId, String), KmsError>> {
-        if !self.sign_on_caller || self.pool.in_flight() > 0 {
+        if !self.sign_on_caller || self.pool.in_flight() > 0 || self.gate.outstanding() > 0 {
             return None;
         }
         // Relaxed: the flag only keeps to one the callers signing on their
@@ -274,7 +281,13 @@ impl CallerSide {
         let keystore = self.keystore.read().unwrap_or_else(PoisonError::into_inner);
         // `None`: the actor has finished; the actor's lane answers
         // `ShuttingDown`.
-        let result = issue::sign(keystore.as_ref()?, key, alg, claims);
+        let keystore = keystore.as_ref()?;
+        let result = catch_unwind(AssertUnwindSafe(|| issue::sign(keystore, key, alg, claims)))
+            .unwrap_or_else(|_| {
+                Err(KmsError::Internal {
+                    reason: "signing a token panicked".to_owned(),
+                })
+            });
         Counters::add(&counters.caller_signed, 1);
         Some(result)
     }

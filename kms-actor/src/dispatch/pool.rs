@@ -1,9 +1,11 @@
 //! The dedicated verify pool: a named `rayon::ThreadPool`, the count of
 //! batches in flight on it, and joining its threads at shutdown.
 //!
-//! Invariant: `in_flight` counts batches handed to the pool whose job has not
-//! finished (incremented before `spawn`, decremented by the job's guard even
-//! if the job panics), so the coalescer can tell whether a thread is idle.
+//! Invariant: `in_flight` counts jobs (verify batches, ML-DSA signatures)
+//! handed to the pool that have not finished (incremented before `spawn`,
+//! decremented by the job's guard even if the job panics), so the
+//! coalescer can tell whether a thread is idle, and a caller whether it
+//! may sign on its own task (`CallerSide::sign_if_idle`, a hint there).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
@@ -37,14 +39,16 @@ impl Load {
     /// Batches (and ML-DSA signatures) handed to the pool and not yet
     /// finished.
     pub(crate) fn in_flight(&self) -> usize {
-        // Acquire pairs with the Release decrement in `FinishGuard::drop`.
+        // Acquire pairs with the Release decrement in `FinishGuard::drop`
+        // (the coalescer's "idle"); a caller deciding where to sign reads
+        // it only as a hint and relies on nothing it orders.
         self.in_flight.load(Ordering::Acquire)
     }
 }
 
 impl Drop for FinishGuard {
     fn drop(&mut self) {
-        // Release pairs with the Acquire load in `wait_below`, so a
+        // Release pairs with the Acquire load in `Load::in_flight`, so a
         // coalescer that sees the lower count also sees the job's replies
         // sent (not needed for correctness of the replies, which carry their
         // own synchronization, but it keeps "idle" truthful).

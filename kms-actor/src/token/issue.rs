@@ -69,8 +69,12 @@ impl KmsClient {
     /// [`KmsError::InvalidArgument`] if `claims` is not a JSON object with
     /// unique names, or `key`'s purpose is not one of
     /// `KmsConfig::token_purposes` (its tokens would not verify);
-    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`], or one of
-    /// the errors listed on [`KmsClient`].
+    /// [`KmsError::UnknownKey`], [`KmsError::UnknownVersion`],
+    /// [`KmsError::KeyDisabled`] or [`KmsError::KeyDestroyed`] as the key's
+    /// policy says; [`KmsError::AlgorithmNotBuilt`] for an ML-DSA key when
+    /// kms-jose lacks its `ml-dsa` feature; [`KmsError::Internal`] if
+    /// signing on this task panicked; or one of the errors listed on
+    /// [`KmsClient`].
     pub async fn sign_jwt<C: Serialize + ?Sized>(
         &self,
         key: &KeyId,

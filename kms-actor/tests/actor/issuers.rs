@@ -3,7 +3,6 @@
 //! keys are replaced without touching the others', and the header's `typ`
 //! is checked on a full check and on a cache hit alike.
 
-use crate::support::code;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ed25519_dalek::{Signer, SigningKey};
@@ -12,6 +11,8 @@ use kms_bus::Bus;
 use kms_core::{Keystore, KmsError};
 use kms_jose::{sign_compact, Algorithm, Header, TrustedJwkSet, Validation};
 use serde_json::{json, Value};
+
+use crate::support::code;
 
 const IDP_A: &str = "https://a.example";
 const IDP_B: &str = "https://b.example";

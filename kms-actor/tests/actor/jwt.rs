@@ -3,7 +3,6 @@
 //! found by `kid` with their `alg` binding, reloads are whole, and every
 //! refusal names its reason.
 
-use crate::support::code;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ed25519_dalek::{Signer, SigningKey};
@@ -13,6 +12,8 @@ use kms_bus::Bus;
 use kms_core::{KeyId, Keystore, KmsError};
 use kms_jose::{sign_compact, Algorithm, Header, TrustedJwkSet, Validation};
 use serde_json::json;
+
+use crate::support::code;
 
 fn now() -> u64 {
     SystemTime::now()

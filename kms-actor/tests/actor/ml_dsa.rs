@@ -1,11 +1,10 @@
 //! ML-DSA tokens through the actor (feature `ml-dsa`): a key made with
-//! its algorithm signs tokens under its parameter set's name (on the
-//! pool), they verify (before and after a rotation, not once the policy
-//! refuses the version), the JWK Set publishes `AKP` keys that verify them
-//! outside the actor, and a token under another `alg` is refused.
+//! its algorithm signs tokens under its parameter set's name, they verify
+//! (before and after a rotation, not once the policy refuses the version),
+//! the JWK Set publishes `AKP` keys that verify them outside the actor, and
+//! a token under another `alg` is refused.
 #![cfg(feature = "ml-dsa")]
 
-use crate::support::code;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use kms_actor::{JwtSigner, KmsActor, KmsConfig};
@@ -13,6 +12,8 @@ use kms_bus::Bus;
 use kms_core::{Alg, Keystore};
 use kms_jose::{Algorithm, CompactJws, JwkSet, TrustedJwkSet, Validation};
 use serde_json::json;
+
+use crate::support::code;
 
 fn now() -> u64 {
     SystemTime::now()

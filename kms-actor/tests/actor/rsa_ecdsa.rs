@@ -3,7 +3,6 @@
 //! the caller's task, count as verify ops, are cached like any other, and
 //! a key of one type never verifies another type's alg.
 
-use crate::support::code;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::rand::SystemRandom;
@@ -14,6 +13,8 @@ use kms_bus::Bus;
 use kms_core::Keystore;
 use kms_jose::{Algorithm, Header, TrustedJwkSet, Validation};
 use serde_json::{json, Value};
+
+use crate::support::code;
 
 const IDP: &str = "https://idp.example";
 

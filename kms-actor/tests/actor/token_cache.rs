@@ -6,7 +6,6 @@
 //! makes the next call verify in full, including a verdict computed
 //! before the change and finished after it.
 
-use crate::support::code;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -19,6 +18,8 @@ use kms_core::ed25519::verify_batch;
 use kms_core::{KeyId, Keystore, KmsError};
 use kms_jose::{sign_compact, Algorithm, Header, TrustedJwkSet, Validation};
 use serde_json::json;
+
+use crate::support::code;
 
 const HANG: Duration = Duration::from_secs(60);
 
