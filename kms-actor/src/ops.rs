@@ -14,7 +14,7 @@ use kms_core::Keystore;
 use crate::audit;
 use crate::dispatch::pool::VerifyPool;
 use crate::dispatch::request::{Op, Request, VerifyRequest};
-use crate::token::issue;
+use crate::token::sign;
 use crate::writer::Writer;
 
 /// Serves `request` with `ks`, handing writes to `writer`; a verify
@@ -57,7 +57,7 @@ pub(crate) fn serve(
                         if reply.is_abandoned() {
                             return;
                         }
-                        let result = issue::sign(&ks, &key, alg, &claims);
+                        let result = sign::sign(&ks, &key, alg, &claims);
                         let who = principal.as_deref();
                         audit::key_op("sign", &key, who, &result, |(id, _)| Some(id), "");
                         reply.send(result.map(|(_, token)| token));

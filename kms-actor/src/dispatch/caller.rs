@@ -47,7 +47,7 @@ use crate::dispatch::reply::{Answer, Reply};
 use crate::dispatch::request::{Op, Request, VerifyCall};
 use crate::metrics::Metrics;
 use crate::stats::Counters;
-use crate::token::issue;
+use crate::token::sign;
 
 /// See the module docs.
 pub(crate) struct CallerSide {
@@ -252,7 +252,7 @@ impl CallerSide {
     }
 
     /// Signs a token of `claims` with the head of `key`'s key (an ML-DSA
-    /// key: `issue::sign`) on the caller's task if the node is idle for it:
+    /// key: `sign::sign`) on the caller's task if the node is idle for it:
     /// `KmsConfig::sign_on_caller_when_idle` on, nothing in flight on the
     /// pool, no verify request outstanding, no other caller signing on its
     /// task, the actor not finished. `None` when it does not apply: the
@@ -260,7 +260,7 @@ impl CallerSide {
     /// pool. Counts what it answers in `counters`.
     ///
     /// # Errors
-    /// Those of `issue::sign`; [`KmsError::Internal`] if signing panics
+    /// Those of `sign::sign`; [`KmsError::Internal`] if signing panics
     /// (the actor's path answers its caller `Dropped` then).
     pub(crate) fn sign_if_idle(
         &self,
@@ -282,7 +282,7 @@ impl CallerSide {
         // `None`: the actor has finished; the actor's lane answers
         // `ShuttingDown`.
         let keystore = keystore.as_ref()?;
-        let result = catch_unwind(AssertUnwindSafe(|| issue::sign(keystore, key, alg, claims)))
+        let result = catch_unwind(AssertUnwindSafe(|| sign::sign(keystore, key, alg, claims)))
             .unwrap_or_else(|_| {
                 Err(KmsError::Internal {
                     reason: "signing a token panicked".to_owned(),

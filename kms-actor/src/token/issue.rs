@@ -1,6 +1,6 @@
-//! Tokens the keystore issues: [`KmsClient::sign_jwt`] (signed by [`sign`]
-//! on the actor's task; an ML-DSA key's on its caller's task while the
-//! verify pool is idle, else on the pool) and the JWK Set that
+//! Tokens the keystore issues: [`KmsClient::sign_jwt`] (signed by
+//! `sign::sign` on the actor's task; an ML-DSA key's on its caller's task
+//! while the verify pool is idle, else on the pool) and the JWK Set that
 //! verifies them, [`KmsClient::jwks`]. A token's `kid` is its key
 //! version's `KeyId` text form and its `alg` the actor's `token_alg` (an
 //! ML-DSA key's: its parameter set's name), so `verify.rs` finds the key
@@ -8,51 +8,12 @@
 
 use std::time::Instant;
 
-use kms_core::{Alg, KeyId, Keystore, KmsError};
-use kms_jose::{claims_json, finish_compact, signing_input, Algorithm, Header, Jwk, JwkSet};
+use kms_core::{Alg, KeyId, KmsError};
+use kms_jose::{claims_json, Algorithm, Jwk, JwkSet};
 use serde::Serialize;
 
 use crate::client::KmsClient;
 use crate::dispatch::request::Op;
-
-/// Signs a JWT with the head of `key`'s key; returns the head's id and
-/// the compact JWS. An Ed25519 key signs under `alg` (the actor's
-/// `token_alg`), on the actor's task; an ML-DSA key under its parameter
-/// set's name (RFC 9964 §2), on its caller's task
-/// (`CallerSide::sign_if_idle`) or on the pool (`ops.rs`: hundreds of
-/// µs).
-///
-/// # Errors
-/// The keystore's ([`Keystore::sign_message_naming_head`]);
-/// [`KmsError::AlgorithmNotBuilt`] for an ML-DSA key when kms-jose lacks
-/// its `ml-dsa` feature (its tokens would not verify).
-pub(crate) fn sign(
-    keystore: &Keystore,
-    key: &KeyId,
-    alg: Algorithm,
-    claims: &[u8],
-) -> Result<(KeyId, String), KmsError> {
-    let alg = token_alg(key.alg(), alg);
-    // A build whose kms-jose lacks `ml-dsa` would issue tokens it cannot
-    // verify: refused instead.
-    if !alg.is_supported() {
-        return Err(KmsError::AlgorithmNotBuilt { alg: key.alg() });
-    }
-    let (head, input, signature) = keystore.sign_message_naming_head(key, |head| {
-        signing_input(&Header::new(alg, Some(head.to_string())), claims).into_bytes()
-    })?;
-    let input = String::from_utf8(input).map_err(|_| KmsError::Internal {
-        reason: "a JWS signing input was not text".to_owned(),
-    })?;
-    Ok((head, finish_compact(input, signature.as_bytes())))
-}
-
-/// The `alg` of tokens a key of algorithm `key_alg` signs: an ML-DSA
-/// key's parameter set's name; for Ed25519, `ed25519_alg` (the actor's
-/// `token_alg`).
-pub(crate) fn token_alg(key_alg: Alg, ed25519_alg: Algorithm) -> Algorithm {
-    Algorithm::for_ml_dsa_key(key_alg).unwrap_or(ed25519_alg)
-}
 
 impl KmsClient {
     /// Issues a JWT: `claims` (any `Serialize` that is a JSON object with

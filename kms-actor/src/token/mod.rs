@@ -23,6 +23,7 @@ pub(crate) mod cache;
 pub(crate) mod issue;
 pub(crate) mod issuer_keys;
 pub(crate) mod refetch;
+pub(crate) mod sign;
 pub(crate) mod token_keys;
 pub(crate) mod tokens;
 pub(crate) mod trusted_keys;

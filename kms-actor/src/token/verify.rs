@@ -342,7 +342,7 @@ impl KmsClient {
                 // A keystore key verifies the alg the JWK Set publishes it
                 // with (`token_alg`; an ML-DSA key's own), as a verifier
                 // that enforces a JWK's `alg` does.
-                let published = crate::token::issue::token_alg(id.alg(), tokens.alg());
+                let published = crate::token::sign::token_alg(id.alg(), tokens.alg());
                 if header.alg() != published {
                     return Err(invalid(JoseError::AlgMismatch {
                         expected: published.as_str(),

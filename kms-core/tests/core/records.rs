@@ -3,7 +3,6 @@
 //! refuses (a record dropped, swapped, replayed, added or altered), and a
 //! master-key rewrap cut short by a failed commit.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -11,7 +10,7 @@ use kms_core::seal::{Keyring, SealError, SealKey};
 use kms_core::storage::{RecordWrite, Storage};
 use kms_core::{KeyId, Keystore, KmsError, Rewrapped};
 
-type Records = BTreeMap<String, Vec<u8>>;
+use crate::support::memory::{apply, Records};
 
 /// Records in memory, shared by clones. Counts the records and bytes each
 /// commit writes, and fails every commit after `fail_after` of them.
@@ -67,13 +66,7 @@ impl Storage for MemoryStorage {
             .map(|w| w.name.len() + w.value.map_or(0, <[u8]>::len))
             .sum();
         commits.push((writes.len(), bytes));
-        let mut records = self.records.lock().expect("records");
-        for w in writes {
-            match w.value {
-                Some(value) => records.insert(w.name.to_owned(), value.to_vec()),
-                None => records.remove(w.name),
-            };
-        }
+        apply(&mut self.records.lock().expect("records"), writes);
         Ok(())
     }
 }

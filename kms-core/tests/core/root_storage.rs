@@ -3,7 +3,6 @@
 //! an empty storage is no store, and what a new root wrote (a key file)
 //! is discarded only when the record's write surely never lands.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -11,6 +10,7 @@ use kms_core::root::{FileRoot, RootKind, RootRecord};
 use kms_core::storage::{RecordWrite, Storage};
 use kms_core::{Keystore, KmsError};
 
+use crate::support::memory::{apply, Records};
 use crate::support::test_root::TestRoot;
 
 const KEY_ID: &str = "master";
@@ -28,7 +28,7 @@ const CONFLICTS: u8 = 3;
 /// Records and a root record in memory, shared by clones.
 #[derive(Debug, Clone, Default)]
 struct RootedMemory {
-    records: Arc<Mutex<BTreeMap<String, Vec<u8>>>>,
+    records: Arc<Mutex<Records>>,
     root: Arc<Mutex<Option<Vec<u8>>>>,
     next_write: Arc<AtomicU8>,
 }
@@ -59,13 +59,7 @@ impl Storage for RootedMemory {
     }
 
     fn commit(&self, writes: &[RecordWrite<'_>]) -> Result<(), KmsError> {
-        let mut records = self.records.lock().expect("records");
-        for w in writes {
-            match w.value {
-                Some(value) => records.insert(w.name.to_owned(), value.to_vec()),
-                None => records.remove(w.name),
-            };
-        }
+        apply(&mut self.records.lock().expect("records"), writes);
         Ok(())
     }
 

@@ -1,6 +1,7 @@
 //! Test inputs shared by the batch property and differential tests:
-//! honest, tampered and torsion-crafted Ed25519 items; and a wrapping root
-//! of trust for the root tests (`test_root`).
+//! honest, tampered and torsion-crafted Ed25519 items; a wrapping root of
+//! trust for the root tests (`test_root`); records in memory for the
+//! tests' own storages (`memory`).
 //!
 //! Torsion-crafted items are built with curve25519-dalek scalar and point
 //! arithmetic: a mixed-order key `A' = [a]B + T` or commitment
@@ -15,6 +16,7 @@ use kms_core::ed25519::BatchItem;
 use proptest::prelude::*;
 use sha2::{Digest, Sha512};
 
+pub mod memory;
 pub mod test_root;
 
 #[derive(Debug, Clone)]
