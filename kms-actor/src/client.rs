@@ -378,18 +378,10 @@ impl KmsClient {
         claims: &[u8],
     ) -> Option<Result<String, KmsError>> {
         let shared = &self.shared;
-        let result = shared
-            .caller
-            .sign_if_idle(&shared.counters, key, alg, claims)?;
-        crate::audit::key_op(
-            "sign",
-            key,
-            self.principal(),
-            &result,
-            |(id, _)| Some(id),
-            "",
-        );
-        let answer = result.map(|(_, token)| token);
+        let answer =
+            shared
+                .caller
+                .sign_if_idle(&shared.counters, key, alg, claims, self.principal())?;
         shared
             .metrics
             .record_op(OpKind::Sign, &answer, started.elapsed());

@@ -57,10 +57,8 @@ pub(crate) fn serve(
                         if reply.is_abandoned() {
                             return;
                         }
-                        let result = sign::sign(&ks, &key, alg, &claims);
                         let who = principal.as_deref();
-                        audit::key_op("sign", &key, who, &result, |(id, _)| Some(id), "");
-                        reply.send(result.map(|(_, token)| token));
+                        reply.send(sign::sign(&ks, &key, alg, &claims, who));
                     }
                 };
                 // ML-DSA costs hundreds of µs: on the pool, so the actor's

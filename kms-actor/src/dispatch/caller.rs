@@ -252,7 +252,8 @@ impl CallerSide {
     }
 
     /// Signs a token of `claims` with the head of `key`'s key (an ML-DSA
-    /// key: `sign::sign`) on the caller's task if the node is idle for it:
+    /// key: `sign::sign`, audited as by `principal`) on the caller's task
+    /// if the node is idle for it:
     /// `KmsConfig::sign_on_caller_when_idle` on, nothing in flight on the
     /// pool, no verify request outstanding, no other caller signing on its
     /// task, the actor not finished. `None` when it does not apply: the
@@ -268,7 +269,8 @@ impl CallerSide {
         key: &KeyId,
         alg: Algorithm,
         claims: &[u8],
-    ) -> Option<Result<(KeyId, String), KmsError>> {
+        principal: Option<&str>,
+    ) -> Option<Result<String, KmsError>> {
         if !self.sign_on_caller || self.pool.in_flight() > 0 || self.gate.outstanding() > 0 {
             return None;
         }
@@ -282,12 +284,14 @@ impl CallerSide {
         // `None`: the actor has finished; the actor's lane answers
         // `ShuttingDown`.
         let keystore = keystore.as_ref()?;
-        let result = catch_unwind(AssertUnwindSafe(|| sign::sign(keystore, key, alg, claims)))
-            .unwrap_or_else(|_| {
-                Err(KmsError::Internal {
-                    reason: "signing a token panicked".to_owned(),
-                })
-            });
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            sign::sign(keystore, key, alg, claims, principal)
+        }))
+        .unwrap_or_else(|_| {
+            Err(KmsError::Internal {
+                reason: "signing a token panicked".to_owned(),
+            })
+        });
         Counters::add(&counters.caller_signed, 1);
         Some(result)
     }

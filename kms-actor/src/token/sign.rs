@@ -1,23 +1,39 @@
-//! A token signed with the keystore's head version of a key ([`sign`]),
-//! wherever it is signed (the actor's task, the verify pool, a caller's
-//! task), and the `alg` a key's tokens carry ([`token_alg`]). Depends on
-//! nothing of the actor's, so every place that signs can use it.
+//! A token signed with the keystore's head version of a key and audited
+//! ([`sign`]), wherever it is signed (the actor's task, the verify pool, a
+//! caller's task), and the `alg` a key's tokens carry ([`token_alg`]).
+//! Depends on nothing of the actor's but the audit, so every place that
+//! signs can use it.
 
 use kms_core::{Alg, KeyId, Keystore, KmsError};
 use kms_jose::{finish_compact, signing_input, Algorithm, Header};
 
-/// Signs a JWT with the head of `key`'s key; returns the head's id and
-/// the compact JWS. An Ed25519 key signs under `alg` (the actor's
-/// `token_alg`), on the actor's task; an ML-DSA key under its parameter
-/// set's name (RFC 9964 §2), on its caller's task
-/// (`CallerSide::sign_if_idle`) or on the pool (`ops.rs`: hundreds of
-/// µs).
+use crate::audit;
+
+/// Signs a JWT with the head of `key`'s key and emits its audit event
+/// (`sign`, the head that signed, by `principal`); returns the compact
+/// JWS. An Ed25519 key signs under `alg` (the actor's `token_alg`), on the
+/// actor's task; an ML-DSA key under its parameter set's name (RFC 9964
+/// §2), on its caller's task (`CallerSide::sign_if_idle`) or on the pool
+/// (`ops.rs`: hundreds of µs).
 ///
 /// # Errors
 /// The keystore's ([`Keystore::sign_message_naming_head`]);
 /// [`KmsError::AlgorithmNotBuilt`] for an ML-DSA key when kms-jose lacks
 /// its `ml-dsa` feature (its tokens would not verify).
 pub(crate) fn sign(
+    keystore: &Keystore,
+    key: &KeyId,
+    alg: Algorithm,
+    claims: &[u8],
+    principal: Option<&str>,
+) -> Result<String, KmsError> {
+    let result = signed(keystore, key, alg, claims);
+    audit::key_op("sign", key, principal, &result, |(head, _)| Some(head), "");
+    result.map(|(_, token)| token)
+}
+
+/// [`sign`] without the audit: the head that signed and the token.
+fn signed(
     keystore: &Keystore,
     key: &KeyId,
     alg: Algorithm,
