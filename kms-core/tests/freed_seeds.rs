@@ -123,6 +123,22 @@ struct Scan {
     largest: usize,
 }
 
+/// Releases what was held ([`release`]) and asserts that every freed
+/// block was scanned, more than `min_blocks` were, and none holds one of
+/// `seeds`; `phase` names what freed them.
+fn released_clean(phase: &str, seeds: &[[u8; 32]], min_blocks: usize) {
+    let scan = release(seeds);
+    assert_eq!(scan.overflowed, 0, "{phase}: every freed block was scanned");
+    assert!(
+        scan.blocks > min_blocks,
+        "{phase}: blocks were held and scanned: {scan:?}"
+    );
+    assert_eq!(
+        scan.with_a_seed, 0,
+        "{phase}: a seed is left in freed heap memory: {scan:?}"
+    );
+}
+
 fn hold() {
     HOLDING.store(true, Ordering::Release);
 }
@@ -257,15 +273,8 @@ fn no_seed_is_left_in_freed_memory() {
         .expect("import");
     drop(ks);
     seeds[2 * VERSIONS as usize] = imported_seed;
-    let scan = release(&seeds);
-
     assert_eq!(seeds[VERSIONS as usize], imported_seed, "export is exact");
-    assert_eq!(scan.overflowed, 0, "every freed block was scanned");
-    assert!(scan.blocks > 100, "blocks were held and scanned: {scan:?}");
-    assert_eq!(
-        scan.with_a_seed, 0,
-        "freed heap blocks still hold a seed: {scan:?}"
-    );
+    released_clean("created, rotated, signed, reopened, exported", &seeds, 100);
 
     // Trimming and destroying drop secrets (and rewrite the store): every
     // buffer they free is wiped too.
@@ -280,12 +289,7 @@ fn no_seed_is_left_in_freed_memory() {
         ks.destroy(&ids[VERSIONS as usize]).expect("destroy");
         assert!(ks.export_sealed(generated, &transport()).is_err());
     }
-    let scan = release(&seeds);
-    assert_eq!(scan.overflowed, 0, "every freed block was scanned");
-    assert_eq!(
-        scan.with_a_seed, 0,
-        "trim or destroy left a seed in freed heap memory: {scan:?}"
-    );
+    released_clean("trimmed, destroyed", &seeds, 0);
     #[cfg(feature = "ml-dsa")]
     ml_dsa_seeds(dir.path());
 }
@@ -305,15 +309,6 @@ fn ml_dsa_seeds(dir: &std::path::Path) {
         let plaintext = transport().open(AAD, &envelope).expect("open");
         plaintext[..32].try_into().expect("a seed")
     };
-    let check = |phase: &str, seeds: &[[u8; 32]]| {
-        let scan = release(seeds);
-        assert_eq!(scan.overflowed, 0, "{phase}: every freed block was scanned");
-        assert!(scan.blocks > 20, "{phase}: blocks were held: {scan:?}");
-        assert_eq!(
-            scan.with_a_seed, 0,
-            "{phase}: an ML-DSA seed is left in freed heap memory: {scan:?}"
-        );
-    };
     hold();
     let ids: Vec<KeyId> = {
         let ks = Keystore::create(&store, master()).expect("create");
@@ -331,7 +326,11 @@ fn ml_dsa_seeds(dir: &std::path::Path) {
         let ks = Keystore::open(&store, master()).expect("open");
         ids.iter().map(|id| seed_of(&ks, id)).collect()
     };
-    check("created, rotated, signed, reopened, exported", &seeds);
+    released_clean(
+        "ML-DSA: created, rotated, signed, reopened, exported",
+        &seeds,
+        20,
+    );
     hold();
     {
         let ks = Keystore::open(&store, master()).expect("open");
@@ -341,5 +340,5 @@ fn ml_dsa_seeds(dir: &std::path::Path) {
         ks.set_policy(&ids[0], policy).expect("set policy");
         ks.trim(&ids[0], 2).expect("trim");
     }
-    check("reopened, signed, trimmed", &seeds);
+    released_clean("ML-DSA: reopened, signed, trimmed", &seeds, 20);
 }
